@@ -1,0 +1,1 @@
+"""Orchestrace: browse, audit and label LLM multi-agent orchestration traces."""

@@ -1,0 +1,251 @@
+"""The `orchestrace` command line. Each subcommand's docstring is its help text."""
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from app.db import Database, DatabaseLocked
+from app.documents import DocumentError, parse_documents
+from app.ingest import Upload, problems_of
+from app.settings import Settings
+from app.store import store_traces
+
+TRACE_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".gz")
+PROGRESS_MIN_FILES = 5
+PROGRESS_MIN_BYTES = 20 * 1024 * 1024
+
+
+def cmd_serve(args) -> int:
+    """Serve the web app and JSON API."""
+    import uvicorn
+
+    from app.main import create_app
+
+    settings = Settings.from_env(db=args.db, host=args.host, port=args.port)
+    try:
+        app = create_app(settings)
+    except DatabaseLocked as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    uvicorn.run(app, host=settings.host, port=settings.port)
+    return 0
+
+
+def cmd_migrate(args) -> int:
+    """Apply the numbered SQL migrations not yet applied to the database."""
+    settings = Settings.from_env(db=args.db)
+    db = _open(settings)
+    applied = db.migrate(settings.migrations_dir)
+    print(f"applied {len(applied)} migration(s)" + (": " + ", ".join(applied) if applied else ""))
+    return 0
+
+
+def cmd_validate(args) -> int:
+    """Check trace files against the format; print each problem with its path. Exit 1 if any is invalid."""
+    bad = 0
+    for source, data in _read_paths(args.paths):
+        try:
+            traces = parse_documents(data, source)
+        except DocumentError as exc:
+            print(f"{source}: {exc}")
+            bad += 1
+            continue
+        errors = problems_of(traces)
+        for error in errors:
+            print(f"{source}: trace {error['trace']}: {format_problem_dict(error)}")
+        bad += bool(errors)
+        if not errors:
+            print(f"{source}: {len(traces)} valid trace(s)")
+    return 1 if bad else 0
+
+
+def format_problem_dict(error: dict) -> str:
+    return f"{error['path']}: {error['message']}" if error["path"] else error["message"]
+
+
+def cmd_ingest(args) -> int:
+    """Store trace files (files, folders, or - for standard input); already stored traces are skipped."""
+    settings = Settings.from_env(db=args.db)
+    try:
+        db = Database(settings.db)
+    except DatabaseLocked:
+        server = args.server or f"http://{settings.host}:{settings.port}"
+        print(f"{settings.db} is held by a running server; posting to {server} instead", file=sys.stderr)
+        return _ingest_via_server(args, server)
+    db.migrate(settings.migrations_dir)
+    existing = "replace" if args.replace else "skip"
+    summary = {"ingested": [], "skipped": [], "refused": []}
+    files = list(_read_paths(args.paths))
+    progress = Progress(len(files), sum(len(d) for _, d in files))
+    for source, data in files:
+        try:
+            traces = parse_documents(data, source)
+            errors = problems_of(traces)
+            if errors:
+                reasons = [f"trace {e['trace']}: {format_problem_dict(e)}" for e in errors]
+                summary["refused"].append((source, reasons))
+            else:
+                stored, skipped = store_traces(db, traces, existing)
+                summary["ingested"] += stored
+                summary["skipped"] += skipped
+        except DocumentError as exc:
+            summary["refused"].append((source, [str(exc)]))
+        progress.advance(len(data))
+    progress.done()
+    _print_summary(summary)
+    return 1 if summary["refused"] else 0
+
+
+def _print_summary(summary: dict) -> None:
+    print(f"ingested {len(summary['ingested'])} trace(s), skipped {len(summary['skipped'])} already stored, "
+          f"refused {len(summary['refused'])} file(s)")
+    for trace_id in summary["skipped"]:
+        print(f"  skipped {trace_id}: already stored (use --replace to replace it)")
+    for source, reasons in summary["refused"]:
+        print(f"  refused {source}:")
+        for reason in reasons:
+            print(f"    {reason}")
+
+
+def _ingest_via_server(args, server: str) -> int:
+    """Post each file to a running server's API, since DuckDB lets one process write the file."""
+    summary = {"ingested": [], "skipped": [], "refused": []}
+    query = "?replace=true" if args.replace else ""
+    for source, data in _read_paths(args.paths):
+        request = urllib.request.Request(server.rstrip("/") + "/api/traces" + query, data=data, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request) as response:
+                summary["ingested"] += json.load(response)["ingested"]
+        except urllib.error.HTTPError as exc:
+            body = json.load(exc)
+            if exc.code == 409:
+                summary["skipped"] += body.get("trace_ids", [])
+            else:
+                reasons = [f"trace {e['trace']}: {format_problem_dict(e)}" for e in body.get("errors", [])]
+                summary["refused"].append((source, reasons or [body.get("error", str(exc))]))
+        except urllib.error.URLError as exc:
+            print(f"error: no server answers at {server} ({exc.reason}); stop the process holding the "
+                  f"database or pass --server", file=sys.stderr)
+            return 2
+    _print_summary(summary)
+    return 1 if summary["refused"] else 0
+
+
+def cmd_generate(args) -> int:
+    """Write a deterministic, realistic large swarm trace (valid by construction)."""
+    from app.generate import generate_swarm
+
+    trace = generate_swarm(agents=args.agents, events=args.events, seed=args.seed)
+    text = json.dumps(trace, separators=(",", ":"))
+    if args.output == "-":
+        sys.stdout.write(text + "\n")
+    else:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}: {len(trace['events'])} events, {len(trace['edges'])} edges, "
+              f"{len(text) / 1e6:.1f} MB")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    """Set up the database, load the sample traces (skipping those already there) and serve."""
+    settings = Settings.from_env(db=args.db)
+    db = _open(settings)
+    db.migrate(settings.migrations_dir)
+    uploads = [Upload(p.name, p.read_bytes()) for p in sorted(settings.sample_dir.glob("*.json"))]
+    traces = [t for u in uploads for t in parse_documents(u.data, u.source)]
+    stored, skipped = store_traces(db, traces, "skip")
+    print(f"sample traces: {len(stored)} loaded, {len(skipped)} already there")
+    db.close()
+    return cmd_serve(args)
+
+
+def _open(settings: Settings) -> Database:
+    try:
+        return Database(settings.db)
+    except DatabaseLocked as exc:
+        raise SystemExit(f"error: {exc}") from exc
+
+
+def _read_paths(paths: list[str]):
+    """(source name, bytes) for each file named, each trace file inside a folder, and stdin for `-`."""
+    for raw in paths:
+        if raw == "-":
+            yield "stdin", sys.stdin.buffer.read()
+            continue
+        path = Path(raw)
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                if child.is_file() and child.name.endswith(TRACE_SUFFIXES):
+                    yield str(child), child.read_bytes()
+        elif path.is_file():
+            yield str(path), path.read_bytes()
+        else:
+            raise SystemExit(f"error: {raw}: no such file or folder")
+
+
+class Progress:
+    """A one-line progress bar on a terminal, for many files or large ones; silent otherwise."""
+
+    WIDTH = 30
+
+    def __init__(self, files: int, total_bytes: int):
+        self.files, self.total, self.done_files, self.done_bytes = files, max(total_bytes, 1), 0, 0
+        self.shown = sys.stderr.isatty() and (files >= PROGRESS_MIN_FILES or total_bytes >= PROGRESS_MIN_BYTES)
+
+    def advance(self, nbytes: int) -> None:
+        self.done_files += 1
+        self.done_bytes += nbytes
+        if self.shown:
+            filled = int(self.WIDTH * self.done_bytes / self.total)
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] "
+                             f"{self.done_files}/{self.files} files, {self.done_bytes / 1e6:.1f} MB")
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="orchestrace", description=__doc__)
+    sub = parser.add_subparsers(dest="command")
+
+    def add(name, func, db=True):
+        p = sub.add_parser(name, help=func.__doc__, description=func.__doc__)
+        p.set_defaults(func=func)
+        if db:
+            p.add_argument("--db", help="DuckDB file (default: $ORCHESTRACE_DB or data/orchestrace.duckdb)")
+        return p
+
+    for name, func in (("serve", cmd_serve), ("demo", cmd_demo)):
+        p = add(name, func)
+        p.add_argument("--host", help="interface to listen on (default 127.0.0.1)")
+        p.add_argument("--port", type=int, help="port to listen on (default 8000)")
+    add("migrate", cmd_migrate)
+    p = add("validate", cmd_validate, db=False)
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p = add("ingest", cmd_ingest)
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files, folders, or - for standard input")
+    p.add_argument("--replace", action="store_true", help="replace traces already stored")
+    p.add_argument("--server", help="server to post to when it holds the database (default http://HOST:PORT)")
+    p = add("generate", cmd_generate, db=False)
+    p.add_argument("--agents", type=int, default=1000)
+    p.add_argument("--events", type=int, default=20000)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("-o", "--output", default="-", help="output file (default: standard output)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not getattr(args, "func", None):
+        args = build_parser().parse_args(["serve", *(argv or [])])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+"""Dependency aliases shared by the routers."""
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from app.db import Database
+from app.settings import Settings
+
+
+def get_db(request: Request) -> Database:
+    return request.app.state.db
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+DbDep = Annotated[Database, Depends(get_db)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]

@@ -1,0 +1,91 @@
+"""Turn uploaded bytes (JSON object, JSON array, JSON Lines, optionally gzipped) into trace objects.
+
+Parse errors name the line and column so a user can find the fault in a large file.
+"""
+
+import json
+import zlib
+
+GZIP_MAGIC = b"\x1f\x8b"
+DEFAULT_MAX_BYTES = 2 * 1024**3
+
+
+class DocumentError(ValueError):
+    """The bytes are not a readable JSON document; `line`/`column` locate the fault when known."""
+
+    def __init__(self, message: str, source: str = "", line: int | None = None, column: int | None = None):
+        self.source, self.line, self.column = source, line, column
+        where = f"{source}: " if source else ""
+        super().__init__(where + message)
+
+    def to_json(self) -> dict:
+        return {"error": str(self), "source": self.source or None, "line": self.line, "column": self.column}
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _loads(text: str):
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+class TooLarge(ValueError):
+    """A body, or what it decompresses to, exceeds the configured limit."""
+
+
+def gunzip(data: bytes, max_bytes: int, source: str = "") -> bytes:
+    """Decompress gzip data, refusing to expand past `max_bytes` (a gzip bomb stops early)."""
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        out = inflater.decompress(data, max_bytes + 1)
+    except zlib.error as exc:
+        raise DocumentError(f"not a readable gzip file ({exc})", source) from exc
+    if len(out) > max_bytes:
+        raise TooLarge(f"{source or 'body'} decompresses to more than {max_bytes} bytes")
+    if not inflater.eof:
+        raise DocumentError("truncated gzip file", source)
+    return out
+
+
+def decode(data: bytes, source: str = "", max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """Bytes to text, gunzipping when the gzip magic number leads."""
+    if data[:2] == GZIP_MAGIC:
+        data = gunzip(data, max_bytes, source)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DocumentError(f"not UTF-8 text (byte {exc.start})", source) from exc
+
+
+def parse_documents(data: bytes, source: str = "", max_bytes: int = DEFAULT_MAX_BYTES) -> list:
+    """The trace objects in one upload: a single object, an array of them, or one per line."""
+    text = decode(data, source, max_bytes)
+    if not text.strip():
+        raise DocumentError("empty document: expected a trace object, an array of traces or JSON Lines", source)
+    try:
+        doc = _loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg != "Extra data":
+            raise DocumentError(f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+                                source, exc.lineno, exc.colno) from exc
+        return _parse_lines(text, source)
+    except ValueError as exc:
+        raise DocumentError(f"malformed JSON: {exc}", source) from exc
+    return doc if isinstance(doc, list) else [doc]
+
+
+def _parse_lines(text: str, source: str) -> list:
+    """JSON Lines: one trace per non-blank line."""
+    docs = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            docs.append(_loads(line))
+        except json.JSONDecodeError as exc:
+            raise DocumentError(f"malformed JSON Lines at line {lineno}, column {exc.colno}: {exc.msg}",
+                                source, lineno, exc.colno) from exc
+        except ValueError as exc:
+            raise DocumentError(f"malformed JSON Lines at line {lineno}: {exc}", source, lineno) from exc
+    return docs

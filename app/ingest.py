@@ -1,0 +1,61 @@
+"""The one ingest path shared by the API, the CLI and `orchestrace demo`: parse, validate, store."""
+
+from dataclasses import dataclass
+
+from app.db import Database
+from app.documents import DEFAULT_MAX_BYTES, parse_documents
+from app.store import store_traces
+from app.validation import validate_trace
+
+
+class InvalidTraces(ValueError):
+    """Some traces in a request break the format; `errors` lists every problem with its path."""
+
+    def __init__(self, errors: list[dict]):
+        self.errors = errors
+        super().__init__(f"{len(errors)} problem(s) in the submitted traces")
+
+
+@dataclass
+class Upload:
+    source: str  # file name or "body", used in error messages
+    data: bytes
+
+
+def load_uploads(uploads: list[Upload], max_bytes: int) -> list[dict]:
+    """Every trace of every upload, validated; raises DocumentError or InvalidTraces."""
+    traces = []
+    for upload in uploads:
+        traces.extend(parse_documents(upload.data, upload.source, max_bytes))
+    errors = problems_of(traces)
+    if errors:
+        raise InvalidTraces(errors)
+    return traces
+
+
+def problems_of(traces: list) -> list[dict]:
+    """Validation problems of a batch, each naming its trace (id when readable, else index)."""
+    errors = []
+    first_index: dict[str, int] = {}
+    for index, trace in enumerate(traces):
+        label = _label(trace, index)
+        for problem in validate_trace(trace):
+            errors.append({"trace": label, "index": index, "path": problem.path, "message": problem.message})
+        if label != index:
+            if label in first_index:
+                errors.append({"trace": label, "index": index, "path": "trace_id",
+                               "message": f"'{label}' appears twice in this request "
+                                          f"(traces {first_index[label]} and {index})"})
+            first_index.setdefault(label, index)
+    return errors
+
+
+def _label(trace, index: int):
+    trace_id = trace.get("trace_id") if isinstance(trace, dict) else None
+    return trace_id if isinstance(trace_id, str) and trace_id else index
+
+
+def ingest(db: Database, uploads: list[Upload], existing: str = "error",
+           max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[list[str], list[str]]:
+    """Parse, validate and store; nothing is stored unless every trace is valid."""
+    return store_traces(db, load_uploads(uploads, max_bytes), existing)

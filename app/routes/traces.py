@@ -1,0 +1,67 @@
+"""JSON API of traces: ingest, list, read whole, delete."""
+
+from typing import Literal
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from app import queries
+from app.deps import DbDep, SettingsDep
+from app.ingest import Upload, ingest
+from app.store import delete_trace
+
+router = APIRouter(prefix="/api/traces", tags=["traces"])
+
+SortKey = Literal[tuple(k for key in queries.TRACE_SORTS for k in (key, "-" + key))]
+
+
+async def read_uploads(request: Request) -> list[Upload]:
+    """The request's documents: each multipart `file` part, or the raw body."""
+    if request.headers.get("content-type", "").startswith("multipart/form-data"):
+        form = await request.form(max_files=10_000)
+        files = [part for part in form.getlist("file") if isinstance(part, UploadFile)]
+        if not files:
+            raise HTTPException(400, "multipart upload has no `file` part")
+        return [Upload(part.filename or "file", await part.read()) for part in files]
+    return [Upload("body", await request.body())]
+
+
+@router.post("", status_code=201)
+async def create_traces(request: Request, db: DbDep, settings: SettingsDep, replace: bool = False):
+    """Ingest one trace, an array, JSON Lines or uploaded files; all stored or none."""
+    uploads = await read_uploads(request)
+    existing = "replace" if replace else "error"
+    stored, _ = await run_in_threadpool(ingest, db, uploads, existing, settings.max_body_bytes)
+    return {"ingested": stored}
+
+
+@router.get("")
+def read_traces(
+    db: DbDep,
+    topology: str | None = None,
+    system: str | None = None,
+    q: str | None = None,
+    sort: SortKey = "trace_id",
+    limit: int = Query(50, ge=1, le=1000),
+    offset: int = Query(0, ge=0),
+):
+    """Trace summaries matching the filters, one page at a time."""
+    items, total = queries.list_traces(db, topology, system, q, sort, limit, offset)
+    return {"items": items, "total": total}
+
+
+@router.get("/{trace_id}")
+def read_trace(trace_id: str, db: DbDep):
+    """The trace exactly as ingested."""
+    trace = queries.read_trace(db, trace_id)
+    if trace is None:
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    return trace
+
+
+@router.delete("/{trace_id}")
+def remove_trace(trace_id: str, db: DbDep):
+    if not delete_trace(db, trace_id):
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    return {"deleted": trace_id}

@@ -1,0 +1,31 @@
+"""Runtime settings: one class, every field defaulted and described, read from ORCHESTRACE_* variables."""
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV_PREFIX = "ORCHESTRACE_"
+
+
+class Settings(BaseModel):
+    db: Path = Field(Path("data/orchestrace.duckdb"), description="Path of the embedded DuckDB file.")
+    host: str = Field("127.0.0.1", description="Interface `orchestrace serve` listens on.")
+    port: int = Field(8000, description="Port `orchestrace serve` listens on.")
+    max_body_bytes: int = Field(200 * 1024 * 1024, description="Largest request body accepted; larger ones get 413.")
+    migrations_dir: Path = Field(ROOT / "migrations", description="Folder of numbered plain-SQL migrations.")
+    templates_dir: Path = Field(ROOT / "templates", description="Folder of Jinja2 templates.")
+    static_dir: Path = Field(ROOT / "static", description="Folder of stylesheets, scripts and vendored libraries.")
+    sample_dir: Path = Field(ROOT / "sample_traces", description="Folder of sample traces loaded by `orchestrace demo`.")
+
+    @classmethod
+    def from_env(cls, **overrides) -> "Settings":
+        """Settings from ORCHESTRACE_<FIELD> variables, then explicit overrides (CLI flags)."""
+        values = {}
+        for name in cls.model_fields:
+            env = os.environ.get(ENV_PREFIX + name.upper())
+            if env is not None:
+                values[name] = env
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)

@@ -1,0 +1,77 @@
+"""Fixtures: a fresh DuckDB file, the app over it and an HTTP client, per test."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.db import Database
+from app.main import create_app
+from app.settings import Settings
+
+SMALL_TRACE = {
+    "trace_id": "t-small",
+    "task_id": "task-1",
+    "system": "unit-test",
+    "topology": "centralized",
+    "events": [
+        {"id": "e1", "t": 0, "type": "orchestrator_decision", "agent": "lead", "role": "lead"},
+        {"id": "e2", "t": 1.5, "type": "spawn", "agent": "lead", "to": "worker", "reward": 0.5},
+        {"id": "e3", "t": 2, "type": "tool_call", "agent": "worker", "tool": "web.search",
+         "credit": {"agent": 0.2}, "tags": ["x", None, 3]},
+        {"id": "e4", "t": 3, "type": "tool_result", "agent": "web.search", "tool": "web.search",
+         "trusted": False, "content_ref": "sha256:ab"},
+        {"id": "e5", "t": 4, "type": "return", "agent": "worker", "from": "worker", "to": "lead"},
+        {"id": "e6", "t": 5, "type": "aggregate", "agent": "lead"},
+    ],
+    "edges": [
+        {"src": "e1", "dst": "e2", "type": "causal"},
+        {"src": "e2", "dst": "e3", "type": "spawn"},
+        {"src": "e3", "dst": "e4", "type": "tool_dependency"},
+        {"src": "e5", "dst": "e6", "type": "return"},
+    ],
+    "rewards": {"team": 1, "tool": 0.25},
+    "costs": {"tokens": 1200, "wall_clock_s": 5.5, "tool_calls": 1, "messages": 0},
+    "metrics": {"task_success": 1},
+}
+
+
+def make_trace(trace_id: str = "t-small", **changes) -> dict:
+    """A small valid trace (a fresh copy), with top-level keys changed as given."""
+    trace = copy.deepcopy(SMALL_TRACE)
+    trace["trace_id"] = trace_id
+    trace.update(changes)
+    return trace
+
+
+@pytest.fixture
+def db_path(tmp_path) -> Path:
+    return tmp_path / "test.duckdb"
+
+
+@pytest.fixture
+def settings(db_path) -> Settings:
+    return Settings(db=db_path)
+
+
+@pytest.fixture
+def app(settings):
+    return create_app(settings)
+
+
+@pytest.fixture
+def client(app):
+    with TestClient(app) as client:
+        yield client
+
+
+@pytest.fixture
+def db(app) -> Database:
+    return app.state.db
+
+
+def post_json(client, payload, **params):
+    return client.post("/api/traces", content=json.dumps(payload), params=params,
+                       headers={"Content-Type": "application/json"})
