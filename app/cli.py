@@ -9,7 +9,7 @@ from pathlib import Path
 
 from app.db import Database, DatabaseLocked
 from app.documents import DocumentError, parse_documents
-from app.ingest import Upload, problems_of
+from app.ingest import Upload, ingest, problems_of
 from app.settings import Settings
 from app.store import store_traces
 
@@ -155,12 +155,16 @@ def cmd_demo(args) -> int:
     settings = Settings.from_env(db=args.db)
     db = _open(settings)
     db.migrate(settings.migrations_dir)
-    uploads = [Upload(p.name, p.read_bytes()) for p in sorted(settings.sample_dir.glob("*.json"))]
-    traces = [t for u in uploads for t in parse_documents(u.data, u.source)]
-    stored, skipped = store_traces(db, traces, "skip")
+    stored, skipped = load_samples(db, settings.sample_dir)
     print(f"sample traces: {len(stored)} loaded, {len(skipped)} already there")
     db.close()
     return cmd_serve(args)
+
+
+def load_samples(db: Database, folder: Path) -> tuple[list[str], list[str]]:
+    """Ingest every sample trace in `folder`, skipping those already stored."""
+    uploads = [Upload(p.name, p.read_bytes()) for p in sorted(folder.glob("*.json"))]
+    return ingest(db, uploads, existing="skip")
 
 
 def _open(settings: Settings) -> Database:

@@ -1,0 +1,174 @@
+"""The traces JSON API over a real DuckDB file: ingest in every body form, errors, listing, delete."""
+
+import gzip
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from conftest import make_trace, post_json
+from anchors import anchor
+
+
+def stored_ids(client) -> list[str]:
+    return [item["trace_id"] for item in client.get("/api/traces").json()["items"]]
+
+
+def test_single_trace_round_trips_exactly(client):
+    trace = make_trace("t1")
+    trace["events"][2] = {"tool": "web.search", "id": "e3", "agent": "worker", "type": "tool_call", "t": 2,
+                          "nested": {"a": [1, 2.5, None, {"b": "ü"}]}, "big": 2**70}
+    response = post_json(client, trace)
+    assert response.status_code == 201
+    assert response.json() == {"ingested": ["t1"]}
+    back = client.get("/api/traces/t1")
+    assert back.status_code == 200
+    # Same keys in the same order, ints stay ints: the serialised text is identical.
+    assert json.dumps(back.json()) == json.dumps(trace)
+
+
+def test_array_and_json_lines_bodies(client):
+    array = [make_trace("a1"), make_trace("a2")]
+    assert post_json(client, array).json() == {"ingested": ["a1", "a2"]}
+    lines = "\n".join(json.dumps(make_trace(i)) for i in ("l1", "l2", "l3")) + "\n\n"
+    response = client.post("/api/traces", content=lines, headers={"Content-Type": "application/x-ndjson"})
+    assert response.status_code == 201
+    assert response.json()["ingested"] == ["l1", "l2", "l3"]
+
+
+def test_multipart_json_jsonl_and_gzip_files(client):
+    files = [
+        ("file", ("one.json", json.dumps(make_trace("m1")), "application/json")),
+        ("file", ("two.jsonl", json.dumps(make_trace("m2")) + "\n" + json.dumps(make_trace("m3")), "text/plain")),
+        ("file", ("three.json.gz", gzip.compress(json.dumps(make_trace("m4")).encode()), "application/gzip")),
+    ]
+    response = client.post("/api/traces", files=files)
+    assert response.status_code == 201
+    assert response.json()["ingested"] == ["m1", "m2", "m3", "m4"]
+
+
+def test_multipart_without_file_part_is_400(client):
+    response = client.post("/api/traces", data={"other": "x"}, files={"nope": ("a.json", b"{}")})
+    assert response.status_code == 400
+    assert "file" in response.json()["error"]
+
+
+def test_invalid_trace_refuses_whole_request_with_every_problem(client):
+    bad = make_trace("bad")
+    bad["events"][3]["type"] = "spawnn"
+    bad["edges"][1]["dst"] = "e99"
+    bad["costs"]["tokens"] = -5
+    response = post_json(client, [make_trace("good"), bad])
+    assert response.status_code == 422
+    errors = response.json()["errors"]
+    by_path = {e["path"]: e for e in errors}
+    assert {"events[3].type", "edges[1].dst", "costs.tokens"} <= set(by_path)
+    assert all(e["trace"] == "bad" and e["index"] == 1 for e in errors)
+    assert "spawnn" in by_path["events[3].type"]["message"]
+    assert "e99" in by_path["edges[1].dst"]["message"]
+    assert stored_ids(client) == []
+
+
+def test_trace_without_readable_id_is_named_by_index(client):
+    response = post_json(client, [make_trace("ok"), {"events": []}])
+    assert response.status_code == 422
+    assert {e["trace"] for e in response.json()["errors"]} == {1}
+
+
+def test_same_id_twice_in_one_request_is_422(client):
+    response = post_json(client, [make_trace("dup"), make_trace("dup")])
+    assert response.status_code == 422
+    assert "appears twice" in response.json()["errors"][0]["message"]
+
+
+def test_existing_id_is_409_unless_replace(client):
+    assert post_json(client, make_trace("r1")).status_code == 201
+    changed = make_trace("r1", task_id="task-2")
+    conflict = post_json(client, [make_trace("new"), changed])
+    assert conflict.status_code == 409
+    assert conflict.json()["trace_ids"] == ["r1"]
+    assert stored_ids(client) == ["r1"]  # "new" was not stored either
+    assert client.get("/api/traces/r1").json()["task_id"] == "task-1"
+    replaced = post_json(client, changed, replace="true")
+    assert replaced.status_code == 201
+    assert client.get("/api/traces/r1").json() == changed
+    assert client.get("/api/traces").json()["total"] == 1
+
+
+@pytest.mark.parametrize("body, fragment", [
+    (b'{"trace_id": "x",\n  "task_id": }', "line 2, column 14"),
+    (b"", "empty document"),
+    (b"\xff\xfe{}", "not UTF-8"),
+    (b"\x1f\x8bnot really gzip", "gzip"),
+    (b'{"trace_id": "a"}\n{"trace_id": }\n', "line 2"),
+    (b'{"t": NaN}', "NaN"),
+])
+def test_malformed_bodies_are_400_naming_the_place(client, body, fragment):
+    response = client.post("/api/traces", content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400
+    assert fragment in response.json()["error"]
+
+
+def test_body_over_limit_is_413(tmp_path):
+    app = create_app(Settings(db=tmp_path / "small.duckdb", max_body_bytes=1000))
+    with TestClient(app) as client:
+        big = [make_trace(f"b{i}") for i in range(5)]
+        assert post_json(client, big).status_code == 413
+
+        def chunks():  # no Content-Length: the limit must hold while streaming
+            for _ in range(10):
+                yield b" " * 500
+
+        streamed = client.post("/api/traces", content=chunks(), headers={"Content-Type": "application/json"})
+        assert streamed.status_code == 413
+        bomb = gzip.compress(b" " * 100_000)
+        assert client.post("/api/traces", content=bomb).status_code == 413
+        assert client.get("/api/traces").json()["total"] == 0
+
+
+def test_list_filters_sorts_and_pages(client):
+    post_json(client, [
+        make_trace("c1", system="alpha", topology="swarm"),
+        make_trace("c2", system="beta", topology="swarm", costs={"tokens": 9, "wall_clock_s": 1}),
+        make_trace("c3", system="alpha", topology="debate", task_id="find-needle"),
+    ])
+    assert client.get("/api/traces", params={"topology": "swarm"}).json()["total"] == 2
+    assert [i["trace_id"] for i in client.get("/api/traces", params={"system": "alpha"}).json()["items"]] == ["c1", "c3"]
+    assert [i["trace_id"] for i in client.get("/api/traces", params={"q": "NEEDLE"}).json()["items"]] == ["c3"]
+    by_tokens = client.get("/api/traces", params={"sort": "tokens"}).json()["items"]
+    assert by_tokens[0]["trace_id"] == "c2"
+    desc = client.get("/api/traces", params={"sort": "-trace_id", "limit": 2, "offset": 1}).json()
+    assert desc["total"] == 3 and [i["trace_id"] for i in desc["items"]] == ["c2", "c1"]
+    item = desc["items"][0]
+    assert item["events"] == 6 and item["agents"] == 2 and item["rewards"] == {"team": 1, "tool": 0.25}
+    bad_sort = client.get("/api/traces", params={"sort": "drop table"})
+    assert bad_sort.status_code == 422
+
+
+def test_unknown_trace_is_404_and_delete_removes(client):
+    assert client.get("/api/traces/nope").status_code == 404
+    assert client.delete("/api/traces/nope").status_code == 404
+    post_json(client, make_trace("d1"))
+    assert client.delete("/api/traces/d1").json() == {"deleted": "d1"}
+    assert client.get("/api/traces/d1").status_code == 404
+    assert post_json(client, make_trace("d1")).status_code == 201  # no leftovers block a re-ingest
+    assert len(client.get("/api/traces/d1").json()["events"]) == 6
+
+
+def test_traces_survive_a_restart_and_migrations_run_once(settings):
+    with TestClient(create_app(settings)) as client:  # leaving the block closes the database
+        post_json(client, make_trace("keep"))
+    app = create_app(settings)
+    with TestClient(app) as client:
+        assert client.get("/api/traces/keep").json() == make_trace("keep")
+        versions = app.state.db.fetchall("SELECT version, name FROM schema_migrations ORDER BY version")
+        assert versions[0] == {"version": 1, "name": "0001_initial.sql"}
+        assert app.state.db.migrate(settings.migrations_dir) == []
+
+
+def test_published_example_validates_and_round_trips(client):
+    example = json.loads(anchor("example_trace.json").read_text())
+    assert post_json(client, example).status_code == 201
+    assert json.dumps(client.get(f"/api/traces/{example['trace_id']}").json()) == json.dumps(example)
