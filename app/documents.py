@@ -6,6 +6,8 @@ Parse errors name the line and column so a user can find the fault in a large fi
 import json
 import zlib
 
+import orjson
+
 GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_MAX_BYTES = 2 * 1024**3
 
@@ -56,6 +58,14 @@ def decode(data: bytes, source: str = "", max_bytes: int = DEFAULT_MAX_BYTES) ->
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DocumentError(f"not UTF-8 text (byte {exc.start})", source) from exc
+
+
+def dumps(obj) -> str:
+    """Compact JSON text; orjson for speed, the standard library for integers beyond 64 bits."""
+    try:
+        return orjson.dumps(obj).decode()
+    except TypeError:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
 def parse_documents(data: bytes, source: str = "", max_bytes: int = DEFAULT_MAX_BYTES) -> list:
