@@ -4,6 +4,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from app.cache import TraceCache
 from app.db import Database
 from app.settings import Settings
 
@@ -18,3 +19,10 @@ def get_settings(request: Request) -> Settings:
 
 DbDep = Annotated[Database, Depends(get_db)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+def get_cache(request: Request) -> TraceCache:
+    return request.app.state.cache
+
+
+CacheDep = Annotated[TraceCache, Depends(get_cache)]

@@ -159,7 +159,8 @@ def build_figure(trace: dict, group_by_role: bool | None = None, expand: frozens
         "hovermode": "closest",
         "dragmode": "zoom",
         "uirevision": trace["trace_id"],
-        "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "font": {"size": 11}},
+        "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "font": {"size": 11},
+                   "itemclick": "toggle", "itemdoubleclick": "toggleothers"},
         "xaxis": {"title": {"text": "t (s)"}, "zeroline": False, "anchor": "y2"},
         "yaxis": {"domain": [0.2, 1], "autorange": "reversed", "tickvals": list(range(len(lanes))),
                   "ticktext": [lane["label"] for lane in lanes], "zeroline": False, "fixedrange": False,
@@ -212,8 +213,7 @@ def _lifetime_trace(spans: dict, lane_of: dict) -> dict:
             xs += [lo, hi, None]
             ys += [lane_of[agent], lane_of[agent], None]
     return {"type": "scattergl", "mode": "lines", "name": "agent lifetime", "x": xs, "y": ys,
-            "line": {"color": "rgba(100,116,139,0.18)", "width": 9}, "hoverinfo": "skip",
-            "legendgroup": "lifetime"}
+            "line": {"color": "rgba(100,116,139,0.18)", "width": 9}, "hoverinfo": "skip"}
 
 
 def _edge_traces(events, edges, x, y) -> list[dict]:
@@ -233,7 +233,7 @@ def _edge_traces(events, edges, x, y) -> list[dict]:
         colour, dash = EDGE_STYLE[edge_type]
         traces.append({"type": "scattergl", "mode": "lines", "name": f"{edge_type} edge", "x": xs, "y": ys,
                        "line": {"color": colour, "width": 1.2, "dash": dash}, "hoverinfo": "skip",
-                       "legendgroup": "edges", "meta": {"kind": "edge", "edge_type": edge_type},
+                       "meta": {"kind": "edge", "edge_type": edge_type},
                        "visible": "legendonly" if edge_type == "temporal" else True})
     return traces
 

@@ -2,21 +2,54 @@
 
 import logging
 from contextlib import asynccontextmanager
+from pathlib import Path
+
+import plotly
+from plotly.offline import get_plotlyjs_version
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.cache import TraceCache
 from app.db import Database
 from app.documents import DocumentError, TooLarge
 from app.ingest import InvalidTraces
 from app.limits import BodyLimitMiddleware, BodyTooLarge, too_large_response
-from app.routes import traces
+from app.render import make_templates, render
+from app.routes import pages, traces
 from app.settings import Settings
 from app.store import TracesExist
 
 log = logging.getLogger("orchestrace")
+
+PLOTLY_JS_PATH = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+PLOTLY_JS_URL = f"/static/vendor/plotly-{get_plotlyjs_version()}.min.js"
+
+# Plotly's WebGL traces compile shaders with Function(), hence 'unsafe-eval'; no inline script runs.
+CONTENT_SECURITY_POLICY = "; ".join([
+    "default-src 'self'",
+    "script-src 'self' 'unsafe-eval'",
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data: blob:",
+    "font-src 'self' data:",
+    "connect-src 'self'",
+    "worker-src 'self' blob:",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "frame-ancestors 'none'",
+    "form-action 'self'",
+])
+
+
+async def security_headers(request: Request, call_next):
+    response = await call_next(request)
+    response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "same-origin"
+    return response
 
 
 def create_app(settings: Settings | None = None, db: Database | None = None) -> FastAPI:
@@ -30,11 +63,24 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
         yield
         db.close()
 
-    app = FastAPI(title="Orchestrace", version="0.1.0", lifespan=lifespan)
+    # No /docs or /redoc: their pages load Swagger UI from a CDN, and the app works offline.
+    app = FastAPI(title="Orchestrace", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
     app.state.db = db
+    app.state.cache = TraceCache()
+    app.state.templates = make_templates(settings.templates_dir, PLOTLY_JS_URL)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.middleware("http")(security_headers)
     app.include_router(traces.router)
+    app.include_router(pages.router)
+
+    @app.get(PLOTLY_JS_URL, include_in_schema=False)
+    def plotly_js():
+        """plotly.js from the installed plotly package: no CDN, and its version is in the URL."""
+        return FileResponse(PLOTLY_JS_PATH, media_type="text/javascript",
+                            headers={"Cache-Control": "public, max-age=31536000, immutable"})
+
+    app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
     add_error_handlers(app)
 
     @app.get("/api/health", tags=["meta"])
@@ -69,6 +115,8 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 404 and not request.url.path.startswith(("/api/", "/static/", "/v1/")):
+            return render(request, "not_found.html", {"what": "page"}, status_code=404)
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)

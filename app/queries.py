@@ -24,16 +24,34 @@ TRACE_SUMMARY_COLUMNS = """
     n_events AS events, n_edges AS edges, n_agents AS agents, tokens, wall_clock_s, ingested_at
 """
 
+REWARD_SORT_PREFIX = "reward:"
+
 TRACE_FILTER = """
     WHERE (?::VARCHAR IS NULL OR topology = ?)
       AND (?::VARCHAR IS NULL OR system = ?)
-      AND (?::VARCHAR IS NULL OR trace_id ILIKE ? OR task_id ILIKE ? OR system ILIKE ?)
+      AND (?::VARCHAR IS NULL OR contains(lower(trace_id || ' ' || task_id || ' ' || coalesce(system, '')), lower(?)))
 """
 
 
 def _filter_params(topology: str | None, system: str | None, q: str | None) -> list:
-    like = f"%{q}%" if q else None
-    return [topology, topology, system, system, q or None, like, like, like]
+    return [topology or None, topology or None, system or None, system or None, q or None, q or None]
+
+
+def parse_sort(sort: str) -> tuple[str, list, bool]:
+    """SQL order expression, its parameters and direction for a sort key such as "-events" or "reward:team".
+
+    Raises ValueError for an unknown key; user text only ever reaches SQL as a bound parameter.
+    """
+    descending = sort.startswith("-")
+    key = sort[1:] if descending else sort
+    if key.startswith(REWARD_SORT_PREFIX) and len(key) > len(REWARD_SORT_PREFIX):
+        channel = key[len(REWARD_SORT_PREFIX):]
+        pointer = "/" + channel.replace("~", "~0").replace("/", "~1")
+        return "TRY_CAST(json_extract(rewards, ?) AS DOUBLE)", [pointer], descending
+    if key not in TRACE_SORTS:
+        allowed = ", ".join(TRACE_SORTS) + ", reward:<channel>"
+        raise ValueError(f"unknown sort key '{key}'; allowed: {allowed} (prefix - for descending)")
+    return TRACE_SORTS[key], [], descending
 
 
 def _summary(row: dict) -> dict:
@@ -45,17 +63,14 @@ def _summary(row: dict) -> dict:
 
 def list_traces(db: Database, topology=None, system=None, q=None, sort="trace_id",
                 limit=50, offset=0) -> tuple[list[dict], int]:
-    """One page of trace summaries and the number of traces matching the filters.
-
-    `sort` is a key of TRACE_SORTS, prefixed with "-" for descending order.
-    """
-    descending = sort.startswith("-")
-    order = f"{TRACE_SORTS[sort.lstrip('-')]} {'DESC' if descending else 'ASC'} NULLS LAST, trace_id"
+    """One page of trace summaries and the number of traces matching the filters (see parse_sort)."""
+    expression, sort_params, descending = parse_sort(sort)
+    order = f"{expression} {'DESC' if descending else 'ASC'} NULLS LAST, trace_id"
     params = _filter_params(topology, system, q)
     total = db.scalar("SELECT count(*) FROM traces" + TRACE_FILTER, params)
     rows = db.fetchall(
         "SELECT" + TRACE_SUMMARY_COLUMNS + "FROM traces" + TRACE_FILTER + "ORDER BY " + order + " LIMIT ? OFFSET ?",
-        params + [limit, offset],
+        params + sort_params + [limit, offset],
     )
     return [_summary(row) for row in rows], total
 
@@ -90,27 +105,30 @@ def read_trace(db: Database, trace_id: str) -> dict | None:
     return trace
 
 
+EVENT_SELECT = """
+    SELECT event_id, t, t_is_int, type, agent, role, from_agent, to_agent, tool, content_ref, trusted,
+           extra, key_order
+    FROM events
+"""
+
+
+def _rebuild(row: tuple) -> dict:
+    """An event as ingested, from its columns, `extra` and recorded key order."""
+    event_id, t, t_is_int, type_, agent, role, from_, to, tool, content_ref, trusted, extra, order = row
+    event = {"id": event_id, "t": int(t) if t_is_int and math.isfinite(t) else t, "type": type_, "agent": agent}
+    for key, value in (("role", role), ("from", from_), ("to", to), ("tool", tool),
+                       ("content_ref", content_ref), ("trusted", trusted)):
+        if value is not None:
+            event[key] = value
+    if extra is not None:
+        event.update(json.loads(extra))
+    return {key: event[key] for key in order} if order else event
+
+
 def read_events(db: Database, trace_id: str) -> list[dict]:
     """Events of a trace rebuilt from their columns and `extra`, in document order."""
-    rows = db.execute(
-        """
-        SELECT event_id, t, t_is_int, type, agent, role, from_agent, to_agent, tool, content_ref, trusted,
-               extra, key_order
-        FROM events WHERE trace_id = ? ORDER BY seq
-        """,
-        [trace_id],
-    ).fetchall()
-    events = []
-    for event_id, t, t_is_int, type_, agent, role, from_, to, tool, content_ref, trusted, extra, order in rows:
-        event = {"id": event_id, "t": int(t) if t_is_int and math.isfinite(t) else t, "type": type_, "agent": agent}
-        for key, value in (("role", role), ("from", from_), ("to", to), ("tool", tool),
-                           ("content_ref", content_ref), ("trusted", trusted)):
-            if value is not None:
-                event[key] = value
-        if extra is not None:
-            event.update(json.loads(extra))
-        events.append({key: event[key] for key in order} if order else event)
-    return events
+    rows = db.execute(EVENT_SELECT + " WHERE trace_id = ? ORDER BY seq", [trace_id]).fetchall()
+    return [_rebuild(row) for row in rows]
 
 
 def read_edges(db: Database, trace_id: str) -> list[dict]:
@@ -118,3 +136,95 @@ def read_edges(db: Database, trace_id: str) -> list[dict]:
         "SELECT src, dst, type FROM edges WHERE trace_id = ? ORDER BY seq", [trace_id]
     ).fetchall()
     return [{"src": src, "dst": dst, "type": type_} for src, dst, type_ in rows]
+
+
+def trace_facets(db: Database) -> dict:
+    """Distinct systems, topologies and reward channel names across stored traces, for filters and columns."""
+    systems = [r["system"] for r in db.fetchall(
+        "SELECT DISTINCT system FROM traces WHERE system IS NOT NULL ORDER BY system")]
+    topologies = [r["topology"] for r in db.fetchall(
+        "SELECT DISTINCT topology FROM traces WHERE topology IS NOT NULL ORDER BY topology")]
+    channels = [r["channel"] for r in db.fetchall(
+        "SELECT DISTINCT unnest(json_keys(rewards)) AS channel FROM traces ORDER BY channel")]
+    return {"systems": systems, "topologies": topologies, "reward_channels": channels}
+
+
+def read_event_cores(db: Database, trace_id: str) -> list[dict]:
+    """Events with their column properties only (no `extra`): enough to draw and count, and fast."""
+    rows = db.execute(
+        """
+        SELECT event_id, t, type, agent, role, from_agent, to_agent, tool, content_ref, trusted
+        FROM events WHERE trace_id = ? ORDER BY seq
+        """,
+        [trace_id],
+    ).fetchall()
+    keys = ("id", "t", "type", "agent", "role", "from", "to", "tool", "content_ref", "trusted")
+    return [{k: v for k, v in zip(keys, row) if v is not None} for row in rows]
+
+
+def read_event_extras(db: Database, trace_id: str) -> list[tuple[int, dict]]:
+    """(seq, extra properties) of the events that have any."""
+    rows = db.execute(
+        "SELECT seq, extra FROM events WHERE trace_id = ? AND extra IS NOT NULL ORDER BY seq", [trace_id]
+    ).fetchall()
+    return [(seq, json.loads(extra)) for seq, extra in rows]
+
+
+def read_event(db: Database, trace_id: str, event_id: str) -> dict | None:
+    """One event, rebuilt whole, with its position in the trace."""
+    row = db.fetchone("SELECT seq FROM events WHERE trace_id = ? AND event_id = ?", [trace_id, event_id])
+    if row is None:
+        return None
+    event = _rebuild(db.execute(EVENT_SELECT + " WHERE trace_id = ? AND seq = ?", [trace_id, row["seq"]]).fetchone())
+    return {"seq": row["seq"], "event": event}
+
+
+def read_event_edges(db: Database, trace_id: str, event_id: str) -> dict[str, list[dict]]:
+    """Incoming and outgoing edges of an event, each with the other end's type and agent."""
+    rows = db.fetchall(
+        """
+        SELECT e.src, e.dst, e.type, other.event_id AS other_id, other.type AS other_type,
+               other.agent AS other_agent, e.dst = ? AS incoming
+        FROM edges e
+        JOIN events other ON other.trace_id = e.trace_id
+             AND other.event_id = CASE WHEN e.dst = ? THEN e.src ELSE e.dst END
+        WHERE e.trace_id = ? AND (e.src = ? OR e.dst = ?)
+        ORDER BY e.seq
+        """,
+        [event_id, event_id, trace_id, event_id, event_id],
+    )
+    return {"incoming": [r for r in rows if r["incoming"]], "outgoing": [r for r in rows if not r["incoming"]]}
+
+
+EVENT_SORTS = {"seq": "seq", "t": "t", "id": "event_id", "type": "type", "agent": "agent", "role": "role"}
+
+EVENT_FILTER = """
+    WHERE trace_id = ?
+      AND (?::VARCHAR IS NULL OR type = ?)
+      AND (?::VARCHAR IS NULL OR agent = ?)
+      AND (?::VARCHAR IS NULL OR role = ?)
+"""
+
+
+def list_events(db: Database, trace_id: str, type_=None, agent=None, role=None, sort="seq",
+                limit=50, offset=0) -> tuple[list[dict], int]:
+    """One page of a trace's events (column properties) and the number matching the filters."""
+    descending = sort.startswith("-")
+    column = EVENT_SORTS.get(sort.lstrip("-"), "seq")
+    params = [trace_id, type_ or None, type_ or None, agent or None, agent or None, role or None, role or None]
+    total = db.scalar("SELECT count(*) FROM events" + EVENT_FILTER, params)
+    rows = db.fetchall(
+        "SELECT seq, event_id AS id, t, type, agent, role, tool, trusted FROM events" + EVENT_FILTER
+        + f"ORDER BY {column} {'DESC' if descending else 'ASC'} NULLS LAST, seq LIMIT ? OFFSET ?",
+        params + [limit, offset],
+    )
+    return rows, total
+
+
+def event_facets(db: Database, trace_id: str) -> dict:
+    """Counts of a trace's events by type, by agent and by role."""
+    def counts(column: str) -> list[dict]:
+        return db.fetchall(
+            f"SELECT {column} AS value, count(*) AS n FROM events WHERE trace_id = ? "
+            f"GROUP BY {column} ORDER BY n DESC, value", [trace_id])
+    return {"type": counts("type"), "agent": counts("agent"), "role": counts("role")}

@@ -2,19 +2,17 @@
 
 from typing import Literal
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from app import queries
-from app.deps import DbDep, SettingsDep
+from app import graph, queries
+from app.deps import CacheDep, DbDep, SettingsDep
 from app.ingest import Upload, ingest
+from app.overlays import describe
 from app.store import delete_trace
 
 router = APIRouter(prefix="/api/traces", tags=["traces"])
-
-SortKey = Literal[tuple(k for key in queries.TRACE_SORTS for k in (key, "-" + key))]
-
 
 async def read_uploads(request: Request) -> list[Upload]:
     """The request's documents: each multipart `file` part, or the raw body."""
@@ -42,12 +40,15 @@ def read_traces(
     topology: str | None = None,
     system: str | None = None,
     q: str | None = None,
-    sort: SortKey = "trace_id",
+    sort: str = "trace_id",
     limit: int = Query(50, ge=1, le=1000),
     offset: int = Query(0, ge=0),
 ):
     """Trace summaries matching the filters, one page at a time."""
-    items, total = queries.list_traces(db, topology, system, q, sort, limit, offset)
+    try:
+        items, total = queries.list_traces(db, topology, system, q, sort, limit, offset)
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from exc
     return {"items": items, "total": total}
 
 
@@ -58,6 +59,37 @@ def read_trace(trace_id: str, db: DbDep):
     if trace is None:
         raise HTTPException(404, f"no trace with id '{trace_id}'")
     return trace
+
+
+@router.get("/{trace_id}/figure")
+def read_figure(trace_id: str, db: DbDep, cache: CacheDep, group: Literal["auto", "role", "agent"] = "auto",
+                expand: list[str] = Query([])):
+    """The interaction graph as a Plotly figure, with lane layout and event ids (built once, cached)."""
+    grouping = {"auto": None, "role": True, "agent": False}[group]
+    body = graph.figure_json(db, cache, trace_id, grouping, frozenset(expand))
+    if body is None:
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    return Response(body, media_type="application/json")
+
+
+@router.get("/{trace_id}/overlays")
+def read_overlays(trace_id: str, db: DbDep, cache: CacheDep):
+    """The numeric per-event channels a graph can be coloured by."""
+    channels = graph.channels(db, cache, trace_id)
+    if channels is None:
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    return {"channels": describe(channels)}
+
+
+@router.get("/{trace_id}/overlay")
+def read_overlay(trace_id: str, channel: str, db: DbDep, cache: CacheDep):
+    """One channel's value per event, in event order (null where an event has none)."""
+    channels = graph.channels(db, cache, trace_id)
+    if channels is None:
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    if channel not in channels:
+        raise HTTPException(404, f"trace '{trace_id}' has no numeric channel '{channel}'")
+    return {"channel": channel, "values": channels[channel]}
 
 
 @router.delete("/{trace_id}")

@@ -1,0 +1,42 @@
+"""The interaction graph of a stored trace: figure JSON and overlay channels, built once and cached."""
+
+import orjson
+
+from app import queries
+from app.cache import TraceCache
+from app.db import Database
+from app.figure import build_figure
+from app.overlays import event_channels
+
+
+def _version(db: Database, trace_id: str):
+    """The trace's ingest time, part of every cache key; None when the trace does not exist."""
+    return db.scalar("SELECT ingested_at FROM traces WHERE trace_id = ?", [trace_id])
+
+
+def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | None,
+                expand: frozenset[str]) -> bytes | None:
+    """Serialized figure payload (see figure.build_figure), or None for an unknown trace."""
+    version = _version(db, trace_id)
+    if version is None:
+        return None
+
+    def build() -> bytes:
+        trace = {"trace_id": trace_id, "events": queries.read_event_cores(db, trace_id),
+                 "edges": queries.read_edges(db, trace_id)}
+        return orjson.dumps(build_figure(trace, group, expand))
+
+    return cache.get_or_build(("figure", trace_id, version, group, expand), build)
+
+
+def channels(db: Database, cache: TraceCache, trace_id: str) -> dict[str, list] | None:
+    """Every numeric per-event channel of a trace, aligned with event order; None for an unknown trace."""
+    version = _version(db, trace_id)
+    if version is None:
+        return None
+
+    def build() -> dict[str, list]:
+        n_events = db.scalar("SELECT n_events FROM traces WHERE trace_id = ?", [trace_id])
+        return event_channels(queries.read_event_extras(db, trace_id), n_events)
+
+    return cache.get_or_build(("channels", trace_id, version), build)

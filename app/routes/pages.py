@@ -1,0 +1,101 @@
+"""HTML pages: the trace list with upload, and the trace page with graph, inspector and events table."""
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+
+from app import graph, queries
+from app.deps import CacheDep, DbDep, SettingsDep
+from app.documents import DocumentError
+from app.figure import spawn_tree
+from app.ingest import InvalidTraces, ingest
+from app.overlays import describe
+from app.render import render
+from app.routes.traces import read_uploads
+from app.store import TracesExist
+from app.taxonomy import EVENT_TYPES
+
+router = APIRouter(include_in_schema=False)
+
+TRACES_PER_PAGE = 25
+EVENTS_PER_PAGE = 50
+DEFAULT_TRACE_SORT = "-ingested_at"
+
+
+def trace_list_context(db, q, system, topology, sort, page) -> dict:
+    try:
+        queries.parse_sort(sort)
+    except ValueError:
+        sort = DEFAULT_TRACE_SORT
+    page = max(page, 1)
+    items, total = queries.list_traces(db, topology, system, q, sort, TRACES_PER_PAGE, (page - 1) * TRACES_PER_PAGE)
+    return {"items": items, "total": total, "page": page, "pages": max(1, -(-total // TRACES_PER_PAGE)),
+            "sort": sort, "filters": {"q": q or "", "system": system or "", "topology": topology or ""},
+            "facets": queries.trace_facets(db)}
+
+
+@router.get("/")
+def read_trace_list(request: Request, db: DbDep, q: str | None = None, system: str | None = None,
+                    topology: str | None = None, sort: str = DEFAULT_TRACE_SORT, page: int = 1):
+    context = trace_list_context(db, q, system, topology, sort, page)
+    return render(request, "trace_list.html", context, fragments=("_trace_table.html",))
+
+
+@router.post("/upload")
+async def create_upload(request: Request, db: DbDep, settings: SettingsDep):
+    """The upload form: ingest the files, then show what was stored or every reason it was refused."""
+    result: dict = {"ingested": [], "errors": [], "error": None}
+    status = 200
+    try:
+        uploads = await read_uploads(request)
+        result["ingested"], _ = await run_in_threadpool(ingest, db, uploads, "error", settings.max_body_bytes)
+        status = 201
+    except DocumentError as exc:
+        result["error"], status = str(exc), 400
+    except InvalidTraces as exc:
+        result["error"], result["errors"], status = str(exc), exc.errors, 422
+    except TracesExist as exc:
+        result["error"], status = str(exc), 409
+    context = trace_list_context(db, None, None, None, DEFAULT_TRACE_SORT, 1) | {"upload": result}
+    return render(request, "trace_list.html", context, fragments=("_upload_result.html",), status_code=status)
+
+
+def nest_spawn_tree(events: list[dict], counts: dict[str, int]) -> list[dict]:
+    """The spawn tree as nested nodes (agent, role, events, children) for the collapsible panel."""
+    order, parents, roles = spawn_tree(events)
+    nodes = {a: {"agent": a, "role": roles[a], "events": counts.get(a, 0), "children": []} for a in order}
+    roots = []
+    for agent in order:
+        parent = parents.get(agent)
+        (nodes[parent]["children"] if parent in nodes else roots).append(nodes[agent])
+    return roots
+
+
+@router.get("/traces/{trace_id}")
+def read_trace_page(request: Request, trace_id: str, db: DbDep, cache: CacheDep, event: str | None = None,
+                    type: str | None = None, agent: str | None = None, role: str | None = None,
+                    sort: str = "seq", page: int = 1):
+    summary = queries.read_trace_summary(db, trace_id)
+    if summary is None:
+        return render(request, "not_found.html", {"what": f"trace '{trace_id}'"}, status_code=404)
+    page = max(page, 1)
+    rows, total = queries.list_events(db, trace_id, type, agent, role, sort, EVENTS_PER_PAGE,
+                                      (page - 1) * EVENTS_PER_PAGE)
+    facets = queries.event_facets(db, trace_id)
+    selected = queries.read_event(db, trace_id, event) if event else None
+    context = {
+        "trace": summary,
+        "facets": facets,
+        "event_types": EVENT_TYPES,
+        "events": {"rows": rows, "total": total, "page": page, "pages": max(1, -(-total // EVENTS_PER_PAGE)),
+                   "sort": sort, "filters": {"type": type or "", "agent": agent or "", "role": role or ""}},
+        "selected": selected,
+        "selected_edges": queries.read_event_edges(db, trace_id, event) if selected else None,
+        "missing_event": event if event and not selected else None,
+        "channels": describe(graph.channels(db, cache, trace_id)),
+        "tree": cache.get_or_build(
+            ("tree", trace_id, summary["ingested_at"]),
+            lambda: nest_spawn_tree(queries.read_event_cores(db, trace_id),
+                                    {row["value"]: row["n"] for row in facets["agent"]})),
+    }
+    return render(request, "trace_detail.html", context,
+                  fragments=("_events_table.html", "_event_inspector.html"))

@@ -1,0 +1,206 @@
+// Trace page: draws the interaction graph once, keeps graph, inspector, table and URL in sync,
+// and recolours markers by an overlay channel without fetching the figure again.
+(function () {
+  "use strict";
+  const graph = document.getElementById("graph");
+  if (!graph || !window.Plotly) return;
+  const traceId = graph.dataset.traceId;
+  const base = "/traces/" + encodeURIComponent(traceId);
+  const api = "/api/traces/" + encodeURIComponent(traceId);
+  const status = document.getElementById("graph-status");
+  const overlaySelect = document.getElementById("overlay-select");
+  const overlaySize = document.getElementById("overlay-size");
+  const groupBox = document.getElementById("group-lanes");
+  const laneGroups = document.getElementById("lane-groups");
+  const DIVERGING = [[0, "#b2182b"], [0.25, "#ef8a62"], [0.5, "#f7f7f7"], [0.75, "#67a9cf"], [1, "#2166ac"]];
+  const NO_VALUE = "#c7ccd4";
+
+  let payload = null;          // figure JSON from the server
+  let seqOf = new Map();       // event id -> position in the trace
+  let hoverOf = [];            // seq -> hover text (already escaped by the server)
+  let eventTraces = [];        // indices of the per-type marker traces
+  let overlayIdx = -1, greyIdx = -1, selectedIdx = -1;
+  let grouping = "auto";
+  const expanded = new Set();
+
+  function esc(text) {
+    return String(text).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+  }
+
+  function figureUrl() {
+    const params = new URLSearchParams({group: grouping});
+    expanded.forEach((role) => params.append("expand", role));
+    return api + "/figure?" + params;
+  }
+
+  async function draw() {
+    status.textContent = "drawing…";
+    const started = performance.now();
+    const response = await fetch(figureUrl());
+    if (!response.ok) { status.textContent = "could not load the graph (" + response.status + ")"; return; }
+    payload = await response.json();
+    const data = payload.figure.data;
+    eventTraces = [];
+    hoverOf = new Array(payload.event_ids.length);
+    data.forEach((trace, i) => {
+      if (trace.meta && trace.meta.kind === "events") {
+        eventTraces.push(i);
+        trace.customdata.forEach((seq, k) => { hoverOf[seq] = trace.hovertext[k]; });
+      }
+    });
+    seqOf = new Map(payload.event_ids.map((id, seq) => [id, seq]));
+    overlayIdx = data.length;
+    greyIdx = data.length + 1;
+    selectedIdx = data.length + 2;
+    data.push(
+      {type: "scattergl", mode: "markers", name: "overlay", x: [], y: [], visible: false, showlegend: false,
+       hovertemplate: "%{hovertext}<extra></extra>", customdata: []},
+      {type: "scattergl", mode: "markers", name: "no value", x: [], y: [], visible: false,
+       marker: {color: NO_VALUE, size: 7}, hovertemplate: "%{hovertext}<extra></extra>", customdata: []},
+      {type: "scatter", mode: "markers", name: "selected", x: [], y: [], showlegend: false, hoverinfo: "skip",
+       marker: {size: 20, color: "rgba(0,0,0,0)", line: {color: "#111827", width: 2.5}}});
+    await Plotly.react(graph, data, payload.figure.layout,
+                       {responsive: true, displaylogo: false, scrollZoom: true,
+                        modeBarButtonsToRemove: ["select2d", "lasso2d"]});
+    graph.removeAllListeners && graph.removeAllListeners("plotly_click");
+    graph.on("plotly_click", (ev) => {
+      const point = ev.points && ev.points[0];
+      if (!point || point.customdata === undefined || point.data.mode !== "markers") return;
+      selectEvent(payload.event_ids[point.customdata]);
+    });
+    renderLaneControls();
+    if (overlaySelect.value) await applyOverlay(overlaySelect.value);
+    graph.dataset.drawn = "true";
+    const seconds = ((performance.now() - started) / 1000).toFixed(2);
+    status.textContent = payload.event_ids.length.toLocaleString() + " events · " + payload.agents.toLocaleString()
+      + " agents · " + payload.lanes.length + " lanes · drawn in " + seconds + " s";
+    const selected = graph.dataset.selected;
+    if (selected) highlight(selected, true);
+  }
+
+  function renderLaneControls() {
+    groupBox.checked = payload.grouped;
+    laneGroups.replaceChildren();
+    payload.lanes.forEach((lane) => {
+      if (!lane.group || lane.agents < 2) return;
+      const button = document.createElement("button");
+      button.type = "button";
+      button.textContent = "expand " + lane.role + " (" + lane.agents + ")";
+      button.addEventListener("click", () => { expanded.add(lane.role); grouping = "role"; draw(); });
+      laneGroups.appendChild(button);
+    });
+    expanded.forEach((role) => {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.setAttribute("aria-pressed", "true");
+      button.textContent = "collapse " + role;
+      button.addEventListener("click", () => { expanded.delete(role); draw(); });
+      laneGroups.appendChild(button);
+    });
+  }
+
+  function highlight(eventId, intoView) {
+    const seq = seqOf.get(eventId);
+    if (seq === undefined || !payload) return;
+    const x = payload.positions.x[seq], y = payload.positions.y[seq];
+    Plotly.restyle(graph, {x: [[x]], y: [[y]]}, [selectedIdx]);
+    const layout = graph._fullLayout;
+    if (intoView && layout) {
+      const [x0, x1] = layout.xaxis.range;
+      const [ya, yb] = layout.yaxis.range;
+      const update = {};
+      if (x < Math.min(x0, x1) || x > Math.max(x0, x1)) {
+        const half = Math.abs(x1 - x0) / 2;
+        update["xaxis.range"] = [x - half, x + half];
+      }
+      if (y < Math.min(ya, yb) || y > Math.max(ya, yb)) {
+        const half = Math.abs(yb - ya) / 2;
+        update["yaxis.range"] = [y + half, y - half];
+      }
+      if (Object.keys(update).length) Plotly.relayout(graph, update);
+    }
+  }
+
+  function markTableRow(eventId) {
+    document.querySelectorAll("#events-table tr.selected").forEach((row) => row.classList.remove("selected"));
+    const row = document.querySelector('#events-table tr[data-event-id="' + CSS.escape(eventId) + '"]');
+    if (row) row.classList.add("selected");
+  }
+
+  // What a click on a marker does: load the inspector, mark the event everywhere, update the URL.
+  function selectEvent(eventId) {
+    graph.dataset.selected = eventId;
+    highlight(eventId, true);
+    markTableRow(eventId);
+    history.replaceState(null, "", base + "?event=" + encodeURIComponent(eventId));
+    return htmx.ajax("GET", base + "?event=" + encodeURIComponent(eventId),
+                     {target: "#event-inspector", swap: "outerHTML"});
+  }
+
+  async function applyOverlay(channel) {
+    if (!payload) return;
+    if (!channel) {
+      Plotly.restyle(graph, {visible: true}, eventTraces);
+      Plotly.restyle(graph, {visible: false}, [overlayIdx, greyIdx]);
+      delete graph.dataset.overlay;
+      return;
+    }
+    const response = await fetch(api + "/overlay?channel=" + encodeURIComponent(channel));
+    if (!response.ok) { status.textContent = "no overlay " + channel; return; }
+    const values = (await response.json()).values;
+    const xs = payload.positions.x, ys = payload.positions.y;
+    const on = {x: [], y: [], c: [], text: [], seq: []}, off = {x: [], y: [], text: [], seq: []};
+    let maxAbs = 0;
+    values.forEach((v) => { if (v !== null && Math.abs(v) > maxAbs) maxAbs = Math.abs(v); });
+    maxAbs = maxAbs || 1;
+    values.forEach((v, seq) => {
+      if (v === null) {
+        off.x.push(xs[seq]); off.y.push(ys[seq]); off.text.push(hoverOf[seq]); off.seq.push(seq);
+      } else {
+        on.x.push(xs[seq]); on.y.push(ys[seq]); on.c.push(v); on.seq.push(seq);
+        on.text.push(hoverOf[seq] + "<br><b>" + esc(channel) + ": " + v + "</b>");
+      }
+    });
+    const sizes = overlaySize.checked ? on.c.map((v) => 5 + 13 * Math.abs(v) / maxAbs) : 9;
+    Plotly.restyle(graph, {visible: false}, eventTraces);
+    Plotly.restyle(graph, {
+      x: [on.x, off.x], y: [on.y, off.y], hovertext: [on.text, off.text], customdata: [on.seq, off.seq],
+      visible: [true, true], name: [esc(channel), "no value"],
+      marker: [{color: on.c, colorscale: DIVERGING, cmin: -maxAbs, cmax: maxAbs, cmid: 0, size: sizes,
+                colorbar: {title: {text: esc(channel)}, thickness: 12, len: 0.6, y: 0.6},
+                line: {width: 0.5, color: "rgba(0,0,0,0.35)"}},
+               {color: NO_VALUE, size: 6}],
+    }, [overlayIdx, greyIdx]);
+    graph.dataset.overlay = channel;
+  }
+
+  overlaySelect.addEventListener("change", () => applyOverlay(overlaySelect.value));
+  overlaySize.addEventListener("change", () => applyOverlay(overlaySelect.value));
+  groupBox.addEventListener("change", () => {
+    grouping = groupBox.checked ? "role" : "agent";
+    expanded.clear();
+    draw();
+  });
+
+  // Table rows and edge links select events; an inspector swap (e.g. an edge link) moves the marker.
+  document.addEventListener("click", (ev) => {
+    const row = ev.target.closest("#events-table tbody tr[data-event-id]");
+    if (row && !ev.target.closest("a")) { selectEvent(row.dataset.eventId); }
+  });
+  document.addEventListener("keydown", (ev) => {
+    const row = ev.target.closest && ev.target.closest("#events-table tbody tr[data-event-id]");
+    if (row && ev.key === "Enter") selectEvent(row.dataset.eventId);
+  });
+  document.body.addEventListener("htmx:afterSwap", () => {
+    const head = document.querySelector("#event-inspector [data-selected-event]");
+    if (head && head.dataset.selectedEvent !== graph.dataset.selected) {
+      graph.dataset.selected = head.dataset.selectedEvent;
+      highlight(head.dataset.selectedEvent, true);
+      history.replaceState(null, "", base + "?event=" + encodeURIComponent(head.dataset.selectedEvent));
+    }
+    if (graph.dataset.selected) markTableRow(graph.dataset.selected);
+  });
+
+  window.orchestrace = {selectEvent, applyOverlay, redraw: draw};
+  draw();
+})();
