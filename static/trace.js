@@ -70,6 +70,7 @@
     });
     renderLaneControls();
     if (overlaySelect.value) await applyOverlay(overlaySelect.value);
+    graph.dataset.drawnMs = Math.round(performance.now());  // since navigation start
     graph.dataset.drawn = "true";
     const seconds = ((performance.now() - started) / 1000).toFixed(2);
     status.textContent = payload.event_ids.length.toLocaleString() + " events · " + payload.agents.toLocaleString()
