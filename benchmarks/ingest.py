@@ -51,7 +51,7 @@ def start_server(db_path: Path) -> tuple[subprocess.Popen, str]:
 
 def post(url: str, body: bytes) -> float:
     """Seconds from sending the body to the 201 answer (the traces are stored by then)."""
-    request = urllib.request.Request(url + "/api/traces?replace=true", data=body, method="POST",
+    request = urllib.request.Request(url + "/api/traces", data=body, method="POST",
                                      headers={"Content-Type": "application/json"})
     start = time.perf_counter()
     with urllib.request.urlopen(request) as response:
@@ -85,17 +85,24 @@ def main() -> None:
         tmp = Path(tmp)
         trace_file = tmp / "swarm.json"
         trace_file.write_text(json.dumps(generate_swarm(args.agents, args.events, seed=1)))
-        body = trace_file.read_bytes()
-        print(f"trace: {args.agents} agents, {args.events} events, {len(body) / 1e6:.1f} MB")
+        trace = json.loads(trace_file.read_text())
+        print(f"trace: {args.agents} agents, {args.events} events, {trace_file.stat().st_size / 1e6:.1f} MB")
+        small = [generate_swarm(3, 20, seed=i) for i in range(args.small)]
+
+        def bodies(run: int) -> tuple[bytes, bytes]:
+            """The same documents under fresh trace ids, so every run stores new traces."""
+            trace["trace_id"] = f"swarm-run{run}"
+            for i, item in enumerate(small):
+                item["trace_id"] = f"small-run{run}-{i:05d}"
+            return json.dumps(trace).encode(), json.dumps(small).encode()
 
         proc, url = start_server(tmp / "server.duckdb")
         try:
-            ours = [post(url, body) for _ in range(args.repeat)]
-            small = [generate_swarm(3, 20, seed=i) for i in range(args.small)]
-            for i, trace in enumerate(small):
-                trace["trace_id"] = f"small-{i:05d}"
-            small_body = json.dumps(small).encode()
-            small_times = [post(url, small_body) for _ in range(args.repeat)]
+            ours, small_times = [], []
+            for run in range(args.repeat):
+                big_body, small_body = bodies(run)
+                ours.append(post(url, big_body))
+                small_times.append(post(url, small_body))
         finally:
             proc.terminate()
             proc.wait()
