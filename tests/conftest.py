@@ -58,7 +58,9 @@ def settings(db_path) -> Settings:
 
 @pytest.fixture
 def app(settings):
-    return create_app(settings)
+    app = create_app(settings)
+    yield app
+    app.state.db.close()
 
 
 @pytest.fixture

@@ -138,10 +138,11 @@ def test_security_headers(client):
 def test_plotly_htmx_and_styles_are_served_locally(client, loaded):
     page = soup(client.get("/traces/sample-debate-001"))
     local = [s["src"] for s in page.select("script[src]")] + [link["href"] for link in page.select("link[href]")]
-    assert all(url.startswith("/static/") for url in local)
+    assert all(url.startswith("/") and not url.startswith("//") for url in local)
     assert any("plotly-" in url for url in local) and any("htmx-" in url for url in local)
     for url in local:
         assert client.get(url).status_code == 200, url
+    assert not page.select("[src^=http], [href^=http]")
 
 
 def test_figure_api_and_overlays(client, loaded):
