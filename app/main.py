@@ -13,13 +13,14 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.annotations import LabelError, LabelImportError, NotFound, StaleVersion
 from app.cache import TraceCache
 from app.db import Database
 from app.documents import DocumentError, TooLarge
 from app.ingest import InvalidTraces
 from app.limits import BodyLimitMiddleware, BodyTooLarge, too_large_response
 from app.render import make_templates, render
-from app.routes import pages, traces
+from app.routes import annotations, pages, traces
 from app.settings import Settings
 from app.store import TracesExist
 
@@ -72,6 +73,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.middleware("http")(security_headers)
     app.include_router(traces.router)
+    app.include_router(annotations.router)
     app.include_router(pages.router)
 
     @app.get(PLOTLY_JS_URL, include_in_schema=False)
@@ -104,6 +106,22 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TracesExist)
     async def traces_exist(request: Request, exc: TracesExist):
         return JSONResponse({"error": str(exc), "trace_ids": exc.trace_ids}, status_code=409)
+
+    @app.exception_handler(LabelError)
+    async def label_error(request: Request, exc: LabelError):
+        return JSONResponse({"error": str(exc), "field": exc.field}, status_code=422)
+
+    @app.exception_handler(NotFound)
+    async def not_found(request: Request, exc: NotFound):
+        return JSONResponse({"error": str(exc)}, status_code=404)
+
+    @app.exception_handler(StaleVersion)
+    async def stale_version(request: Request, exc: StaleVersion):
+        return JSONResponse({"error": str(exc), "current": exc.current}, status_code=409)
+
+    @app.exception_handler(LabelImportError)
+    async def import_error(request: Request, exc: LabelImportError):
+        return JSONResponse({"error": str(exc), "errors": exc.errors}, status_code=exc.status)
 
     @app.exception_handler(BodyTooLarge)
     async def body_too_large(request: Request, exc: BodyTooLarge):

@@ -228,3 +228,55 @@ def event_facets(db: Database, trace_id: str) -> dict:
             f"SELECT {column} AS value, count(*) AS n FROM events WHERE trace_id = ? "
             f"GROUP BY {column} ORDER BY n DESC, value", [trace_id])
     return {"type": counts("type"), "agent": counts("agent"), "role": counts("role")}
+
+
+# Labels: analytical reads over the current version of each (trace, event, reviewer) label.
+
+CURRENT_LABELS = """
+    SELECT * FROM annotations a
+    WHERE version = (SELECT max(version) FROM annotations b
+                     WHERE b.trace_id = a.trace_id AND b.event_id = a.event_id AND b.reviewer = a.reviewer)
+"""
+# A label that says something: a cleared label (all fields empty) does not count as labelled.
+NON_EMPTY = """(credit IS NOT NULL OR reward_family IS NOT NULL OR credit_unit IS NOT NULL
+    OR subdecision IS NOT NULL OR safety OR tags <> '[]' OR note <> '' OR paper IS NOT NULL)"""
+
+
+def label_count(db: Database, trace_id: str) -> int:
+    """Label versions stored for a trace (any reviewer, any event, orphaned included)."""
+    return db.scalar("SELECT count(*) FROM annotations WHERE trace_id = ?", [trace_id])
+
+
+def labelled_events(db: Database, trace_id: str, reviewer: str | None = None) -> list[str]:
+    """Event ids with a non-empty current label (by `reviewer`, or by anyone)."""
+    rows = db.fetchall(
+        "SELECT DISTINCT event_id FROM (" + CURRENT_LABELS + ") WHERE trace_id = ? AND "
+        "(?::VARCHAR IS NULL OR reviewer = ?) AND " + NON_EMPTY + " ORDER BY event_id",
+        [trace_id, reviewer, reviewer])
+    return [row["event_id"] for row in rows]
+
+
+def label_progress(db: Database, reviewer: str | None) -> dict[str, dict]:
+    """Per trace: events labelled by anyone, and by `reviewer`."""
+    rows = db.fetchall(
+        "SELECT trace_id, count(DISTINCT event_id) AS anyone, "
+        "count(DISTINCT event_id) FILTER (WHERE reviewer = ?) AS you "
+        "FROM (" + CURRENT_LABELS + ") WHERE " + NON_EMPTY + " GROUP BY trace_id", [reviewer])
+    return {row["trace_id"]: row for row in rows}
+
+
+def orphaned_labels(db: Database, trace_id: str | None = None) -> list[dict]:
+    """Current labels whose event no longer exists (its trace was replaced without it, or deleted)."""
+    return db.fetchall(
+        "SELECT l.trace_id, l.event_id, l.reviewer, l.version FROM (" + CURRENT_LABELS + ") l "
+        "LEFT JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
+        "WHERE e.event_id IS NULL AND (?::VARCHAR IS NULL OR l.trace_id = ?) "
+        "ORDER BY l.trace_id, l.event_id, l.reviewer", [trace_id, trace_id])
+
+
+def human_credit(db: Database, trace_id: str) -> list[dict]:
+    """Current numeric credit labels of a trace with each event's position."""
+    return db.fetchall(
+        "SELECT e.seq, l.reviewer, l.credit FROM (" + CURRENT_LABELS + ") l "
+        "JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
+        "WHERE l.trace_id = ? AND l.credit IS NOT NULL ORDER BY e.seq, l.reviewer", [trace_id])

@@ -49,3 +49,51 @@ EVENT_STRING_KEYS = ("role", "from", "to", "tool", "content_ref")
 EVENT_BOOLEAN_KEYS = ("trusted",)
 
 EDGE_KEYS = ("src", "dst", "type")
+
+# Reward design: the eight families (TAXONOMY.md §2): id -> (name, typical credit unit).
+REWARD_FAMILIES = {
+    "R1": ("shared team / outcome reward", "team"),
+    "R2": ("individual agent reward", "agent"),
+    "R3": ("role-specific reward", "role"),
+    "R4": ("process reward (per step or turn)", "turn"),
+    "R5": ("tool-use reward", "tool call"),
+    "R6": ("debate / verifier reward", "message or turn"),
+    "R7": ("orchestration reward: parallelism, split correctness, aggregation quality", "orchestrator decision"),
+    "R8": ("hybrid local-global", "mixed"),
+}
+
+# Credit- and signal-bearing units, fine to coarse (§3).
+CREDIT_UNITS = ("token", "tool call", "message", "turn", "agent", "role", "orchestrator", "team")
+
+# Orchestration learning: the five sub-decisions (§4): id -> (decision, typical trace evidence).
+SUBDECISIONS = {
+    "O1": ("when to spawn", "orchestrator_decision followed by spawn"),
+    "O2": ("whom to delegate to", "spawn / message to a chosen agent or role"),
+    "O3": ("how to communicate", "message events and their edges"),
+    "O4": ("how to aggregate", "aggregate events and their incoming returns"),
+    "O5": ("when to stop", "the final decision; despawn; the last aggregate"),
+}
+
+# The paper pool (§8): columns in published order, and the controlled values of its tag fields.
+PAPER_COLUMNS = ("key", "title", "first_author", "affiliation", "year", "arxiv_id", "venue", "url", "category",
+                 "is_rl", "reward_type", "credit_granularity", "orchestration_form", "scenario", "is_core",
+                 "one_liner", "verified", "notes")
+PAPER_FIELDS = {
+    "category": ("rl_method", "survey", "benchmark", "framework", "industry", "classical_marl"),
+    "is_rl": ("yes", "no", "partial"),
+    "reward_type": ("shared", "individual", "role", "process", "tool", "debate", "verifier", "orchestration",
+                    "hybrid", "NA"),
+    "credit_granularity": ("token", "turn", "message", "tool", "agent", "role", "orchestrator", "team", "NA"),
+    "orchestration_form": ("centralized", "planner_executor_critic", "debate", "swarm", "hierarchical", "harness",
+                           "NA"),
+    "scenario": ("coding", "web", "research", "math", "tool_use", "debate", "general", "NA"),
+    "is_core": ("core", "supporting", "case"),
+    "verified": ("yes", "partial", "no"),
+}
+EXCLUSION_COLUMNS = ("record_id", "source", "query_family", "screening_label", "identifier", "url",
+                     "date_screened", "stage", "exclusion_reason")
+
+# Event labels (annotations): the taxonomy fields a reviewer sets, and the credit range.
+LABEL_TAXONOMY_FIELDS = {"reward_family": tuple(REWARD_FAMILIES), "credit_unit": CREDIT_UNITS,
+                         "subdecision": tuple(SUBDECISIONS)}
+CREDIT_RANGE = (-1.0, 1.0)

@@ -151,7 +151,7 @@ def test_unknown_trace_is_404_and_delete_removes(client):
     assert client.get("/api/traces/nope").status_code == 404
     assert client.delete("/api/traces/nope").status_code == 404
     post_json(client, make_trace("d1"))
-    assert client.delete("/api/traces/d1").json() == {"deleted": "d1"}
+    assert client.delete("/api/traces/d1").json() == {"deleted": "d1", "labels_kept": 0}
     assert client.get("/api/traces/d1").status_code == 404
     assert post_json(client, make_trace("d1")).status_code == 201  # no leftovers block a re-ingest
     assert len(client.get("/api/traces/d1").json()["events"]) == 6

@@ -31,7 +31,11 @@ async def create_traces(request: Request, db: DbDep, settings: SettingsDep, repl
     uploads = await read_uploads(request)
     existing = "replace" if replace else "error"
     stored, _ = await run_in_threadpool(ingest, db, uploads, existing, settings.max_body_bytes)
-    return {"ingested": stored}
+    answer = {"ingested": stored}
+    if replace:  # labels of events that vanished with the replacement are kept and reported
+        orphans = [o for trace_id in stored for o in queries.orphaned_labels(db, trace_id)]
+        answer["orphaned_labels"] = orphans
+    return answer
 
 
 @router.get("")
@@ -93,7 +97,13 @@ def read_overlay(trace_id: str, channel: str, db: DbDep, cache: CacheDep):
 
 
 @router.delete("/{trace_id}")
-def remove_trace(trace_id: str, db: DbDep):
-    if not delete_trace(db, trace_id):
+def remove_trace(trace_id: str, db: DbDep, force: bool = False):
+    """Remove a trace; one with labels needs force=true, and its labels stay (orphaned, exportable)."""
+    if not queries.trace_exists(db, trace_id):
         raise HTTPException(404, f"no trace with id '{trace_id}'")
-    return {"deleted": trace_id}
+    labels = queries.label_count(db, trace_id)
+    if labels and not force:
+        raise HTTPException(409, f"trace '{trace_id}' has {labels} label version(s); "
+                                 "add ?force=true to delete it (the labels are kept and stay exportable)")
+    delete_trace(db, trace_id)
+    return {"deleted": trace_id, "labels_kept": labels}

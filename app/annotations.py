@@ -1,0 +1,398 @@
+"""Event labels: append-only versions, optimistic concurrency, idempotent saves, export and import.
+
+A label belongs to (trace_id, event_id, reviewer). Every save, clear or undo writes a new version;
+nothing is updated in place or deleted, so the whole history stays exportable.
+"""
+
+import csv
+import io
+import json
+import math
+from datetime import datetime, timezone
+
+from sqlmodel import Session, col, func, select
+
+from app.db import Database
+from app.models import Annotation, Reviewer
+from app.taxonomy import CREDIT_RANGE, LABEL_TAXONOMY_FIELDS
+
+LABEL_FIELDS = ("credit", "reward_family", "credit_unit", "subdecision", "safety", "tags", "note", "paper")
+EMPTY_LABEL = {"credit": None, "reward_family": None, "credit_unit": None, "subdecision": None,
+               "safety": False, "tags": [], "note": "", "paper": None}
+EXPORT_COLUMNS = ("trace_id", "event_id", "event_type", "agent", "role", "reviewer", "credit", "reward_family",
+                  "credit_unit", "subdecision", "safety", "tags", "note", "paper", "annotator_kind", "version",
+                  "created_at")
+ANNOTATOR_KINDS = ("human", "model", "rule", "import")
+TAG_SEPARATOR = ";"
+MAX_TEXT = 10_000
+
+
+class LabelError(ValueError):
+    """A value a label cannot hold; `field` names it and the message lists what is allowed."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class NotFound(LookupError):
+    """The trace or event a label refers to does not exist."""
+
+
+class StaleVersion(Exception):
+    """The save edits a version that is no longer the current one."""
+
+    def __init__(self, current: dict | None, base_version: int):
+        self.current = current
+        self.base_version = base_version
+        have = current["version"] if current else 0
+        super().__init__(f"base_version {base_version} is stale: the current version is {have}")
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def clean_values(data: dict) -> dict:
+    """The label fields present in `data`, checked and normalised; raises LabelError naming the field."""
+    values = {}
+    for field in LABEL_FIELDS:
+        if field not in data:
+            continue
+        value = data[field]
+        if field == "credit":
+            value = _credit(value)
+        elif field in LABEL_TAXONOMY_FIELDS:
+            allowed = LABEL_TAXONOMY_FIELDS[field]
+            if value == "":
+                value = None
+            if value is not None and value not in allowed:
+                raise LabelError(field, f"{value!r} is not one of {', '.join(allowed)} (or null)")
+        elif field == "safety":
+            if not isinstance(value, bool):
+                raise LabelError(field, f"{value!r} is not true or false")
+        elif field == "tags":
+            value = _tags(value)
+        elif field == "note":
+            value = "" if value is None else value
+            if not isinstance(value, str) or len(value) > MAX_TEXT:
+                raise LabelError(field, f"must be text of at most {MAX_TEXT} characters")
+        elif field == "paper":
+            if value == "":
+                value = None
+            if value is not None and not isinstance(value, str):
+                raise LabelError(field, "must be a paper key (text) or null")
+        values[field] = value
+    return values
+
+
+def _credit(value):
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise LabelError("credit", f"{value!r} is not a number in [{CREDIT_RANGE[0]:g}, {CREDIT_RANGE[1]:g}] or null")
+    if not CREDIT_RANGE[0] <= value <= CREDIT_RANGE[1]:
+        raise LabelError("credit", f"{value} is outside [{CREDIT_RANGE[0]:g}, {CREDIT_RANGE[1]:g}]")
+    return float(value)
+
+
+def _tags(value) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise LabelError("tags", "must be a list of strings")
+    tags = [t.strip() for t in value if t.strip()]
+    for tag in tags:
+        if TAG_SEPARATOR in tag:
+            raise LabelError("tags", f"{tag!r} contains '{TAG_SEPARATOR}', which separates tags in CSV exports")
+    return list(dict.fromkeys(tags))
+
+
+def clean_reviewer(value) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise LabelError("reviewer", "must be a non-empty name")
+    if len(value.strip()) > 100:
+        raise LabelError("reviewer", "must be at most 100 characters")
+    return value.strip()
+
+
+def to_dict(row: Annotation) -> dict:
+    """A label version as the API shows it."""
+    return {
+        "annotation_id": row.annotation_id, "trace_id": row.trace_id, "event_id": row.event_id,
+        "event_type": row.event_type, "agent": row.agent, "role": row.role, "reviewer": row.reviewer,
+        "credit": row.credit, "reward_family": row.reward_family, "credit_unit": row.credit_unit,
+        "subdecision": row.subdecision, "safety": row.safety, "tags": json.loads(row.tags), "note": row.note,
+        "paper": row.paper, "annotator_kind": row.annotator_kind, "version": row.version,
+        "created_at": row.created_at.isoformat(),
+    }
+
+
+def _current(session: Session, trace_id: str, event_id: str, reviewer: str) -> Annotation | None:
+    return session.exec(
+        select(Annotation)
+        .where(Annotation.trace_id == trace_id, Annotation.event_id == event_id, Annotation.reviewer == reviewer)
+        .order_by(col(Annotation.version).desc())
+        .limit(1)
+    ).first()
+
+
+def _event_snapshot(db: Database, trace_id: str, event_id: str) -> dict:
+    if db.scalar("SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id]) == 0:
+        raise NotFound(f"no trace with id '{trace_id}'")
+    row = db.fetchone("SELECT type, agent, role FROM events WHERE trace_id = ? AND event_id = ?", [trace_id, event_id])
+    if row is None:
+        raise NotFound(f"trace '{trace_id}' has no event '{event_id}'")
+    return {"event_type": row["type"], "agent": row["agent"], "role": row["role"]}
+
+
+def save_label(db: Database, data: dict) -> tuple[dict, bool]:
+    """Write a new version from `data` (omitted fields keep their value); returns (label, created).
+
+    A repeated `client_request_id` returns the label it created before (created False).
+    Raises LabelError, NotFound or StaleVersion.
+    """
+    reviewer = clean_reviewer(data.get("reviewer"))
+    trace_id, event_id = str(data.get("trace_id") or ""), str(data.get("event_id") or "")
+    values = clean_values(data)
+    annotator_kind = data.get("annotator_kind") or "human"
+    if annotator_kind not in ANNOTATOR_KINDS:
+        raise LabelError("annotator_kind", f"{annotator_kind!r} is not one of {', '.join(ANNOTATOR_KINDS)}")
+    base_version = data.get("base_version")
+    if base_version is not None and (isinstance(base_version, bool) or not isinstance(base_version, int)):
+        raise LabelError("base_version", "must be an integer (0 for a label that does not exist yet)")
+    request_id = data.get("client_request_id") or None
+    snapshot = _event_snapshot(db, trace_id, event_id)
+    with db.write_lock, Session(db.engine) as session:
+        if request_id:
+            done = session.exec(select(Annotation).where(
+                Annotation.client_request_id == request_id, Annotation.reviewer == reviewer,
+                Annotation.trace_id == trace_id, Annotation.event_id == event_id)).first()
+            if done is not None:
+                return to_dict(done), False
+        current = _current(session, trace_id, event_id, reviewer)
+        have = current.version if current else 0
+        if base_version is not None and base_version != have:
+            raise StaleVersion(to_dict(current) if current else None, base_version)
+        merged = _values_of(current) | values
+        row = Annotation(trace_id=trace_id, event_id=event_id, reviewer=reviewer, version=have + 1,
+                         annotator_kind=annotator_kind, client_request_id=request_id, created_at=now(),
+                         **snapshot, **_columns(merged))
+        session.add(row)
+        if session.get(Reviewer, reviewer) is None:
+            session.add(Reviewer(name=reviewer, created_at=now()))
+        session.commit()
+        session.refresh(row)
+        return to_dict(row), True
+
+
+def clear_label(db: Database, data: dict) -> tuple[dict, bool]:
+    """A new version with every field empty."""
+    return save_label(db, {**data, **EMPTY_LABEL})
+
+
+def undo_label(db: Database, data: dict) -> tuple[dict, bool]:
+    """A new version restoring the values of the version before the current one (empty before v1)."""
+    reviewer = clean_reviewer(data.get("reviewer"))
+    trace_id, event_id = str(data.get("trace_id") or ""), str(data.get("event_id") or "")
+    with Session(db.engine) as session:
+        current = _current(session, trace_id, event_id, reviewer)
+        if current is None:
+            raise NotFound(f"{reviewer} has no label on event '{event_id}' of trace '{trace_id}' to undo")
+        previous = session.exec(select(Annotation).where(
+            Annotation.trace_id == trace_id, Annotation.event_id == event_id, Annotation.reviewer == reviewer,
+            Annotation.version == current.version - 1)).first()
+    restored = _values_of(previous)
+    return save_label(db, {**data, **restored, "base_version": data.get("base_version", current.version)})
+
+
+def _values_of(row: Annotation | None) -> dict:
+    if row is None:
+        return dict(EMPTY_LABEL)
+    return {"credit": row.credit, "reward_family": row.reward_family, "credit_unit": row.credit_unit,
+            "subdecision": row.subdecision, "safety": row.safety, "tags": json.loads(row.tags),
+            "note": row.note, "paper": row.paper}
+
+
+def _columns(values: dict) -> dict:
+    return {**values, "tags": json.dumps(values["tags"])}
+
+
+def is_empty(label: dict) -> bool:
+    """A label that says nothing (e.g. after clear) does not count as labelled."""
+    return all(label[f] == EMPTY_LABEL[f] for f in LABEL_FIELDS)
+
+
+def list_labels(db: Database, trace_id=None, event_id=None, reviewer=None, history=False) -> list[dict]:
+    """Current labels (or every version) matching the filters, in trace, event, reviewer, version order."""
+    with Session(db.engine) as session:
+        query = select(Annotation)
+        if trace_id:
+            query = query.where(Annotation.trace_id == trace_id)
+        if event_id:
+            query = query.where(Annotation.event_id == event_id)
+        if reviewer:
+            query = query.where(Annotation.reviewer == reviewer)
+        if not history:
+            latest = (select(Annotation.trace_id, Annotation.event_id, Annotation.reviewer,
+                             func.max(Annotation.version).label("version"))
+                      .group_by(Annotation.trace_id, Annotation.event_id, Annotation.reviewer).subquery())
+            query = query.join(latest, (Annotation.trace_id == latest.c.trace_id)
+                               & (Annotation.event_id == latest.c.event_id)
+                               & (Annotation.reviewer == latest.c.reviewer)
+                               & (Annotation.version == latest.c.version))
+        query = query.order_by(Annotation.trace_id, Annotation.event_id, Annotation.reviewer, Annotation.version)
+        return [to_dict(row) for row in session.exec(query).all()]
+
+
+def reviewers(db: Database) -> list[str]:
+    with Session(db.engine) as session:
+        return list(session.exec(select(Reviewer.name).order_by(Reviewer.name)).all())
+
+
+def add_reviewer(db: Database, name: str) -> str:
+    name = clean_reviewer(name)
+    with db.write_lock, Session(db.engine) as session:
+        if session.get(Reviewer, name) is None:
+            session.add(Reviewer(name=name, created_at=now()))
+            session.commit()
+    return name
+
+
+# Export and import ---------------------------------------------------------------------------
+
+def export_rows(labels: list[dict]) -> list[dict]:
+    return [{column: label[column] for column in EXPORT_COLUMNS} for label in labels]
+
+
+def to_csv(labels: list[dict]) -> str:
+    """RFC 4180 CSV (CRLF, quotes doubled), tags joined by ';', empty cells for nulls."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(EXPORT_COLUMNS)
+    for row in export_rows(labels):
+        writer.writerow([_csv_cell(column, row[column]) for column in EXPORT_COLUMNS])
+    return out.getvalue()
+
+
+def _csv_cell(column: str, value) -> str:
+    if value is None:
+        return ""
+    if column == "tags":
+        return TAG_SEPARATOR.join(value)
+    if column == "safety":
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+class LabelImportError(ValueError):
+    """Rows that cannot be imported; each error names its line (CSV) or index (JSON) and field."""
+
+    def __init__(self, errors: list[dict], status: int = 422):
+        self.errors, self.status = errors, status
+        super().__init__(f"{len(errors)} problem(s); nothing imported")
+
+
+def parse_import(body: bytes, content_type: str) -> list[tuple[str, dict]]:
+    """(location, raw row) pairs from our JSON or CSV export."""
+    try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise LabelImportError([{"where": "body", "message": f"not UTF-8 text (byte {exc.start})"}], 400) from exc
+    stripped = text.lstrip()
+    if "json" in content_type or stripped.startswith(("[", "{")):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise LabelImportError([{"where": f"line {exc.lineno}, column {exc.colno}", "message": exc.msg}], 400) from exc
+        items = doc.get("items") if isinstance(doc, dict) else doc
+        if not isinstance(items, list):
+            raise LabelImportError([{"where": "body", "message": "expected a list of labels or {\"items\": [...]}"}], 400)
+        return [(f"item {i}", item) for i, item in enumerate(items)]
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    missing = [c for c in EXPORT_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise LabelImportError([{"where": "line 1", "message": f"missing column(s): {', '.join(missing)}"}], 400)
+    rows = []
+    for row in reader:
+        rows.append((f"line {reader.line_num}", _from_csv(row)))
+    return rows
+
+
+def _from_csv(row: dict) -> dict:
+    out = dict(row)
+    out["credit"] = row["credit"]
+    for column in ("reward_family", "credit_unit", "subdecision", "paper", "event_type", "agent", "role"):
+        out[column] = row[column] or None
+    out["tags"] = [t for t in row["tags"].split(TAG_SEPARATOR) if t] if row["tags"] else []
+    out["safety"] = {"true": True, "false": False}.get(row["safety"].lower(), row["safety"])
+    return out
+
+
+def import_labels(db: Database, rows: list[tuple[str, dict]]) -> dict:
+    """Merge exported label versions: identical ones are skipped, new ones inserted, differing ones refused."""
+    cleaned, errors = [], []
+    for where, raw in rows:
+        try:
+            cleaned.append((where, _import_row(raw)))
+        except (LabelError, ValueError, TypeError, KeyError) as exc:
+            errors.append({"where": where, "message": str(exc)})
+    if errors:
+        raise LabelImportError(errors)
+    inserted = skipped = 0
+    with db.write_lock, Session(db.engine) as session:
+        for where, row in cleaned:
+            existing = session.exec(select(Annotation).where(
+                Annotation.trace_id == row.trace_id, Annotation.event_id == row.event_id,
+                Annotation.reviewer == row.reviewer, Annotation.version == row.version)).first()
+            if existing is None:
+                session.add(row)
+                inserted += 1
+            elif _same(existing, row):
+                skipped += 1
+            else:
+                errors.append({"where": where, "message": f"version {row.version} of {row.reviewer}'s label on "
+                               f"{row.trace_id}/{row.event_id} differs from the stored one"})
+        if errors:
+            session.rollback()
+            raise LabelImportError(errors, 409)
+        for name in {row.reviewer for _, row in cleaned}:
+            if session.get(Reviewer, name) is None:
+                session.add(Reviewer(name=name, created_at=now()))
+        session.commit()
+    return {"imported": inserted, "unchanged": skipped}
+
+
+def _import_row(raw: dict) -> Annotation:
+    if not isinstance(raw, dict):
+        raise ValueError("a label must be an object")
+    credit = raw.get("credit")
+    if isinstance(credit, str):
+        try:
+            credit = float(credit) if credit.strip() else None
+        except ValueError as exc:
+            raise LabelError("credit", f"{credit!r} is not a number") from exc
+    values = clean_values({**{f: raw.get(f) for f in LABEL_FIELDS}, "credit": credit})
+    values.setdefault("safety", False)
+    if values.get("safety") is None:
+        values["safety"] = False
+    version = int(raw["version"])
+    if version < 1:
+        raise LabelError("version", "must be 1 or more")
+    kind = raw.get("annotator_kind") or "human"
+    if kind not in ANNOTATOR_KINDS:
+        raise LabelError("annotator_kind", f"{kind!r} is not one of {', '.join(ANNOTATOR_KINDS)}")
+    for field in ("trace_id", "event_id"):
+        if not raw.get(field):
+            raise LabelError(field, "must not be empty")
+    return Annotation(
+        trace_id=str(raw["trace_id"]), event_id=str(raw["event_id"]), reviewer=clean_reviewer(raw.get("reviewer")),
+        version=version, annotator_kind=kind, event_type=raw.get("event_type") or None,
+        agent=raw.get("agent") or None, role=raw.get("role") or None,
+        created_at=datetime.fromisoformat(str(raw["created_at"])).replace(tzinfo=None), **_columns(values))
+
+
+def _same(a: Annotation, b: Annotation) -> bool:
+    fields = ("credit", "reward_family", "credit_unit", "subdecision", "safety", "tags", "note", "paper",
+              "annotator_kind", "created_at")
+    return all(getattr(a, f) == getattr(b, f) for f in fields)

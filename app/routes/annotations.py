@@ -1,0 +1,104 @@
+"""JSON API of event labels: save, clear, undo, list, export, import, agreement, annotated traces."""
+
+from typing import Literal
+
+from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi.responses import JSONResponse
+
+from app import annotations, queries
+from app.agreement import agreement
+from app.deps import DbDep
+
+router = APIRouter(prefix="/api", tags=["annotations"])
+
+LabelField = Literal["credit", "reward_family", "credit_unit", "subdecision"]
+
+
+async def json_object(request: Request) -> dict:
+    try:
+        body = await request.json()
+    except ValueError as exc:
+        raise HTTPException(400, f"body is not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise HTTPException(400, "body must be a JSON object")
+    return body
+
+
+def saved(label: dict, created: bool) -> JSONResponse:
+    """201 for a new version, 200 when a retried client_request_id found the version it made before."""
+    return JSONResponse(label, status_code=201 if created else 200)
+
+
+@router.post("/annotations", status_code=201)
+async def create_annotation(request: Request, db: DbDep):
+    """Save a label version; omitted fields keep their previous value."""
+    return saved(*annotations.save_label(db, await json_object(request)))
+
+
+@router.post("/annotations/clear", status_code=201)
+async def clear_annotation(request: Request, db: DbDep):
+    """A new version with every field empty."""
+    return saved(*annotations.clear_label(db, await json_object(request)))
+
+
+@router.post("/annotations/undo", status_code=201)
+async def undo_annotation(request: Request, db: DbDep):
+    """A new version restoring the version before the current one."""
+    return saved(*annotations.undo_label(db, await json_object(request)))
+
+
+@router.get("/annotations")
+def read_annotations(db: DbDep, trace_id: str | None = None, event_id: str | None = None,
+                     reviewer: str | None = None, history: bool = False, orphaned: bool = False):
+    """Current labels (every version with history=true); orphaned=true lists labels of vanished events."""
+    if orphaned:
+        return {"items": queries.orphaned_labels(db, trace_id)}
+    return {"items": annotations.list_labels(db, trace_id, event_id, reviewer, history)}
+
+
+@router.get("/annotations/export")
+def export_annotations(db: DbDep, format: Literal["csv", "json"] = "csv", history: bool = False,
+                       trace_id: str | None = None):
+    """One row per label (per version with history=true), as CSV or JSON."""
+    labels = annotations.list_labels(db, trace_id, None, None, history)
+    name = f"annotations{'-' + trace_id if trace_id else ''}{'-history' if history else ''}.{format}"
+    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+    if format == "json":
+        return JSONResponse(annotations.export_rows(labels), headers=headers)
+    return Response(annotations.to_csv(labels), media_type="text/csv; charset=utf-8", headers=headers)
+
+
+@router.post("/annotations/import")
+async def import_annotations(request: Request, db: DbDep):
+    """Merge our JSON or CSV export: identical versions are skipped, so re-importing changes nothing."""
+    rows = annotations.parse_import(await request.body(), request.headers.get("content-type", ""))
+    return annotations.import_labels(db, rows)
+
+
+@router.get("/traces/{trace_id}/annotated")
+def read_annotated_trace(trace_id: str, db: DbDep):
+    """The trace with an `annotations` list (current labels) on each labelled event."""
+    trace = queries.read_trace(db, trace_id)
+    if trace is None:
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    by_event: dict[str, list] = {}
+    for label in annotations.list_labels(db, trace_id):
+        by_event.setdefault(label["event_id"], []).append(
+            {k: v for k, v in label.items() if k not in ("trace_id", "event_id", "event_type", "agent", "role")})
+    for event in trace["events"]:
+        if event["id"] in by_event:
+            event["annotations"] = by_event[event["id"]]
+    return trace
+
+
+@router.get("/agreement")
+def read_agreement(db: DbDep, field: LabelField, reviewers: str, trace_id: str | None = None):
+    """Agreement between reviewers on one label field (interval alpha for credit, nominal otherwise)."""
+    names = [name.strip() for name in reviewers.split(",") if name.strip()]
+    if len(names) < 2:
+        raise HTTPException(422, "reviewers: name at least two reviewers, comma-separated")
+    ratings: dict = {}
+    for label in annotations.list_labels(db, trace_id):
+        if label["reviewer"] in names:
+            ratings.setdefault((label["trace_id"], label["event_id"]), {})[label["reviewer"]] = label[field]
+    return agreement(ratings, names, "interval" if field == "credit" else "nominal")

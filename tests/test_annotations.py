@@ -1,0 +1,193 @@
+"""Event labels through the API: values, versions, conflicts, idempotency, undo, export/import, orphans."""
+
+import csv
+import io
+
+import pytest
+
+from conftest import make_trace, post_json
+
+
+@pytest.fixture
+def trace(client):
+    assert post_json(client, make_trace("lab")).status_code == 201
+    return "lab"
+
+
+def save(client, **fields):
+    body = {"trace_id": "lab", "event_id": "e2", "reviewer": "ada"} | fields
+    return client.post("/api/annotations", json=body)
+
+
+def test_save_creates_versions_and_omitted_fields_keep_values(client, trace):
+    first = save(client, credit=0.5, reward_family="R7", credit_unit="orchestrator", subdecision="O1",
+                 tags=["good split"], note="spawned early")
+    assert first.status_code == 201
+    assert first.json()["version"] == 1 and first.json()["annotation_id"]
+    assert first.json()["event_type"] == "spawn" and first.json()["agent"] == "lead"
+    second = save(client, credit=-0.5)
+    assert second.json()["version"] == 2
+    assert second.json()["reward_family"] == "R7" and second.json()["tags"] == ["good split"]
+    current = client.get("/api/annotations", params={"trace_id": "lab"}).json()["items"]
+    assert [(c["version"], c["credit"]) for c in current] == [(2, -0.5)]
+    history = client.get("/api/annotations", params={"trace_id": "lab", "history": "true"}).json()["items"]
+    assert [h["version"] for h in history] == [1, 2]
+
+
+@pytest.mark.parametrize("fields, field, fragment", [
+    ({"credit": 1.5}, "credit", "outside [-1, 1]"),
+    ({"credit": "high"}, "credit", "not a number"),
+    ({"credit": True}, "credit", "not a number"),
+    ({"reward_family": "R9"}, "reward_family", "R1, R2, R3, R4, R5, R6, R7, R8"),
+    ({"credit_unit": "paragraph"}, "credit_unit", "token, tool call, message, turn, agent, role, orchestrator, team"),
+    ({"subdecision": "O6"}, "subdecision", "O1, O2, O3, O4, O5"),
+    ({"safety": "yes"}, "safety", "true or false"),
+    ({"tags": "a,b"}, "tags", "list of strings"),
+    ({"tags": ["a;b"]}, "tags", "separates tags"),
+    ({"reviewer": "  "}, "reviewer", "non-empty"),
+    ({"base_version": "1"}, "base_version", "integer"),
+    ({"annotator_kind": "robot"}, "annotator_kind", "human"),
+])
+def test_bad_values_are_422_naming_field_and_allowed_values(client, trace, fields, field, fragment):
+    response = save(client, **fields)
+    assert response.status_code == 422
+    assert response.json()["field"] == field and fragment in response.json()["error"]
+    assert client.get("/api/annotations", params={"history": "true"}).json()["items"] == []
+
+
+def test_unknown_trace_or_event_is_404(client, trace):
+    assert save(client, trace_id="nope").status_code == 404
+    assert save(client, event_id="nope").status_code == 404
+    assert client.post("/api/annotations", content=b"[1]").status_code == 400
+
+
+def test_stale_base_version_is_409_with_current_label(client, trace):
+    assert save(client, credit=0.5, base_version=0).status_code == 201
+    assert save(client, credit=1.0, base_version=1).status_code == 201
+    conflict = save(client, credit=-1.0, base_version=1)
+    assert conflict.status_code == 409
+    assert conflict.json()["current"]["version"] == 2 and conflict.json()["current"]["credit"] == 1.0
+    assert save(client, credit=0.25, base_version=0, event_id="e3").status_code == 201
+
+
+def test_client_request_id_makes_retries_no_ops(client, trace):
+    first = save(client, credit=0.5, client_request_id="req-1")
+    retry = save(client, credit=0.5, client_request_id="req-1")
+    assert first.status_code == 201 and retry.status_code == 200
+    assert retry.json()["annotation_id"] == first.json()["annotation_id"]
+    assert len(client.get("/api/annotations", params={"history": "true"}).json()["items"]) == 1
+
+
+def test_clear_and_undo_append_versions(client, trace):
+    save(client, credit=0.5, tags=["x"])
+    save(client, credit=1.0)
+    cleared = client.post("/api/annotations/clear", json={"trace_id": "lab", "event_id": "e2", "reviewer": "ada"})
+    assert cleared.status_code == 201
+    assert cleared.json()["version"] == 3 and cleared.json()["credit"] is None and cleared.json()["tags"] == []
+    undone = client.post("/api/annotations/undo", json={"trace_id": "lab", "event_id": "e2", "reviewer": "ada"})
+    assert undone.json()["version"] == 4 and undone.json()["credit"] == 1.0 and undone.json()["tags"] == ["x"]
+    history = client.get("/api/annotations", params={"history": "true"}).json()["items"]
+    assert [h["version"] for h in history] == [1, 2, 3, 4]
+    nothing = client.post("/api/annotations/undo", json={"trace_id": "lab", "event_id": "e5", "reviewer": "ada"})
+    assert nothing.status_code == 404
+
+
+def test_export_csv_and_json_then_import_is_identical(client, trace):
+    save(client, credit=0.5, tags=["a", 'quote " and, comma'], note="line one\nline two")
+    save(client, reviewer="bob", credit=-0.25, reward_family="R1")
+    save(client, event_id="e4", safety=True, subdecision="O3")
+    save(client, credit=0.75)
+    for fmt in ("csv", "json"):
+        exported = client.get("/api/annotations/export", params={"format": fmt, "history": "true"})
+        assert exported.status_code == 200
+        content_type = "text/csv" if fmt == "csv" else "application/json"
+        again = client.post("/api/annotations/import", content=exported.content, headers={"Content-Type": content_type})
+        assert again.status_code == 200, again.text
+        assert again.json() == {"imported": 0, "unchanged": 4}
+        assert client.get("/api/annotations/export", params={"format": fmt, "history": "true"}).content == exported.content
+    rows = list(csv.DictReader(io.StringIO(client.get("/api/annotations/export").text)))
+    assert [r["version"] for r in rows] == ["2", "1", "1"]  # current labels only by default
+    assert rows[0]["tags"] == 'a;quote " and, comma' and rows[0]["note"] == "line one\nline two"
+    assert list(rows[0])[:6] == ["trace_id", "event_id", "event_type", "agent", "role", "reviewer"]
+
+
+def test_import_into_an_empty_database_restores_every_version(client, trace, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+
+    save(client, credit=0.5)
+    save(client, credit=0.75, reviewer="bob")
+    exported = client.get("/api/annotations/export", params={"format": "csv", "history": "true"}).content
+    with TestClient(create_app(Settings(db=tmp_path / "other.duckdb"))) as other:
+        assert other.post("/api/annotations/import", content=exported,
+                          headers={"Content-Type": "text/csv"}).json() == {"imported": 2, "unchanged": 0}
+        assert other.get("/api/annotations/export", params={"format": "csv", "history": "true"}).content == exported
+
+
+def test_import_refuses_bad_rows_and_conflicts_whole(client, trace):
+    save(client, credit=0.5)
+    exported = client.get("/api/annotations/export", params={"format": "json", "history": "true"}).json()
+    bad = [dict(exported[0], version=2, credit=7)]
+    response = client.post("/api/annotations/import", json=bad)
+    assert response.status_code == 422 and "item 0" in response.json()["errors"][0]["where"]
+    changed = [dict(exported[0], credit=-0.5), dict(exported[0], version=5)]
+    conflict = client.post("/api/annotations/import", json=changed)
+    assert conflict.status_code == 409
+    assert len(client.get("/api/annotations", params={"history": "true"}).json()["items"]) == 1
+    header_only = client.post("/api/annotations/import", content=b"trace_id,event_id\r\n",
+                              headers={"Content-Type": "text/csv"})
+    assert header_only.status_code == 400 and "missing column" in header_only.json()["errors"][0]["message"]
+    csv_bad = client.get("/api/annotations/export").text.replace("0.5", "lots")
+    line = client.post("/api/annotations/import", content=csv_bad, headers={"Content-Type": "text/csv"})
+    assert line.status_code == 422 and line.json()["errors"][0]["where"] == "line 2"
+
+
+def test_annotated_trace_is_still_valid(client, trace):
+    from app.validation import validate_trace
+
+    save(client, credit=0.5)
+    save(client, reviewer="bob", credit=0.25)
+    annotated = client.get("/api/traces/lab/annotated").json()
+    event = next(e for e in annotated["events"] if e["id"] == "e2")
+    assert sorted(a["reviewer"] for a in event["annotations"]) == ["ada", "bob"]
+    assert validate_trace(annotated) == []
+    assert client.get("/api/traces/nope/annotated").status_code == 404
+
+
+def test_replace_keeps_labels_and_reports_orphans(client, trace):
+    save(client, credit=0.5)
+    save(client, event_id="e6", credit=1.0)
+    smaller = make_trace("lab")
+    smaller["events"] = smaller["events"][:5]
+    smaller["edges"] = [e for e in smaller["edges"] if e["dst"] != "e6"]
+    replaced = post_json(client, smaller, replace="true")
+    assert replaced.status_code == 201
+    assert [(o["event_id"], o["reviewer"]) for o in replaced.json()["orphaned_labels"]] == [("e6", "ada")]
+    assert len(client.get("/api/annotations").json()["items"]) == 2
+    orphans = client.get("/api/annotations", params={"orphaned": "true"}).json()["items"]
+    assert [o["event_id"] for o in orphans] == ["e6"]
+
+
+def test_delete_with_labels_needs_force_and_keeps_labels(client, trace):
+    save(client, credit=0.5)
+    refused = client.delete("/api/traces/lab")
+    assert refused.status_code == 409 and "force=true" in refused.json()["error"]
+    assert client.delete("/api/traces/lab", params={"force": "true"}).json() == {"deleted": "lab", "labels_kept": 1}
+    rows = list(csv.DictReader(io.StringIO(client.get("/api/annotations/export").text)))
+    assert rows[0]["event_type"] == "spawn" and rows[0]["agent"] == "lead"
+
+
+def test_agreement_between_reviewers(client, trace):
+    for event, a, b in (("e1", 1.0, 1.0), ("e2", 0.5, -0.5), ("e3", 0.0, 0.0)):
+        save(client, event_id=event, credit=a, reward_family="R1")
+        save(client, event_id=event, reviewer="bob", credit=b, reward_family="R1" if a == b else "R7")
+    report = client.get("/api/agreement", params={"trace_id": "lab", "field": "credit", "reviewers": "ada,bob"}).json()
+    assert report["n_items"] == 3
+    assert report["percent_agreement"] == pytest.approx(2 / 3)
+    assert report["krippendorff_alpha"] is not None and report["cohen_kappa"] is not None
+    nominal = client.get("/api/agreement", params={"field": "reward_family", "reviewers": "ada,bob"}).json()
+    assert nominal["level"] == "nominal" and nominal["percent_agreement"] == pytest.approx(2 / 3)
+    assert client.get("/api/agreement", params={"field": "credit", "reviewers": "ada"}).status_code == 422
+    assert client.get("/api/agreement", params={"field": "colour", "reviewers": "a,b"}).status_code == 422
