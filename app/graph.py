@@ -40,3 +40,27 @@ def channels(db: Database, cache: TraceCache, trace_id: str) -> dict[str, list] 
         return event_channels(queries.read_event_extras(db, trace_id), n_events)
 
     return cache.get_or_build(("channels", trace_id, version), build)
+
+
+HUMAN_MEAN = "human credit (mean)"
+HUMAN_PREFIX = "human credit: "
+
+
+def overlay_channels(db: Database, cache: TraceCache, trace_id: str) -> dict[str, list] | None:
+    """The trace's own numeric channels plus reviewers' current credit labels (mean and per reviewer)."""
+    stored = channels(db, cache, trace_id)
+    if stored is None:
+        return None
+    n_events = db.scalar("SELECT n_events FROM traces WHERE trace_id = ?", [trace_id])
+    per_reviewer: dict[str, list] = {}
+    sums: dict[int, list[float]] = {}
+    for row in queries.human_credit(db, trace_id):
+        column = per_reviewer.setdefault(HUMAN_PREFIX + row["reviewer"], [None] * n_events)
+        column[row["seq"]] = row["credit"]
+        sums.setdefault(row["seq"], []).append(row["credit"])
+    if not sums:
+        return stored
+    mean = [None] * n_events
+    for seq, values in sums.items():
+        mean[seq] = sum(values) / len(values)
+    return {HUMAN_MEAN: mean, **dict(sorted(per_reviewer.items())), **stored}

@@ -14,13 +14,14 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.annotations import LabelError, LabelImportError, NotFound, StaleVersion
+from app.browser import csrf_cookie
 from app.cache import TraceCache
 from app.db import Database
 from app.documents import DocumentError, TooLarge
 from app.ingest import InvalidTraces
 from app.limits import BodyLimitMiddleware, BodyTooLarge, too_large_response
 from app.render import make_templates, render
-from app.routes import annotations, pages, traces
+from app.routes import annotations, labelling, pages, traces
 from app.settings import Settings
 from app.store import TracesExist
 
@@ -71,10 +72,12 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.state.cache = TraceCache()
     app.state.templates = make_templates(settings.templates_dir, PLOTLY_JS_URL)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.middleware("http")(csrf_cookie)
     app.middleware("http")(security_headers)
     app.include_router(traces.router)
     app.include_router(annotations.router)
     app.include_router(pages.router)
+    app.include_router(labelling.router)
 
     @app.get(PLOTLY_JS_URL, include_in_schema=False)
     def plotly_js():

@@ -11,6 +11,8 @@ from fastapi import Request
 from fastapi.templating import Jinja2Templates
 from starlette.responses import HTMLResponse
 
+from app.browser import reviewer_of
+
 HTMX_JS = "vendor/htmx-2.0.11.min.js"
 
 
@@ -62,6 +64,7 @@ def render(request: Request, template: str, context: dict, fragments: tuple[str,
         if target == Path(fragment).stem.lstrip("_").replace("_", "-"):
             name = fragment
     templates: Jinja2Templates = request.app.state.templates
+    context = {"reviewer": reviewer_of(request), "csrf_token": request.state.csrf_token} | context
     response = templates.TemplateResponse(request, name, context, status_code=status_code)
     response.headers["Vary"] = "HX-Request"
     return response

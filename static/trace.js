@@ -129,13 +129,15 @@
   }
 
   // What a click on a marker does: load the inspector, mark the event everywhere, update the URL.
+  let inspectorLoaded = Promise.resolve();
   function selectEvent(eventId) {
     graph.dataset.selected = eventId;
     highlight(eventId, true);
     markTableRow(eventId);
     history.replaceState(null, "", base + "?event=" + encodeURIComponent(eventId));
-    return htmx.ajax("GET", base + "?event=" + encodeURIComponent(eventId),
-                     {target: "#event-inspector", swap: "outerHTML"});
+    inspectorLoaded = htmx.ajax("GET", base + "?event=" + encodeURIComponent(eventId),
+                                {target: "#event-inspector", swap: "outerHTML"});
+    return inspectorLoaded;
   }
 
   async function applyOverlay(channel) {
@@ -202,6 +204,107 @@
     if (graph.dataset.selected) markTableRow(graph.dataset.selected);
   });
 
+  // Keyboard labelling: j/k move in time order, n jumps to the next event without your label,
+  // 1-5 set credit and save, r focuses the reward family, u undoes, ? shows the sheet.
+  const CREDIT_KEYS = {"1": -1, "2": -0.5, "3": 0, "4": 0.5, "5": 1};
+  const reviewer = graph.dataset.reviewer;
+  const labelled = new Set();
+  let timeOrder = null;
+
+  function eventsInTimeOrder() {
+    if (!timeOrder && payload) {
+      const xs = payload.positions.x;
+      timeOrder = xs.map((_, seq) => seq).sort((a, b) => (xs[a] - xs[b]) || (a - b));
+    }
+    return timeOrder || [];
+  }
+
+  function step(delta, wanted) {
+    const order = eventsInTimeOrder();
+    if (!order.length) return;
+    const current = seqOf.get(graph.dataset.selected);
+    let at = current === undefined ? -1 : order.indexOf(current);
+    for (let tries = 0; tries < order.length; tries++) {
+      at = (at + delta + order.length) % order.length;
+      const id = payload.event_ids[order[at]];
+      if (!wanted || wanted(id)) { selectEvent(id); return; }
+    }
+  }
+
+  async function withForm(action) {
+    await inspectorLoaded;
+    const form = document.getElementById("label-form");
+    if (form) action(form);
+  }
+
+  function setCredit(form, value) {
+    form.querySelector("#credit-number").value = value;
+    form.querySelector("#credit-range").value = value;
+    form.requestSubmit();
+  }
+
+  document.addEventListener("keydown", (ev) => {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const typing = ev.target.closest && ev.target.closest("input, textarea, select, [contenteditable]");
+    if (typing) {
+      if (ev.key === "Escape") ev.target.blur();
+      return;
+    }
+    const dialog = document.getElementById("shortcuts");
+    if (ev.key === "?") { dialog.open ? dialog.close() : dialog.showModal(); ev.preventDefault(); return; }
+    if (ev.key === "j") step(1);
+    else if (ev.key === "k") step(-1);
+    else if (ev.key === "n") step(1, (id) => !labelled.has(id));
+    else if (ev.key in CREDIT_KEYS) withForm((form) => setCredit(form, CREDIT_KEYS[ev.key]));
+    else if (ev.key === "r") withForm((form) => form.querySelector("#reward-family").focus());
+    else if (ev.key === "u") withForm((form) => {
+      const undo = form.querySelector("#label-undo");
+      if (undo && !undo.disabled) undo.click();  // a click, so htmx sends the button's action
+    });
+    else return;
+    ev.preventDefault();
+  });
+  document.getElementById("shortcuts-button").addEventListener("click",
+    () => document.getElementById("shortcuts").showModal());
+
+  // The credit slider and number box show the same value; the number box is what the form sends.
+  document.addEventListener("input", (ev) => {
+    if (ev.target.id === "credit-range") document.getElementById("credit-number").value = ev.target.value;
+    if (ev.target.id === "credit-number" && ev.target.value !== "") {
+      document.getElementById("credit-range").value = ev.target.value;
+    }
+  });
+
+  // A saved label updates the set `n` skips, and a human-credit overlay shows the new value.
+  document.body.addEventListener("htmx:afterSwap", () => {
+    const form = document.getElementById("label-form");
+    if (!form) return;
+    form.dataset.labelled === "true" ? labelled.add(form.dataset.eventId) : labelled.delete(form.dataset.eventId);
+    if (reviewer && form.dataset.labelled === "true") {
+      ["human credit (mean)", "human credit: " + reviewer].forEach((name) => {
+        if ([...overlaySelect.options].some((o) => o.value === name)) return;
+        const option = document.createElement("option");
+        option.value = name;
+        option.textContent = name;
+        overlaySelect.insertBefore(option, overlaySelect.options[1] || null);
+      });
+    }
+    if (overlaySelect.value.startsWith("human credit")) applyOverlay(overlaySelect.value);
+  });
+
+  async function loadLabelled() {
+    if (!reviewer) return;
+    const params = new URLSearchParams({trace_id: traceId, reviewer: reviewer});
+    const response = await fetch("/api/annotations?" + params);
+    if (!response.ok) return;
+    (await response.json()).items.forEach((label) => {
+      const says = label.credit !== null || label.reward_family || label.credit_unit || label.subdecision
+        || label.safety || label.tags.length || label.note || label.paper;
+      if (says) labelled.add(label.event_id);
+    });
+  }
+
   window.orchestrace = {selectEvent, applyOverlay, redraw: draw};
+  loadLabelled();
   draw();
 })();

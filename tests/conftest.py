@@ -77,3 +77,10 @@ def db(app) -> Database:
 def post_json(client, payload, **params):
     return client.post("/api/traces", content=json.dumps(payload), params=params,
                        headers={"Content-Type": "application/json"})
+
+
+def form_headers(client, target: str | None = None) -> dict:
+    """Headers of an htmx form post: the CSRF token the pages hand out (and the swap target)."""
+    client.get("/")
+    headers = {"HX-Request": "true", "X-CSRF-Token": client.cookies.get("orchestrace_csrf")}
+    return headers | ({"HX-Target": target} if target else {})

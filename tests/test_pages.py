@@ -7,7 +7,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from app.figure import build_figure, concurrency, spawn_tree
-from conftest import make_trace, post_json
+from conftest import form_headers, make_trace, post_json
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 HX = {"HX-Request": "true"}
@@ -64,18 +64,23 @@ def test_trace_list_pages(client):
 
 
 def test_upload_form_stores_or_lists_errors(client):
-    good = client.post("/upload", files={"file": ("t.json", json.dumps(make_trace("up1")))}, headers=HX | {"HX-Target": "upload-result"})
+    headers = form_headers(client, "upload-result")
+    good = client.post("/upload", files={"file": ("t.json", json.dumps(make_trace("up1")))}, headers=headers)
     assert good.status_code == 201
     assert [a.get_text() for a in soup(good).select(".upload-ok a")] == ["up1"]
     bad_trace = make_trace("up2")
     bad_trace["events"][0]["type"] = "<b>spawnn</b>"
-    bad = client.post("/upload", files={"file": ("t.json", json.dumps(bad_trace))}, headers=HX | {"HX-Target": "upload-result"})
+    bad = client.post("/upload", files={"file": ("t.json", json.dumps(bad_trace))}, headers=headers)
     assert bad.status_code == 422
     items = [li.get_text(" ", strip=True) for li in soup(bad).select(".upload-errors li")]
     assert any("events[0].type" in item and "spawnn" in item for item in items)
     assert "<b>spawnn</b>" not in bad.text  # escaped, not markup
-    broken = client.post("/upload", files={"file": ("t.json", "{oops")}, headers=HX | {"HX-Target": "upload-result"})
+    broken = client.post("/upload", files={"file": ("t.json", "{oops")}, headers=headers)
     assert broken.status_code == 400 and "line 1" in soup(broken).select_one(".notice.error").get_text()
+    forged = client.post("/upload", files={"file": ("t.json", json.dumps(make_trace("up3")))},
+                         headers=headers | {"X-CSRF-Token": "forged"})
+    assert forged.status_code == 403
+    assert client.get("/api/traces/up3").status_code == 404
 
 
 def test_trace_page_has_graph_panels_and_events(client, loaded):

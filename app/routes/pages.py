@@ -1,15 +1,17 @@
 """HTML pages: the trace list with upload, and the trace page with graph, inspector and events table."""
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 
 from app import graph, queries
+from app.browser import require_csrf, reviewer_of
 from app.deps import CacheDep, DbDep, SettingsDep
 from app.documents import DocumentError
 from app.figure import spawn_tree
 from app.ingest import InvalidTraces, ingest
 from app.overlays import describe
 from app.render import render
+from app.routes.labelling import label_context, progress
 from app.routes.traces import read_uploads
 from app.store import TracesExist
 from app.taxonomy import EVENT_TYPES
@@ -21,7 +23,7 @@ EVENTS_PER_PAGE = 50
 DEFAULT_TRACE_SORT = "-ingested_at"
 
 
-def trace_list_context(db, q, system, topology, sort, page) -> dict:
+def trace_list_context(db, q, system, topology, sort, page, reviewer=None) -> dict:
     try:
         queries.parse_sort(sort)
     except ValueError:
@@ -30,17 +32,17 @@ def trace_list_context(db, q, system, topology, sort, page) -> dict:
     items, total = queries.list_traces(db, topology, system, q, sort, TRACES_PER_PAGE, (page - 1) * TRACES_PER_PAGE)
     return {"items": items, "total": total, "page": page, "pages": max(1, -(-total // TRACES_PER_PAGE)),
             "sort": sort, "filters": {"q": q or "", "system": system or "", "topology": topology or ""},
-            "facets": queries.trace_facets(db)}
+            "facets": queries.trace_facets(db), "labelled": queries.label_progress(db, reviewer)}
 
 
 @router.get("/")
 def read_trace_list(request: Request, db: DbDep, q: str | None = None, system: str | None = None,
                     topology: str | None = None, sort: str = DEFAULT_TRACE_SORT, page: int = 1):
-    context = trace_list_context(db, q, system, topology, sort, page)
+    context = trace_list_context(db, q, system, topology, sort, page, reviewer_of(request))
     return render(request, "trace_list.html", context, fragments=("_trace_table.html",))
 
 
-@router.post("/upload")
+@router.post("/upload", dependencies=[Depends(require_csrf)])
 async def create_upload(request: Request, db: DbDep, settings: SettingsDep):
     """The upload form: ingest the files, then show what was stored or every reason it was refused."""
     result: dict = {"ingested": [], "errors": [], "error": None}
@@ -55,7 +57,8 @@ async def create_upload(request: Request, db: DbDep, settings: SettingsDep):
         result["error"], result["errors"], status = str(exc), exc.errors, 422
     except TracesExist as exc:
         result["error"], status = str(exc), 409
-    context = trace_list_context(db, None, None, None, DEFAULT_TRACE_SORT, 1) | {"upload": result}
+    context = trace_list_context(db, None, None, None, DEFAULT_TRACE_SORT, 1, reviewer_of(request))
+    context["upload"] = result
     return render(request, "trace_list.html", context, fragments=("_upload_result.html",), status_code=status)
 
 
@@ -82,6 +85,7 @@ def read_trace_page(request: Request, trace_id: str, db: DbDep, cache: CacheDep,
                                       (page - 1) * EVENTS_PER_PAGE)
     facets = queries.event_facets(db, trace_id)
     selected = queries.read_event(db, trace_id, event) if event else None
+    reviewer = reviewer_of(request)
     context = {
         "trace": summary,
         "facets": facets,
@@ -91,11 +95,14 @@ def read_trace_page(request: Request, trace_id: str, db: DbDep, cache: CacheDep,
         "selected": selected,
         "selected_edges": queries.read_event_edges(db, trace_id, event) if selected else None,
         "missing_event": event if event and not selected else None,
-        "channels": describe(graph.channels(db, cache, trace_id)),
+        "channels": describe(graph.overlay_channels(db, cache, trace_id)),
+        "progress": progress(db, trace_id, reviewer),
         "tree": cache.get_or_build(
             ("tree", trace_id, summary["ingested_at"]),
             lambda: nest_spawn_tree(queries.read_event_cores(db, trace_id),
                                     {row["value"]: row["n"] for row in facets["agent"]})),
     }
+    if selected:
+        context |= label_context(db, trace_id, selected["event"]["id"], reviewer)
     return render(request, "trace_detail.html", context,
                   fragments=("_events_table.html", "_event_inspector.html"))

@@ -79,7 +79,7 @@ def read_figure(trace_id: str, db: DbDep, cache: CacheDep, group: Literal["auto"
 @router.get("/{trace_id}/overlays")
 def read_overlays(trace_id: str, db: DbDep, cache: CacheDep):
     """The numeric per-event channels a graph can be coloured by."""
-    channels = graph.channels(db, cache, trace_id)
+    channels = graph.overlay_channels(db, cache, trace_id)
     if channels is None:
         raise HTTPException(404, f"no trace with id '{trace_id}'")
     return {"channels": describe(channels)}
@@ -88,7 +88,7 @@ def read_overlays(trace_id: str, db: DbDep, cache: CacheDep):
 @router.get("/{trace_id}/overlay")
 def read_overlay(trace_id: str, channel: str, db: DbDep, cache: CacheDep):
     """One channel's value per event, in event order (null where an event has none)."""
-    channels = graph.channels(db, cache, trace_id)
+    channels = graph.overlay_channels(db, cache, trace_id)
     if channels is None:
         raise HTTPException(404, f"no trace with id '{trace_id}'")
     if channel not in channels:

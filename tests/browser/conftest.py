@@ -1,0 +1,144 @@
+"""Browser fixtures: a live server over a fresh DuckDB file per module, headless Chromium, and a page
+that fails its test on any console error or uncaught exception and leaves a screenshot behind.
+
+This folder has an `__init__.py` so that this file imports as `browser.conftest` and does not shadow
+`tests/conftest.py`, which the flat tests import as `conftest`.
+"""
+
+import json
+import re
+import socket
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from app.main import create_app
+from app.settings import Settings
+
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:
+    sync_playwright = None
+
+HERE = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOTS = REPO / "test-output" / "screenshots"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+VIEWPORT = {"width": 1440, "height": 900}
+SERVER_START_TIMEOUT_S = 10
+TIMEOUT_MS = 10_000
+
+if sync_playwright is None:
+    SKIP_REASON = "the playwright package is not installed (pip install -e '.[test]')"
+elif not CHROMIUM.exists():
+    SKIP_REASON = f"no Chromium at {CHROMIUM} (make chromium)"
+else:
+    SKIP_REASON = None
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "bypass_csp: run the page with its Content-Security-Policy switched off")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip every test of this folder, with the reason, when there is no browser to drive."""
+    if not SKIP_REASON:
+        return
+    skip = pytest.mark.skip(reason=SKIP_REASON)
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Fail a test whose page logged console errors; a test failing anyway gets them as a note."""
+    page = item.funcargs.get("page")
+    try:
+        result = yield
+    except BaseException as exc:
+        if page is not None and page.console_errors:
+            exc.add_note("the page also logged errors:\n" + "\n".join(page.console_errors))
+        raise
+    if page is not None and page.console_errors:
+        raise AssertionError("the page logged errors:\n" + "\n".join(page.console_errors))
+    return result
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def live_server(tmp_path_factory):
+    """Base URL of the app served by uvicorn in a thread, over a fresh database for this module."""
+    db = tmp_path_factory.mktemp("live") / "browser.duckdb"
+    app = create_app(Settings(db=db))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"uvicorn did not start on port {port}")
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(SERVER_START_TIMEOUT_S)
+
+
+@pytest.fixture
+def ingest(live_server):
+    """Store traces through the live server's JSON API; returns the ingested trace ids."""
+
+    def ingest(*traces: dict | Path, replace: bool = True) -> list[str]:
+        docs = [json.loads(t.read_text()) if isinstance(t, Path) else t for t in traces]
+        response = httpx.post(f"{live_server}/api/traces", content=json.dumps(docs),
+                              params={"replace": str(replace).lower()},
+                              headers={"Content-Type": "application/json"})
+        assert response.status_code == 201, response.text
+        return response.json()["ingested"]
+
+    return ingest
+
+
+@pytest.fixture(scope="session")
+def browser():
+    playwright = sync_playwright().start()
+    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+    yield browser
+    browser.close()
+    playwright.stop()
+
+
+@pytest.fixture
+def page(browser, request):
+    """A fresh page that records console errors and uncaught exceptions (`pytest_runtest_call` fails on them).
+
+    `page.console_errors` lists them as they come; a test that provokes an error on purpose (a refused
+    upload answers 422, which Chromium logs) removes the expected entries itself.
+    """
+    context = browser.new_context(viewport=VIEWPORT,
+                                  bypass_csp=request.node.get_closest_marker("bypass_csp") is not None)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    page.console_errors = []
+    page.on("console", lambda msg: msg.type == "error" and page.console_errors.append(
+        f"console: {msg.text} ({msg.location.get('url', '')})"))
+    page.on("pageerror", lambda exc: page.console_errors.append(f"pageerror: {exc}"))
+    yield page
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    try:
+        page.screenshot(path=str(SCREENSHOTS / (re.sub(r"[^\w.-]+", "_", request.node.name) + ".png")),
+                        full_page=True)
+    finally:
+        context.close()
