@@ -85,6 +85,11 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
         return FileResponse(PLOTLY_JS_PATH, media_type="text/javascript",
                             headers={"Cache-Control": "public, max-age=31536000, immutable"})
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon():
+        """Browsers ask for /favicon.ico whatever the page links; answer with our icon."""
+        return FileResponse(settings.static_dir / "favicon.svg", media_type="image/svg+xml")
+
     app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
     add_error_handlers(app)
 

@@ -234,7 +234,9 @@
   async function withForm(action) {
     await inspectorLoaded;
     const form = document.getElementById("label-form");
-    if (form) action(form);
+    if (!form) return;
+    htmx.process(form);  // a form swapped in a moment ago may not be wired yet: submit it through htmx
+    action(form);
   }
 
   function setCredit(form, value) {
