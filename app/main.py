@@ -21,7 +21,8 @@ from app.documents import DocumentError, TooLarge
 from app.ingest import InvalidTraces
 from app.limits import BodyLimitMiddleware, BodyTooLarge, too_large_response
 from app.render import make_templates, render
-from app.routes import annotations, labelling, pages, traces
+from app.papers import CsvProblems
+from app.routes import annotations, labelling, pages, papers, traces
 from app.settings import Settings
 from app.store import TracesExist
 
@@ -76,6 +77,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.middleware("http")(security_headers)
     app.include_router(traces.router)
     app.include_router(annotations.router)
+    app.include_router(papers.router)
     app.include_router(pages.router)
     app.include_router(labelling.router)
 
@@ -130,6 +132,10 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(LabelImportError)
     async def import_error(request: Request, exc: LabelImportError):
         return JSONResponse({"error": str(exc), "errors": exc.errors}, status_code=exc.status)
+
+    @app.exception_handler(CsvProblems)
+    async def csv_problems(request: Request, exc: CsvProblems):
+        return JSONResponse({"error": str(exc), "errors": exc.errors}, status_code=422)
 
     @app.exception_handler(BodyTooLarge)
     async def body_too_large(request: Request, exc: BodyTooLarge):

@@ -5,13 +5,14 @@ from typing import Literal
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
-from app import annotations, queries
+from app import annotations, papers, queries
 from app.agreement import agreement
 from app.deps import DbDep
+from app.taxonomy import PAPER_FIELDS
 
 router = APIRouter(prefix="/api", tags=["annotations"])
 
-LabelField = Literal["credit", "reward_family", "credit_unit", "subdecision"]
+LABEL_AGREEMENT_FIELDS = ("credit", "reward_family", "credit_unit", "subdecision")
 
 
 async def json_object(request: Request) -> dict:
@@ -92,11 +93,18 @@ def read_annotated_trace(trace_id: str, db: DbDep):
 
 
 @router.get("/agreement")
-def read_agreement(db: DbDep, field: LabelField, reviewers: str, trace_id: str | None = None):
-    """Agreement between reviewers on one label field (interval alpha for credit, nominal otherwise)."""
+def read_agreement(db: DbDep, field: str, reviewers: str, target: Literal["events", "papers"] = "events",
+                   trace_id: str | None = None):
+    """Agreement between reviewers on one field: event labels (interval alpha for credit, nominal
+    otherwise) or paper tags (nominal; `pool` stands for the pool's own tags)."""
     names = [name.strip() for name in reviewers.split(",") if name.strip()]
     if len(names) < 2:
         raise HTTPException(422, "reviewers: name at least two reviewers, comma-separated")
+    allowed = PAPER_FIELDS if target == "papers" else LABEL_AGREEMENT_FIELDS
+    if field not in allowed:
+        raise HTTPException(422, f"field: {field!r} is not one of {', '.join(allowed)}")
+    if target == "papers":
+        return agreement(papers.ratings(db, field, names), names, "nominal")
     ratings: dict = {}
     for label in annotations.list_labels(db, trace_id):
         if label["reviewer"] in names:

@@ -1,0 +1,60 @@
+"""JSON API of the paper pool: import, export, statistics, reviewer tags."""
+
+from typing import Literal
+
+from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi.responses import JSONResponse
+
+from app import papers
+from app.deps import DbDep
+from app.routes.annotations import json_object
+from app.routes.traces import read_uploads
+from app.taxonomy import EXCLUSION_COLUMNS
+
+router = APIRouter(prefix="/api/papers", tags=["papers"])
+
+
+@router.post("/import")
+async def import_papers(request: Request, db: DbDep):
+    """A pool (18 columns) or exclusion log (9 columns) as a raw CSV body or a multipart `file`."""
+    uploads = await read_uploads(request)
+    results = [papers.import_csv(db, upload.data) for upload in uploads]
+    return results[0] if len(results) == 1 else {"files": results}
+
+
+@router.get("/export")
+def export_papers(db: DbDep, format: Literal["csv", "json"] = "csv", source: str = papers.POOL,
+                  kind: Literal["papers", "excluded", "tags"] = "papers", history: bool = True):
+    """The pool as `source` (pool or a reviewer) sees it, the exclusion log, or reviewers' tags."""
+    if kind == "tags":
+        rows = papers.tag_history(db, history=history)
+        columns = ("key", "reviewer", "version", *papers.PAPER_FIELDS, "note", "created_at")
+        rows = [{c: ("" if r[c] is None else r[c]) for c in columns} for r in rows] if format == "csv" else rows
+    elif kind == "excluded":
+        rows, columns = papers.excluded_rows(db), EXCLUSION_COLUMNS
+    else:
+        if source != papers.POOL and source not in papers.taggers(db):
+            raise HTTPException(404, f"no reviewer '{source}' has tagged papers; source is pool or a reviewer")
+        rows, columns = papers.effective_rows(db, source), papers.PAPER_COLUMNS
+    if format == "json":
+        return JSONResponse(rows)
+    name = f"{kind}{'' if source == papers.POOL else '-' + source}.csv"
+    return Response(papers.to_csv(rows, columns), media_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+@router.get("/stats")
+def read_stats(db: DbDep, source: str = papers.POOL):
+    """Counts per controlled field, the sparsity cross-tabs and the exclusion log's facets."""
+    return papers.stats(db, source)
+
+
+@router.post("/{key}/tags", status_code=201)
+async def create_tags(key: str, request: Request, db: DbDep):
+    """A reviewer's tags on a paper, as a new version (omitted fields keep their value)."""
+    return papers.save_tags(db, key, await json_object(request))
+
+
+@router.get("/{key}/tags")
+def read_tags(key: str, db: DbDep, reviewer: str | None = None, history: bool = True):
+    return {"items": papers.tag_history(db, key, reviewer, history)}
