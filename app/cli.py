@@ -150,6 +150,29 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def cmd_papers_import(args) -> int:
+    """Import paper-pool or exclusion-log CSV files (the kind is read from each header)."""
+    from app.papers import CsvProblems, import_csv
+
+    settings = Settings.from_env(db=args.db)
+    db = _open(settings)
+    db.migrate(settings.migrations_dir)
+    failed = 0
+    for path in args.files:
+        try:
+            result = import_csv(db, Path(path).read_bytes())
+            print(f"{path}: imported {result['imported']} {result['kind']} row(s)")
+        except CsvProblems as exc:
+            failed += 1
+            print(f"{path}: refused, nothing imported")
+            for error in exc.errors:
+                print(f"  {error['message']}")
+        except OSError as exc:
+            failed += 1
+            print(f"{path}: {exc.strerror}")
+    return 1 if failed else 0
+
+
 def cmd_demo(args) -> int:
     """Set up the database, load the sample traces (skipping those already there) and serve."""
     settings = Settings.from_env(db=args.db)
@@ -236,6 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="files, folders, or - for standard input")
     p.add_argument("--replace", action="store_true", help="replace traces already stored")
     p.add_argument("--server", help="server to post to when it holds the database (default http://HOST:PORT)")
+    papers = sub.add_parser("papers", help="paper pool commands", description="Paper pool commands.")
+    papers_sub = papers.add_subparsers(dest="papers_command", required=True)
+    p = papers_sub.add_parser("import", help=cmd_papers_import.__doc__, description=cmd_papers_import.__doc__)
+    p.set_defaults(func=cmd_papers_import)
+    p.add_argument("--db", help="DuckDB file (default: $ORCHESTRACE_DB or data/orchestrace.duckdb)")
+    p.add_argument("files", nargs="+", metavar="FILE")
     p = add("generate", cmd_generate, db=False)
     p.add_argument("--agents", type=int, default=1000)
     p.add_argument("--events", type=int, default=20000)

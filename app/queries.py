@@ -280,3 +280,63 @@ def human_credit(db: Database, trace_id: str) -> list[dict]:
         "SELECT e.seq, l.reviewer, l.credit FROM (" + CURRENT_LABELS + ") l "
         "JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
         "WHERE l.trace_id = ? AND l.credit IS NOT NULL ORDER BY e.seq, l.reviewer", [trace_id])
+
+
+# The paper pool.
+
+PAPER_SORTS = {"key": "key", "title": "title", "first_author": "first_author", "year": "TRY_CAST(year AS INTEGER)",
+               "position": "position", "category": "category", "is_rl": "is_rl", "reward_type": "reward_type",
+               "credit_granularity": "credit_granularity", "orchestration_form": "orchestration_form",
+               "scenario": "scenario", "is_core": "is_core", "verified": "verified"}
+
+PAPER_FILTER = """
+    WHERE (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], category))
+      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], is_rl))
+      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], reward_type))
+      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], credit_granularity))
+      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], orchestration_form))
+      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], scenario))
+      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], is_core))
+      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], verified))
+      AND (?::VARCHAR IS NULL OR contains(lower(title || ' ' || first_author || ' ' || one_liner || ' ' || notes),
+                                          lower(?)))
+"""
+PAPER_FILTER_FIELDS = ("category", "is_rl", "reward_type", "credit_granularity", "orchestration_form", "scenario",
+                       "is_core", "verified")
+
+
+def list_papers(db: Database, filters: dict[str, list[str]], q: str | None, sort: str = "position",
+                limit: int = 25, offset: int = 0) -> tuple[list[dict], int]:
+    """One page of the pool matching multi-value filters per controlled field and free text."""
+    params = [v for field in PAPER_FILTER_FIELDS for v in (filters.get(field, []),) * 2] + [q or None, q or None]
+    descending = sort.startswith("-")
+    order = PAPER_SORTS.get(sort.lstrip("-"), "position")
+    total = db.scalar("SELECT count(*) FROM papers" + PAPER_FILTER, params)
+    rows = db.fetchall(
+        "SELECT * FROM papers" + PAPER_FILTER
+        + f"ORDER BY {order} {'DESC' if descending else 'ASC'} NULLS LAST, position LIMIT ? OFFSET ?",
+        params + [limit, offset])
+    return rows, total
+
+
+def read_paper(db: Database, key: str) -> dict | None:
+    return db.fetchone("SELECT * FROM papers WHERE key = ?", [key])
+
+
+def events_labelled_with_paper(db: Database, key: str) -> list[dict]:
+    """Current event labels that name this paper as an example."""
+    return db.fetchall(
+        "SELECT trace_id, event_id, event_type, reviewer, credit FROM (" + CURRENT_LABELS + ") "
+        "WHERE paper = ? ORDER BY trace_id, event_id, reviewer", [key])
+
+
+def list_excluded(db: Database, stage=None, source=None, query_family=None) -> list[dict]:
+    return db.fetchall(
+        "SELECT * FROM excluded WHERE (?::VARCHAR IS NULL OR stage = ?) AND (?::VARCHAR IS NULL OR source = ?) "
+        "AND (?::VARCHAR IS NULL OR query_family = ?) ORDER BY position",
+        [stage or None, stage or None, source or None, source or None, query_family or None, query_family or None])
+
+
+def excluded_facets(db: Database) -> dict[str, list[str]]:
+    return {column: [r["v"] for r in db.fetchall(f"SELECT DISTINCT {column} AS v FROM excluded ORDER BY v")]
+            for column in ("stage", "source", "query_family")}

@@ -128,3 +128,16 @@ def test_demo_loads_samples_once_then_serves(env_db, monkeypatch, capsys):
     assert "6 loaded, 0 already there" in first and "0 loaded, 6 already there" in second
     assert served == [("127.0.0.1", 8123)] * 2
     assert len(stored(env_db)) == 6
+
+
+def test_papers_import_reports_rows_and_refusals(tmp_path, env_db, capsys):
+    from test_papers import EXCLUDED_CSV, POOL_CSV
+
+    (tmp_path / "pool.csv").write_bytes(POOL_CSV)
+    (tmp_path / "excluded.csv").write_bytes(EXCLUDED_CSV)
+    (tmp_path / "bad.csv").write_bytes(POOL_CSV.replace(b"shared", b"sharde"))
+    assert main(["papers", "import", str(tmp_path / "pool.csv"), str(tmp_path / "excluded.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "imported 4 papers row(s)" in out and "imported 2 excluded row(s)" in out
+    assert main(["papers", "import", str(tmp_path / "bad.csv")]) == 1
+    assert "line 2, reward_type: 'sharde' is not one of" in capsys.readouterr().out
