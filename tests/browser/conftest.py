@@ -20,7 +20,7 @@ from app.main import create_app
 from app.settings import Settings
 
 try:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 except ImportError:
     sync_playwright = None
 
@@ -40,6 +40,7 @@ elif not CHROMIUM.exists():
     SKIP_REASON = f"no Chromium at {CHROMIUM} (make chromium)"
 else:
     SKIP_REASON = None
+    expect.set_options(timeout=TIMEOUT_MS)
 
 
 def pytest_configure(config):
