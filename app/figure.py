@@ -10,6 +10,7 @@ from collections import defaultdict
 from functools import lru_cache
 from html import escape
 
+from app.metrics import agent_spans
 from app.taxonomy import EDGE_TYPES, EVENT_TYPES
 
 GROUP_LANES_ABOVE = 150
@@ -94,24 +95,6 @@ def lane_agents(events: list[dict], edges: list[dict]) -> list[str]:
     return owner
 
 
-def lifetimes(events: list[dict], owners: list[str]) -> dict[str, tuple[float, float]]:
-    """Each agent's alive span: from its spawn (or first event) to its despawn (or last event)."""
-    span: dict[str, list[float]] = {}
-    for event, agent in zip(events, owners):
-        t = event["t"]
-        targets = [agent]
-        if event["type"] in ("spawn", "despawn") and isinstance(event.get("to"), str):
-            targets.append(event["to"])
-        for target in targets:
-            if target in span:
-                lo_hi = span[target]
-                lo_hi[0] = min(lo_hi[0], t)
-                lo_hi[1] = max(lo_hi[1], t)
-            else:
-                span[target] = [t, t]
-    return {agent: (lo, hi) for agent, (lo, hi) in span.items()}
-
-
 # Agent, role and tool names repeat across thousands of events: escape each once.
 _escape_name = lru_cache(maxsize=65536)(escape)
 
@@ -147,7 +130,7 @@ def build_figure(trace: dict, group_by_role: bool | None = None, expand: frozens
 
     x = [e["t"] for e in events]
     y = [lane_of[a] for a in owners]
-    spans = lifetimes(events, owners)
+    spans = agent_spans(events)  # the same lifetimes the metrics use
     figure_traces = [_lifetime_trace(spans, lane_of)]
     figure_traces += _edge_traces(events, edges, x, y)
     figure_traces += _event_traces(events, x, y)

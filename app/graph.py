@@ -3,6 +3,7 @@
 import orjson
 
 from app import queries
+from app.analysis import computed_credit, parse_computed
 from app.cache import TraceCache
 from app.db import Database
 from app.figure import build_figure
@@ -44,6 +45,14 @@ def channels(db: Database, cache: TraceCache, trace_id: str) -> dict[str, list] 
 
 HUMAN_MEAN = "human credit (mean)"
 HUMAN_PREFIX = "human credit: "
+
+
+def overlay_channel(db: Database, cache: TraceCache, trace_id: str, name: str) -> list | None:
+    """One overlay channel's values: stored or human channels, or computed credit built on request."""
+    computed = parse_computed(name)
+    if computed:
+        return computed_credit(db, cache, trace_id, *computed)
+    return (overlay_channels(db, cache, trace_id) or {}).get(name)
 
 
 def overlay_channels(db: Database, cache: TraceCache, trace_id: str) -> dict[str, list] | None:

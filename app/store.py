@@ -61,7 +61,7 @@ def delete_trace(db: Database, trace_id: str) -> bool:
 
 def _delete(session: Session, trace_ids: list[str]) -> None:
     raw = session.connection().connection.driver_connection
-    for table in ("events", "edges"):
+    for table in ("events", "edges", "trace_metrics", "audit_findings"):
         raw.execute(f"DELETE FROM {table} WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))", [trace_ids])
     session.exec(delete(Trace).where(col(Trace.trace_id).in_(trace_ids)))
 

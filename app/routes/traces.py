@@ -6,7 +6,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from app import graph, queries
+from app import analysis, graph, queries
 from app.deps import CacheDep, DbDep, SettingsDep
 from app.ingest import Upload, ingest
 from app.overlays import describe
@@ -88,12 +88,51 @@ def read_overlays(trace_id: str, db: DbDep, cache: CacheDep):
 @router.get("/{trace_id}/overlay")
 def read_overlay(trace_id: str, channel: str, db: DbDep, cache: CacheDep):
     """One channel's value per event, in event order (null where an event has none)."""
-    channels = graph.overlay_channels(db, cache, trace_id)
-    if channels is None:
+    if not queries.trace_exists(db, trace_id):
         raise HTTPException(404, f"no trace with id '{trace_id}'")
-    if channel not in channels:
+    try:
+        values = graph.overlay_channel(db, cache, trace_id, channel)
+    except ValueError as exc:
+        raise HTTPException(404, str(exc)) from exc
+    if values is None:
         raise HTTPException(404, f"trace '{trace_id}' has no numeric channel '{channel}'")
-    return {"channel": channel, "values": channels[channel]}
+    return {"channel": channel, "values": values}
+
+
+@router.get("/{trace_id}/metrics")
+def read_metrics(trace_id: str, db: DbDep, cache: CacheDep):
+    """Orchestration measures of the trace (definitions in the README), with its critical path."""
+    result = analysis.ensure_analysis(db, cache, trace_id)
+    if result is None:
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    return result["metrics"]
+
+
+@router.get("/{trace_id}/audit")
+def read_audit(trace_id: str, db: DbDep, cache: CacheDep):
+    """Structural and safety findings: rule, severity, message and the events involved."""
+    result = analysis.ensure_analysis(db, cache, trace_id)
+    if result is None:
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    return {"findings": result["findings"]}
+
+
+@router.get("/{trace_id}/credit")
+def read_credit(trace_id: str, db: DbDep, cache: CacheDep, channel: str,
+                rule: Literal["uniform", "causal", "critical_path"] = "causal"):
+    """A reward channel assigned to events by a rule, rolled up to the eight credit units, and its
+    correlation with the reviewers' mean credit."""
+    if not queries.trace_exists(db, trace_id):
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    try:
+        values = analysis.computed_credit(db, cache, trace_id, rule, channel)
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from exc
+    human = (graph.overlay_channels(db, cache, trace_id) or {}).get(graph.HUMAN_MEAN)
+    ids = queries.event_ids(db, trace_id)
+    report = analysis.credit_report(db, cache, trace_id, values, human)
+    return {"rule": rule, "channel": channel, "total": sum(values),
+            "events": [{"id": i, "credit": v} for i, v in zip(ids, values)], **report}
 
 
 @router.delete("/{trace_id}")

@@ -1,0 +1,196 @@
+"""Metrics, computed credit and audit rules on small hand-built traces with known answers."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from anchors import anchor
+from app.audit import RULES, audit
+from app.credit import assign, correlation, rollup
+from app.metrics import compute_metrics
+from conftest import post_json
+
+SAMPLES = sorted((Path(__file__).resolve().parent.parent / "sample_traces").glob("*.json"))
+
+
+def ev(id, t, type, agent, **extra):
+    return {"id": id, "t": t, "type": type, "agent": agent, **extra}
+
+
+def edge(src, dst, type="causal"):
+    return {"src": src, "dst": dst, "type": type}
+
+
+def trace_of(events, edges, **top):
+    return {"trace_id": "h", "task_id": "t", "events": events, "edges": edges, "rewards": {"team": 1.0},
+            "costs": {"tokens": 0, "wall_clock_s": 100, "tool_calls": sum(e["type"] == "tool_call" for e in events),
+                      "messages": sum(e["type"] == "message" for e in events)}, **top}
+
+
+# A lead spawns a manager, which spawns two workers; one worker calls a tool; both return; the lead aggregates.
+TREE = trace_of(
+    [ev("d", 0, "orchestrator_decision", "lead", role="lead"),
+     ev("s1", 1, "spawn", "lead", to="mgr"),
+     ev("s2", 2, "spawn", "mgr", to="w1"),
+     ev("s3", 2, "spawn", "mgr", to="w2"),
+     ev("c", 3, "tool_call", "w1", tool="search", tokens_in=100, tokens_out=50),
+     ev("r", 4, "tool_result", "search", tool="search", trusted=False),
+     ev("m", 5, "message", "w2", to="w1", tokens=30),
+     ev("ret1", 6, "return", "w1", to="mgr"),
+     ev("ret2", 7, "return", "w2", to="mgr"),
+     ev("agg1", 8, "aggregate", "mgr"),
+     ev("ret3", 9, "return", "mgr", to="lead"),
+     ev("agg", 10, "aggregate", "lead")],
+    [edge("d", "s1"), edge("s1", "s2", "spawn"), edge("s1", "s3", "spawn"), edge("s2", "c", "spawn"),
+     edge("c", "r", "tool_dependency"), edge("r", "ret1"), edge("s3", "m", "spawn"), edge("m", "ret1", "message"),
+     edge("ret1", "agg1", "return"), edge("ret2", "agg1", "return"), edge("agg1", "ret3"),
+     edge("ret3", "agg", "return"), edge("c", "ret1", "temporal")])
+
+
+def test_metrics_of_a_known_tree():
+    m = compute_metrics(TREE)
+    assert (m["events"], m["edges"], m["agents"], m["spawns"]) == (12, 13, 4, 3)
+    assert m["max_fanout"] == 2 and m["spawn_depth"] == 2
+    # lead 0-10, mgr 1-9 (its last return), w1 2-6, w2 2-7: all four alive from t 2 to 6
+    assert m["max_concurrency"] == 4
+    assert m["work_s"] == 10 + 8 + 4 + 5 and m["span_s"] == 10
+    assert m["parallelism_speedup"] == pytest.approx(2.7)
+    assert m["critical_path"] == ["d", "s1", "s2", "c", "r", "ret1", "agg1", "ret3", "agg"]
+    assert m["critical_path_steps"] == 9 and m["critical_path_s"] == 10
+    assert m["protocol_overhead"] == pytest.approx(10 / 12)
+    assert (m["tool_calls"], m["messages"]) == (1, 1)
+    assert m["tokens_by_agent"] == {"w1": 150, "w2": 30} and m["tokens"] == 180
+
+
+def test_back_in_time_and_cyclic_edges_do_not_break_the_path():
+    t = copy.deepcopy(TREE)
+    t["edges"] += [edge("agg", "d"), edge("s2", "s3"), edge("s3", "s2")]
+    m = compute_metrics(t)
+    assert m["critical_path_steps"] == 9
+    reasons = sorted(x["reason"] for x in m["ignored_edges"])
+    assert reasons == ["closes a cycle among simultaneous events", "points back in time"]
+
+
+@pytest.mark.parametrize("rule", ["uniform", "causal", "critical_path"])
+def test_credit_rules_sum_to_the_channel(rule):
+    shares = assign(TREE, rule, 0.9)
+    assert sum(shares) == pytest.approx(0.9)
+    assert len(shares) == 12
+
+
+def test_causal_and_critical_path_credit_choose_the_right_events():
+    causal = assign(TREE, "causal", 1.0)
+    # every event has a path to the final aggregate except none: all 12 share
+    assert sum(1 for s in causal if s) == 12
+    t = copy.deepcopy(TREE)
+    t["events"].append(ev("stray", 11, "message", "w2"))
+    t["costs"]["messages"] += 1
+    causal = assign(t, "causal", 1.0)
+    assert causal[-1] == 0 and causal[0] == pytest.approx(1 / 12)
+    path = assign(TREE, "critical_path", 1.0)
+    ids = [e["id"] for e, s in zip(TREE["events"], path) if s]
+    assert ids == ["d", "s1", "s2", "c", "r", "ret1", "agg1", "ret3", "agg"]
+
+
+def test_rollup_to_the_eight_units():
+    values = [1.0] * 12
+    units = rollup(TREE, values)
+    assert set(units) == {"token", "tool call", "message", "turn", "agent", "role", "orchestrator", "team"}
+    assert units["team"] == [{"key": "team", "credit": 12.0, "events": 12}]
+    assert {r["key"]: r["credit"] for r in units["tool call"]} == {"c": 2.0}  # the call and its result
+    assert {r["key"]: r["credit"] for r in units["agent"]}["mgr"] == 4.0
+    assert {r["key"] for r in units["orchestrator"]} == {"d", "s1"}
+    assert {r["key"]: r["events"] for r in units["message"]} == {"m": 1}
+    assert {r["key"]: r["credit"] for r in units["token"]} == {"c": pytest.approx(1 / 150), "m": pytest.approx(1 / 30)}
+    assert sum(r["events"] for r in units["turn"]) == 12
+
+
+def test_correlation():
+    assert correlation([1, 2, 3, None], [2, 4, 6, 1])["pearson"] == pytest.approx(1.0)
+    assert correlation([1, None], [1, 2]) == {"n": 1, "pearson": None}
+
+
+def rules_of(trace) -> set[str]:
+    return {f["rule"] for f in audit(trace)}
+
+
+def test_the_known_tree_has_only_the_untrusted_flow_it_was_built_with():
+    t = copy.deepcopy(TREE)
+    t["edges"].append(edge("r", "c2", "causal"))
+    t["events"].append(ev("c2", 4.5, "tool_call", "w1", tool="write"))
+    t["costs"]["tool_calls"] += 1
+    findings = audit(t)
+    assert {f["rule"] for f in findings} == {"untrusted_flow"}
+    assert findings[0]["events"] == ["r", "c2"] and findings[0]["severity"] == "warning"
+    guarded = copy.deepcopy(t)
+    guarded["events"].append(ev("g", 4.2, "safety_event", "guard"))
+    guarded["edges"] = [e for e in guarded["edges"] if e != edge("r", "c2")] + [edge("r", "g", "safety_flow"),
+                                                                            edge("g", "c2", "safety_flow")]
+    assert "untrusted_flow" not in rules_of(guarded)
+
+
+def broken(**changes):
+    t = copy.deepcopy(TREE)
+    for key, value in changes.items():
+        value(t)
+    return t
+
+
+@pytest.mark.parametrize("rule, mutate", [
+    ("time_order", lambda t: t["edges"].append(edge("agg", "d", "causal"))),
+    ("act_before_spawn", lambda t: t["events"].append(ev("early", 0.5, "message", "w1"))),
+    ("act_after_despawn", lambda t: t["events"].extend([ev("bye", 8.5, "despawn", "lead", to="w2"),
+                                                        ev("late", 9.5, "message", "w2")])),
+    ("leaked_agent", lambda t: t["events"].remove(next(e for e in t["events"] if e["id"] == "ret2"))
+     or t["edges"].remove(edge("ret2", "agg1", "return"))),
+    ("orphan_return", lambda t: t["events"][8].update(to="lead")),
+    ("empty_aggregate", lambda t: t["edges"].remove(edge("ret3", "agg", "return"))),
+    ("cost_mismatch", lambda t: t["costs"].update(tool_calls=5)),
+    ("no_stop", lambda t: t["events"].append(ev("last", 20, "message", "lead"))),
+    ("disconnected", lambda t: t["events"].append(ev("alone", 5, "human_intervention", "user"))),
+    ("duplicate_edge", lambda t: t["edges"].append(edge("d", "s1"))),
+    ("self_loop", lambda t: t["edges"].append(edge("m", "m"))),
+    ("cycle", lambda t: t["edges"].extend([edge("s2", "s3"), edge("s3", "s2")])),
+])
+def test_each_rule_fires_on_a_trace_built_to_trigger_it(rule, mutate):
+    t = copy.deepcopy(TREE)
+    mutate(t)
+    findings = [f for f in audit(t) if f["rule"] == rule]
+    assert findings, rule
+    assert all(f["severity"] == RULES[rule] for f in findings)
+
+
+def test_published_example_has_no_error_finding():
+    example = json.loads(anchor("example_trace.json").read_text())
+    assert [f for f in audit(example) if f["severity"] == "error"] == []
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+def test_samples_have_no_structural_errors(path):
+    trace = json.loads(path.read_text())
+    assert [f for f in audit(trace) if f["severity"] == "error"] == []
+    m = compute_metrics(trace)
+    assert m["agents"] >= 3 and m["critical_path_steps"] >= 5
+
+
+def test_metrics_audit_and_credit_api(client):
+    trace = copy.deepcopy(TREE)
+    assert post_json(client, trace).status_code == 201
+    metrics = client.get("/api/traces/h/metrics").json()
+    assert metrics["critical_path_steps"] == 9 and metrics["max_concurrency"] == 4
+    findings = client.get("/api/traces/h/audit").json()["findings"]
+    assert {f["rule"] for f in findings} <= set(RULES)
+    credit = client.get("/api/traces/h/credit", params={"rule": "critical_path", "channel": "team"}).json()
+    assert credit["total"] == pytest.approx(1.0) and len(credit["events"]) == 12
+    assert credit["rollup"]["team"][0]["credit"] == pytest.approx(1.0)
+    assert client.get("/api/traces/h/credit", params={"channel": "nope"}).status_code == 422
+    assert client.get("/api/traces/h/credit", params={"channel": "team", "rule": "magic"}).status_code == 422
+    assert client.get("/api/traces/nope/metrics").status_code == 404
+    overlay = client.get("/api/traces/h/overlay", params={"channel": "computed credit: uniform × team"}).json()
+    assert overlay["values"] == [pytest.approx(1 / 12)] * 12
+    client.post("/api/annotations", json={"trace_id": "h", "event_id": "d", "reviewer": "ada", "credit": 0.5})
+    client.post("/api/annotations", json={"trace_id": "h", "event_id": "agg", "reviewer": "ada", "credit": 1.0})
+    human = client.get("/api/traces/h/credit", params={"rule": "critical_path", "channel": "team"}).json()
+    assert human["human_correlation"]["n"] == 2
