@@ -1,6 +1,7 @@
 """The `orchestrace` command line. Each subcommand's docstring is its help text."""
 
 import argparse
+import csv
 import json
 import sys
 import urllib.error
@@ -173,6 +174,55 @@ def cmd_papers_import(args) -> int:
     return 1 if failed else 0
 
 
+def cmd_audit(args) -> int:
+    """Audit traces (named, or --all): findings per trace and rule; exit 1 at --fail-on level."""
+    from app.analysis import ensure_analysis
+    from app.audit import SEVERITIES
+    from app.cache import TraceCache
+
+    if not args.trace_ids and not args.all:
+        raise SystemExit("error: name trace ids or pass --all")
+    settings = Settings.from_env(db=args.db)
+    db = _open(settings)
+    db.migrate(settings.migrations_dir)
+    ids = args.trace_ids or [r["trace_id"] for r in db.fetchall("SELECT trace_id FROM traces ORDER BY trace_id")]
+    cache, results, missing = TraceCache(), {}, []
+    for trace_id in ids:
+        result = ensure_analysis(db, cache, trace_id)
+        if result is None:
+            missing.append(trace_id)
+        else:
+            results[trace_id] = result["findings"]
+    _print_audit(results, args.format)
+    for trace_id in missing:
+        print(f"error: no trace with id '{trace_id}'", file=sys.stderr)
+    worst = {s: any(f["severity"] == s for fs in results.values() for f in fs) for s in SEVERITIES}
+    failing = args.fail_on and (worst["error"] or (args.fail_on == "warning" and worst["warning"]))
+    return 2 if missing else (1 if failing else 0)
+
+
+def _print_audit(results: dict[str, list[dict]], fmt: str) -> None:
+    from app.audit import RULES
+
+    if fmt == "json":
+        print(json.dumps({"traces": [{"trace_id": t, "findings": f} for t, f in results.items()]}, indent=2))
+        return
+    if fmt == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(["trace_id", "rule", "severity", "message", "events"])
+        for trace_id, findings in results.items():
+            for f in findings:
+                writer.writerow([trace_id, f["rule"], f["severity"], f["message"], ";".join(f["events"])])
+        return
+    used = [rule for rule in RULES if any(f["rule"] == rule for fs in results.values() for f in fs)]
+    width = max([len("trace"), *(len(t) for t in results)])
+    print(f"{'trace':<{width}}  errors  warnings  info  " + "  ".join(used))
+    for trace_id, findings in results.items():
+        by = {s: sum(f["severity"] == s for f in findings) for s in ("error", "warning", "info")}
+        cells = "  ".join(f"{sum(f['rule'] == r for f in findings):>{len(r)}}" for r in used)
+        print(f"{trace_id:<{width}}  {by['error']:>6}  {by['warning']:>8}  {by['info']:>4}  {cells}")
+
+
 def cmd_demo(args) -> int:
     """Set up the database, load the sample traces (skipping those already there) and serve."""
     settings = Settings.from_env(db=args.db)
@@ -265,6 +315,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_papers_import)
     p.add_argument("--db", help="DuckDB file (default: $ORCHESTRACE_DB or data/orchestrace.duckdb)")
     p.add_argument("files", nargs="+", metavar="FILE")
+    p = add("audit", cmd_audit)
+    p.add_argument("trace_ids", nargs="*", metavar="TRACE_ID")
+    p.add_argument("--all", action="store_true", help="audit every stored trace")
+    p.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    p.add_argument("--fail-on", choices=("error", "warning"), help="exit 1 when a finding at this level (or worse) exists")
     p = add("generate", cmd_generate, db=False)
     p.add_argument("--agents", type=int, default=1000)
     p.add_argument("--events", type=int, default=20000)

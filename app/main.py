@@ -22,7 +22,7 @@ from app.ingest import InvalidTraces
 from app.limits import BodyLimitMiddleware, BodyTooLarge, too_large_response
 from app.render import make_templates, render
 from app.papers import CsvProblems
-from app.routes import annotations, labelling, pages, paper_pages, papers, traces
+from app.routes import annotations, corpus_pages, labelling, pages, paper_pages, papers, traces
 from app.settings import Settings
 from app.store import TracesExist
 
@@ -81,6 +81,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.include_router(pages.router)
     app.include_router(labelling.router)
     app.include_router(paper_pages.router)
+    app.include_router(corpus_pages.router)
 
     @app.get(PLOTLY_JS_URL, include_in_schema=False)
     def plotly_js():

@@ -7,7 +7,7 @@ from app.db import Database
 
 # Sortable columns of the trace list: public name -> SQL expression (never user text).
 TRACE_SORTS = {
-    "trace_id": "trace_id",
+    "trace_id": "t.trace_id",
     "task_id": "task_id",
     "system": "system",
     "topology": "topology",
@@ -16,12 +16,22 @@ TRACE_SORTS = {
     "agents": "n_agents",
     "tokens": "tokens",
     "wall_clock_s": "wall_clock_s",
-    "ingested_at": "ingested_at",
+    "ingested_at": "t.ingested_at",
+    "critical_path_steps": "m.critical_path_steps",
+    "parallelism_speedup": "m.parallelism_speedup",
+    "max_concurrency": "m.max_concurrency",
+    "errors": "m.errors",
+    "warnings": "m.warnings",
 }
 
 TRACE_SUMMARY_COLUMNS = """
-    trace_id, task_id, system, topology, rewards, costs, metrics,
-    n_events AS events, n_edges AS edges, n_agents AS agents, tokens, wall_clock_s, ingested_at
+    t.trace_id, task_id, system, topology, rewards, costs, t.metrics,
+    n_events AS events, n_edges AS edges, n_agents AS agents, tokens, wall_clock_s, t.ingested_at,
+    m.critical_path_steps, m.parallelism_speedup, m.max_concurrency, m.errors, m.warnings
+"""
+# Stored analysis columns, present once a trace has been analysed (analysis.ensure_analysis).
+TRACE_FROM = """
+    FROM traces t LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id AND m.ingested_at = t.ingested_at
 """
 
 REWARD_SORT_PREFIX = "reward:"
@@ -29,7 +39,7 @@ REWARD_SORT_PREFIX = "reward:"
 TRACE_FILTER = """
     WHERE (?::VARCHAR IS NULL OR topology = ?)
       AND (?::VARCHAR IS NULL OR system = ?)
-      AND (?::VARCHAR IS NULL OR contains(lower(trace_id || ' ' || task_id || ' ' || coalesce(system, '')), lower(?)))
+      AND (?::VARCHAR IS NULL OR contains(lower(t.trace_id || ' ' || task_id || ' ' || coalesce(system, '')), lower(?)))
 """
 
 
@@ -47,7 +57,7 @@ def parse_sort(sort: str) -> tuple[str, list, bool]:
     if key.startswith(REWARD_SORT_PREFIX) and len(key) > len(REWARD_SORT_PREFIX):
         channel = key[len(REWARD_SORT_PREFIX):]
         pointer = "/" + channel.replace("~", "~0").replace("/", "~1")
-        return "TRY_CAST(json_extract(rewards, ?) AS DOUBLE)", [pointer], descending
+        return "TRY_CAST(json_extract(t.rewards, ?) AS DOUBLE)", [pointer], descending
     if key not in TRACE_SORTS:
         allowed = ", ".join(TRACE_SORTS) + ", reward:<channel>"
         raise ValueError(f"unknown sort key '{key}'; allowed: {allowed} (prefix - for descending)")
@@ -65,18 +75,18 @@ def list_traces(db: Database, topology=None, system=None, q=None, sort="trace_id
                 limit=50, offset=0) -> tuple[list[dict], int]:
     """One page of trace summaries and the number of traces matching the filters (see parse_sort)."""
     expression, sort_params, descending = parse_sort(sort)
-    order = f"{expression} {'DESC' if descending else 'ASC'} NULLS LAST, trace_id"
+    order = f"{expression} {'DESC' if descending else 'ASC'} NULLS LAST, t.trace_id"
     params = _filter_params(topology, system, q)
-    total = db.scalar("SELECT count(*) FROM traces" + TRACE_FILTER, params)
+    total = db.scalar("SELECT count(*)" + TRACE_FROM + TRACE_FILTER, params)
     rows = db.fetchall(
-        "SELECT" + TRACE_SUMMARY_COLUMNS + "FROM traces" + TRACE_FILTER + "ORDER BY " + order + " LIMIT ? OFFSET ?",
+        "SELECT" + TRACE_SUMMARY_COLUMNS + TRACE_FROM + TRACE_FILTER + "ORDER BY " + order + " LIMIT ? OFFSET ?",
         params + sort_params + [limit, offset],
     )
     return [_summary(row) for row in rows], total
 
 
 def read_trace_summary(db: Database, trace_id: str) -> dict | None:
-    row = db.fetchone("SELECT" + TRACE_SUMMARY_COLUMNS + "FROM traces WHERE trace_id = ?", [trace_id])
+    row = db.fetchone("SELECT" + TRACE_SUMMARY_COLUMNS + TRACE_FROM + "WHERE t.trace_id = ?", [trace_id])
     return _summary(row) if row else None
 
 

@@ -1,19 +1,27 @@
-// Draws every figure listed in the page's JSON data block into its [data-chart] element.
+// Draws every [data-chart] element from the figures in the page's JSON data blocks (also in
+// fragments swapped in by htmx). A figure whose points carry trace ids links each point to its trace.
 (function () {
   "use strict";
-  const data = document.getElementById("charts-data");
-  if (!data || !window.Plotly) return;
-  const figures = JSON.parse(data.textContent);
-  document.querySelectorAll("[data-chart]").forEach((el) => {
-    const figure = figures[el.dataset.chart];
-    if (figure) Plotly.newPlot(el, figure.data, figure.layout, {displaylogo: false, responsive: true});
-  });
-  document.body.dataset.chartsDrawn = "true";
-})();
-
-// Picking another source reloads the statistics with that reviewer's tags.
-(function () {
-  "use strict";
+  function drawAll() {
+    if (!window.Plotly) return;
+    const figures = {};
+    document.querySelectorAll("script.charts-data").forEach((block) => Object.assign(figures, JSON.parse(block.textContent)));
+    document.querySelectorAll("[data-chart]:not([data-drawn])").forEach((el) => {
+      const figure = figures[el.dataset.chart];
+      if (!figure) return;
+      Plotly.newPlot(el, figure.data, figure.layout, {displaylogo: false, responsive: true});
+      el.dataset.drawn = "true";
+      el.on("plotly_click", (ev) => {
+        const point = ev.points && ev.points[0];
+        const id = point && point.customdata;
+        if (typeof id === "string" && point.data.meta === "trace-links") window.location = "/traces/" + encodeURIComponent(id);
+      });
+    });
+    document.body.dataset.chartsDrawn = "true";
+  }
+  drawAll();
+  document.body.addEventListener("htmx:afterSwap", drawAll);
+  // Picking another source reloads the statistics with that reviewer's tags.
   const source = document.getElementById("stats-source");
   if (source) source.addEventListener("change", () => source.form.requestSubmit());
 })();

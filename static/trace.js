@@ -19,7 +19,7 @@
   let seqOf = new Map();       // event id -> position in the trace
   let hoverOf = [];            // seq -> hover text (already escaped by the server)
   let eventTraces = [];        // indices of the per-type marker traces
-  let overlayIdx = -1, greyIdx = -1, selectedIdx = -1;
+  let overlayIdx = -1, greyIdx = -1, selectedIdx = -1, pathIdx = -1, findingsIdx = -1;
   let grouping = "auto";
   const expanded = new Set();
 
@@ -52,13 +52,20 @@
     overlayIdx = data.length;
     greyIdx = data.length + 1;
     selectedIdx = data.length + 2;
+    pathIdx = data.length + 3;
+    findingsIdx = data.length + 4;
     data.push(
       {type: "scattergl", mode: "markers", name: "overlay", x: [], y: [], visible: false, showlegend: false,
        hovertemplate: "%{hovertext}<extra></extra>", customdata: []},
       {type: "scattergl", mode: "markers", name: "no value", x: [], y: [], visible: false,
        marker: {color: NO_VALUE, size: 7}, hovertemplate: "%{hovertext}<extra></extra>", customdata: []},
       {type: "scatter", mode: "markers", name: "selected", x: [], y: [], showlegend: false, hoverinfo: "skip",
-       marker: {size: 20, color: "rgba(0,0,0,0)", line: {color: "#111827", width: 2.5}}});
+       marker: {size: 20, color: "rgba(0,0,0,0)", line: {color: "#111827", width: 2.5}}},
+      {type: "scatter", mode: "lines+markers", name: "critical path", x: [], y: [], visible: false, hoverinfo: "skip",
+       line: {color: "rgba(234,88,12,0.85)", width: 3}, marker: {size: 11, color: "rgba(0,0,0,0)",
+       line: {color: "rgba(234,88,12,0.95)", width: 2}}},
+      {type: "scatter", mode: "markers", name: "audit findings", x: [], y: [], visible: false, hoverinfo: "skip",
+       marker: {size: 16, color: "rgba(0,0,0,0)", line: {color: "#dc2626", width: 2}}});
     await Plotly.react(graph, data, payload.figure.layout,
                        {responsive: true, displaylogo: false, scrollZoom: true,
                         modeBarButtonsToRemove: ["select2d", "lasso2d"]});
@@ -70,8 +77,11 @@
     });
     renderLaneControls();
     if (overlaySelect.value) await applyOverlay(overlaySelect.value);
+    showPath();
+    showFindings();
     graph.dataset.drawnMs = Math.round(performance.now());  // since navigation start
     graph.dataset.drawn = "true";
+    document.body.dispatchEvent(new CustomEvent("graph-drawn"));  // the analysis panel loads after the graph
     const seconds = ((performance.now() - started) / 1000).toFixed(2);
     status.textContent = payload.event_ids.length.toLocaleString() + " events · " + payload.agents.toLocaleString()
       + " agents · " + payload.lanes.length + " lanes · drawn in " + seconds + " s";
@@ -305,6 +315,52 @@
       if (says) labelled.add(label.event_id);
     });
   }
+
+  // Critical path and audit findings from the analysis panel (loaded after the page) mark the graph.
+  function positionsOf(ids) {
+    const xs = [], ys = [];
+    ids.forEach((id) => {
+      const seq = seqOf.get(id);
+      if (seq !== undefined) { xs.push(payload.positions.x[seq]); ys.push(payload.positions.y[seq]); }
+    });
+    return {xs, ys};
+  }
+
+  function showPath() {
+    const box = document.getElementById("show-critical-path");
+    if (!payload || pathIdx < 0) return;
+    const on = Boolean(box && box.checked);
+    const {xs, ys} = on ? positionsOf(JSON.parse(box.dataset.path)) : {xs: [], ys: []};
+    Plotly.restyle(graph, {x: [xs], y: [ys], visible: on}, [pathIdx]);
+  }
+
+  let activeFinding = null;
+  function showFindings() {
+    const box = document.getElementById("show-findings");
+    if (!payload || findingsIdx < 0) return;
+    let ids = [];
+    if (activeFinding) ids = JSON.parse(activeFinding.dataset.events);
+    else if (box && box.checked) {
+      document.querySelectorAll("#audit-findings button.finding").forEach((b) => { ids = ids.concat(JSON.parse(b.dataset.events)); });
+    }
+    const {xs, ys} = positionsOf(ids);
+    Plotly.restyle(graph, {x: [xs], y: [ys], visible: xs.length > 0}, [findingsIdx]);
+  }
+
+  document.addEventListener("change", (ev) => {
+    if (ev.target.id === "show-critical-path") showPath();
+    if (ev.target.id === "show-findings") { activeFinding = null; showFindings(); }
+  });
+  document.addEventListener("click", (ev) => {
+    const button = ev.target.closest("#audit-findings button.finding");
+    if (!button) return;
+    document.querySelectorAll("#audit-findings button.finding.active").forEach((b) => b.classList.remove("active"));
+    button.classList.add("active");
+    activeFinding = button;
+    showFindings();
+    const ids = JSON.parse(button.dataset.events);
+    if (ids.length) selectEvent(ids[0]);
+  });
 
   window.orchestrace = {selectEvent, applyOverlay, redraw: draw};
   loadLabelled();

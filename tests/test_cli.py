@@ -141,3 +141,24 @@ def test_papers_import_reports_rows_and_refusals(tmp_path, env_db, capsys):
     assert "imported 4 papers row(s)" in out and "imported 2 excluded row(s)" in out
     assert main(["papers", "import", str(tmp_path / "bad.csv")]) == 1
     assert "line 2, reward_type: 'sharde' is not one of" in capsys.readouterr().out
+
+
+def test_audit_formats_and_exit_codes(tmp_path, env_db, capsys):
+    clean = make_trace("clean")
+    late = make_trace("late")
+    late["edges"].append({"src": "e6", "dst": "e1", "type": "causal"})  # back in time: an error
+    assert main(["ingest", write(tmp_path / "a.json", [clean, late])]) == 0
+    capsys.readouterr()
+    assert main(["audit", "clean", "--fail-on", "error"]) == 0
+    assert main(["audit", "--all", "--fail-on", "error"]) == 1
+    table = capsys.readouterr().out
+    assert "time_order" in table and "late" in table
+    assert main(["audit", "late", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert any(f["rule"] == "time_order" and f["severity"] == "error" for f in report["traces"][0]["findings"])
+    assert main(["audit", "late", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith("trace_id,rule,severity,message,events")
+    assert main(["audit", "nope"]) == 2
+    clean_warning = make_trace("warned")
+    assert main(["ingest", write(tmp_path / "b.json", clean_warning)]) == 0
+    assert main(["audit", "warned", "--fail-on", "warning"]) == 1  # e5 and e6 are cut off: disconnected

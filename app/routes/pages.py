@@ -3,7 +3,9 @@
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 
-from app import graph, queries
+from app import analysis, charts, graph, queries
+from app.audit import SEVERITIES
+from app.credit import RULES
 from app.browser import require_csrf, reviewer_of
 from app.deps import CacheDep, DbDep, SettingsDep
 from app.documents import DocumentError
@@ -36,8 +38,9 @@ def trace_list_context(db, q, system, topology, sort, page, reviewer=None) -> di
 
 
 @router.get("/")
-def read_trace_list(request: Request, db: DbDep, q: str | None = None, system: str | None = None,
+def read_trace_list(request: Request, db: DbDep, cache: CacheDep, q: str | None = None, system: str | None = None,
                     topology: str | None = None, sort: str = DEFAULT_TRACE_SORT, page: int = 1):
+    analysis.ensure_all(db, cache)  # metric columns need every trace analysed (stored; once per ingest)
     context = trace_list_context(db, q, system, topology, sort, page, reviewer_of(request))
     return render(request, "trace_list.html", context, fragments=("_trace_table.html",))
 
@@ -96,6 +99,7 @@ def read_trace_page(request: Request, trace_id: str, db: DbDep, cache: CacheDep,
         "selected_edges": queries.read_event_edges(db, trace_id, event) if selected else None,
         "missing_event": event if event and not selected else None,
         "channels": describe(graph.overlay_channels(db, cache, trace_id)),
+        "computed_channels": analysis.computed_channel_names(summary["rewards"]),
         "progress": progress(db, trace_id, reviewer),
         "tree": cache.get_or_build(
             ("tree", trace_id, summary["ingested_at"]),
@@ -106,3 +110,42 @@ def read_trace_page(request: Request, trace_id: str, db: DbDep, cache: CacheDep,
         context |= label_context(db, trace_id, selected["event"]["id"], reviewer)
     return render(request, "trace_detail.html", context,
                   fragments=("_events_table.html", "_event_inspector.html"))
+
+
+@router.get("/traces/{trace_id}/analysis")
+def read_analysis_panel(request: Request, trace_id: str, db: DbDep, cache: CacheDep):
+    """Metrics, deployment envelope and audit findings of a trace, loaded after the page (htmx)."""
+    result = analysis.ensure_analysis(db, cache, trace_id)
+    if result is None:
+        return render(request, "not_found.html", {"what": f"trace '{trace_id}'"}, status_code=404)
+    metrics = result["metrics"]
+    figures = {"envelope": charts.envelope_chart(metrics["agents"], metrics["tool_calls"], metrics["events"])}
+    findings = {severity: [f for f in result["findings"] if f["severity"] == severity] for severity in SEVERITIES}
+    return render(request, "_analysis_panel.html", {"trace_id": trace_id, "metrics": metrics,
+                                                    "findings": findings, "figures": figures})
+
+
+@router.get("/traces/{trace_id}/credit")
+def read_credit_panel(request: Request, trace_id: str, db: DbDep, cache: CacheDep, rule: str = "causal",
+                      channel: str | None = None):
+    """Computed credit rolled up to the eight credit units, beside the reviewers' mean credit."""
+    trace = analysis.stored_trace(db, cache, trace_id)
+    if trace is None:
+        return render(request, "not_found.html", {"what": f"trace '{trace_id}'"}, status_code=404)
+    channels = list(trace["rewards"])
+    channel = channel if channel in channels else (channels[0] if channels else None)
+    context = {"trace_id": trace_id, "rules": RULES, "rule": rule if rule in RULES else "causal",
+               "channels": channels, "channel": channel, "figures": {}}
+    if channel is not None:
+        values = analysis.computed_credit(db, cache, trace_id, context["rule"], channel)
+        human = (graph.overlay_channels(db, cache, trace_id) or {}).get(graph.HUMAN_MEAN)
+        report = analysis.credit_report(db, cache, trace_id, values, human)
+        context |= report
+        context["figures"] = {f"rollup-{unit}": charts.rollup_chart(f"credit by {unit}", report["rollup"][unit])
+                              for unit in ("agent", "role")}
+        if human:
+            pairs = [(c, h, e["id"]) for c, h, e in zip(values, human, trace["events"]) if h is not None]
+            context["figures"]["human-vs-computed"] = charts.scatter(
+                "human mean credit vs computed", [p[0] for p in pairs], [p[1] for p in pairs],
+                f"computed ({context['rule']} × {channel})", "human mean", names=[p[2] for p in pairs])
+    return render(request, "_credit_panel.html", context)

@@ -1,0 +1,59 @@
+"""Corpus pages and the trace page's analysis panels."""
+
+import json
+
+from bs4 import BeautifulSoup
+
+from conftest import make_trace, post_json
+
+
+def soup(response) -> BeautifulSoup:
+    return BeautifulSoup(response.text, "html.parser")
+
+
+def test_audit_page_counts_rules_per_trace(client):
+    late = make_trace("late")
+    late["edges"].append({"src": "e6", "dst": "e1", "type": "causal"})
+    post_json(client, [make_trace("fine"), late])
+    page = soup(client.get("/audit"))
+    rows = {tr["data-trace-id"]: tr for tr in page.select("#audit-table tbody tr")}
+    assert list(rows) == ["late", "fine"]  # most errors first
+    headers = [th.get_text(strip=True) for th in page.select("#audit-table thead th")]
+    column = headers.index("time_order")
+    assert rows["late"].select("td")[column].get_text() == "1"
+    by_name = soup(client.get("/audit", params={"sort": "trace_id"}))
+    assert [tr["data-trace-id"] for tr in by_name.select("#audit-table tbody tr")] == ["fine", "late"]
+
+
+def test_dashboard_charts_link_to_traces(client):
+    post_json(client, [make_trace("a"), make_trace("b")])
+    page = soup(client.get("/dashboard"))
+    figures = json.loads(page.select_one("script.charts-data").get_text())
+    assert {"tokens-speedup", "steps-wall", "reward-team", "by-topology", "by-system", "findings"} <= set(figures)
+    point = figures["steps-wall"]["data"][0]
+    assert point["customdata"] == ["a", "b"] and point["meta"] == "trace-links"
+    assert len(page.select("[data-chart]")) == len(figures)
+
+
+def test_trace_list_has_metric_columns_and_sorts_by_them(client):
+    big = make_trace("long")
+    big["edges"].append({"src": "e4", "dst": "e5", "type": "causal"})
+    post_json(client, [make_trace("short"), big])
+    page = soup(client.get("/", params={"sort": "-critical_path_steps"}))
+    assert [r["data-trace-id"] for r in page.select("tr[data-trace-id]")] == ["long", "short"]
+    listed = client.get("/api/traces", params={"sort": "-critical_path_steps"}).json()["items"]
+    assert listed[0]["critical_path_steps"] == 6
+
+
+def test_analysis_and_credit_panels(client):
+    post_json(client, make_trace("p"))
+    panel = soup(client.get("/traces/p/analysis", headers={"HX-Request": "true"}))
+    assert panel.select_one('#metrics-panel [data-metric="critical_path_steps"] .value').get_text() == "4"
+    assert json.loads(panel.select_one("#show-critical-path")["data-path"]) == ["e1", "e2", "e3", "e4"]
+    buttons = panel.select("#audit-findings button.finding")
+    assert buttons and all(json.loads(b["data-events"]) is not None for b in buttons)
+    assert "envelope" in json.loads(panel.select_one("script.charts-data").get_text())
+    credit = soup(client.get("/traces/p/credit", params={"rule": "uniform", "channel": "tool"}))
+    units = [tr.select_one("td").get_text() for tr in credit.select("#rollup-table tbody tr")]
+    assert units == ["token", "tool call", "message", "turn", "agent", "role", "orchestrator", "team"]
+    assert client.get("/traces/nope/analysis").status_code == 404
