@@ -3,7 +3,7 @@
 Zero cells are drawn on purpose: in a corpus, the empty combinations are the finding.
 """
 
-from html import escape
+from app.figure import escape
 
 BAR_COLOUR = "#0f766e"
 HEATMAP_SCALE = [[0, "#fff7ed"], [0.0001, "#ccfbf1"], [1, "#0f766e"]]

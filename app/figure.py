@@ -8,7 +8,7 @@ All trace strings in hover text and lane labels are HTML-escaped: Plotly renders
 
 from collections import defaultdict
 from functools import lru_cache
-from html import escape
+from html import escape as html_escape
 
 from app.metrics import agent_spans
 from app.taxonomy import EDGE_TYPES, EVENT_TYPES
@@ -93,6 +93,11 @@ def lane_agents(events: list[dict], edges: list[dict]) -> list[str]:
             if src is not None and dst is not None and events[dst]["type"] == "tool_result":
                 owner[dst] = events[src]["agent"]
     return owner
+
+
+def escape(text: str) -> str:
+    """Escape for Plotly labels: it renders tags, and decodes &lt; &gt; &amp; but shows &quot; as is."""
+    return html_escape(text, quote=False)
 
 
 # Agent, role and tool names repeat across thousands of events: escape each once.

@@ -24,7 +24,8 @@
   const expanded = new Set();
 
   function esc(text) {
-    return String(text).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+    // Plotly decodes &lt; &gt; &amp; in labels but shows &quot; literally; quotes are inert without tags.
+    return String(text).replace(/[&<>]/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;"}[c]));
   }
 
   function figureUrl() {
