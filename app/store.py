@@ -4,7 +4,6 @@ import math
 from datetime import datetime, timezone
 
 import pyarrow as pa
-from sqlmodel import Session, col, delete, select
 
 from app.db import Database
 from app.documents import dumps
@@ -30,40 +29,36 @@ def store_traces(db: Database, traces: list[dict], existing: str = "error") -> t
     Returns (stored ids, skipped ids). Raises TracesExist when `existing` is "error" and any id is taken.
     """
     ids = [trace["trace_id"] for trace in traces]
-    with db.write_lock, Session(db.engine) as session:
-        taken = set(session.exec(select(Trace.trace_id).where(col(Trace.trace_id).in_(ids))).all())
+    with db.transaction() as cur:
+        taken = {row[0] for row in cur.execute(
+            "SELECT trace_id FROM traces WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()}
         if taken and existing == "error":
             raise TracesExist([i for i in ids if i in taken])
         if existing == "skip":
             traces = [trace for trace in traces if trace["trace_id"] not in taken]
         elif taken:
-            _delete(session, sorted(taken))
+            _delete(cur, sorted(taken))
         now = datetime.now(timezone.utc).replace(tzinfo=None)
-        raw = session.connection().connection.driver_connection
         rows = [_trace_row(trace, now) for trace in traces]
-        _bulk_insert(raw, "traces", {name: [row[name] for row in rows] for name in Trace.model_fields})
-        _bulk_insert(raw, "events", _event_columns(traces))
-        _bulk_insert(raw, "edges", _edge_columns(traces))
-        session.commit()
+        _bulk_insert(cur, "traces", {name: [row[name] for row in rows] for name in Trace.model_fields})
+        _bulk_insert(cur, "events", _event_columns(traces))
+        _bulk_insert(cur, "edges", _edge_columns(traces))
     stored = [trace["trace_id"] for trace in traces]
     return stored, [i for i in ids if i not in set(stored)]
 
 
 def delete_trace(db: Database, trace_id: str) -> bool:
-    """Remove a trace with its events and edges; False when no such trace."""
-    with db.write_lock, Session(db.engine) as session:
-        if session.get(Trace, trace_id) is None:
+    """Remove a trace with its events, edges and stored analysis; False when no such trace."""
+    with db.transaction() as cur:
+        if not cur.execute("SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id]).fetchone()[0]:
             return False
-        _delete(session, [trace_id])
-        session.commit()
+        _delete(cur, [trace_id])
     return True
 
 
-def _delete(session: Session, trace_ids: list[str]) -> None:
-    raw = session.connection().connection.driver_connection
-    for table in ("events", "edges", "trace_metrics", "audit_findings"):
-        raw.execute(f"DELETE FROM {table} WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))", [trace_ids])
-    session.exec(delete(Trace).where(col(Trace.trace_id).in_(trace_ids)))
+def _delete(cur, trace_ids: list[str]) -> None:
+    for table in ("events", "edges", "trace_metrics", "audit_findings", "traces"):
+        cur.execute(f"DELETE FROM {table} WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))", [trace_ids])
 
 
 def _bulk_insert(raw, table: str, columns: dict[str, list]) -> None:
@@ -146,13 +141,11 @@ def _as_double(t: float) -> float:
 
 
 def _edge_columns(traces: list[dict]) -> dict[str, list]:
-    cols = {"trace_id": [], "seq": [], "src": [], "dst": [], "type": []}
-    for trace in traces:
-        tid = trace["trace_id"]
-        for i, edge in enumerate(trace["edges"]):
-            cols["trace_id"].append(tid)
-            cols["seq"].append(i)
-            cols["src"].append(edge["src"])
-            cols["dst"].append(edge["dst"])
-            cols["type"].append(edge["type"])
-    return cols
+    edges = [edge for trace in traces for edge in trace["edges"]]
+    return {
+        "trace_id": [trace["trace_id"] for trace in traces for _ in trace["edges"]],
+        "seq": [i for trace in traces for i in range(len(trace["edges"]))],
+        "src": [edge["src"] for edge in edges],
+        "dst": [edge["dst"] for edge in edges],
+        "type": [edge["type"] for edge in edges],
+    }
