@@ -10,6 +10,10 @@ import orjson
 
 GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_MAX_BYTES = 2 * 1024**3
+# orjson parses about twice as fast but reads integers beyond 64 bits as floats; a document with a run
+# of 19 digits (which any such integer has) takes the exact json path instead.
+DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+LONG_DIGIT_RUN = b"0" * 19
 
 
 class DocumentError(ValueError):
@@ -70,6 +74,12 @@ def dumps(obj) -> str:
 
 def parse_documents(data: bytes, source: str = "", max_bytes: int = DEFAULT_MAX_BYTES) -> list:
     """The trace objects in one upload: a single object, an array of them, or one per line."""
+    if data[:2] != GZIP_MAGIC and LONG_DIGIT_RUN not in data.translate(DIGITS_AS_ZERO):
+        try:  # fast path; anything orjson refuses is parsed again below, which words the fault
+            doc = orjson.loads(data)
+            return doc if isinstance(doc, list) else [doc]
+        except orjson.JSONDecodeError:
+            pass
     text = decode(data, source, max_bytes)
     if not text.strip():
         raise DocumentError("empty document: expected a trace object, an array of traces or JSON Lines", source)
