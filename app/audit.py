@@ -46,16 +46,9 @@ def audit(trace: dict, g: TraceGraph | None = None) -> list[dict]:
     return findings
 
 
-def _edge_ends(g: TraceGraph):
-    for edge in g.edges:
-        src, dst = g.index.get(edge["src"]), g.index.get(edge["dst"])
-        if src is not None and dst is not None:
-            yield edge, src, dst
-
-
 def time_order(trace, g):
     out = []
-    for edge, src, dst in _edge_ends(g):
+    for edge, src, dst in g.resolved:
         if edge["type"] in ORDERED_EDGE_TYPES and g.events[dst]["t"] < g.events[src]["t"]:
             out.append(finding("time_order", f"{edge['type']} edge {edge['src']} → {edge['dst']} goes back in time "
                                f"(t {g.events[src]['t']} → {g.events[dst]['t']})", [edge["src"], edge["dst"]]))
@@ -112,7 +105,7 @@ def untrusted_flow(trace, g):
     count: what an agent read stays in its context)."""
     n = len(g.events)
     adjacency = [[] for _ in range(n)]
-    for edge, src, dst in _edge_ends(g):
+    for edge, src, dst in g.resolved:
         if src != dst and g.rank[dst] > g.rank[src]:
             adjacency[src].append(dst)
     parent = [-2] * n
@@ -178,7 +171,7 @@ def disconnected(trace, g):
             i = parent[i]
         return i
 
-    for _, src, dst in _edge_ends(g):
+    for _, src, dst in g.resolved:
         parent[root(src)] = root(dst)
     groups: dict[int, list[int]] = {}
     for i in range(len(g.events)):
@@ -203,9 +196,11 @@ def self_loop(trace, g):
 
 def cycle(trace, g):
     """Strongly connected groups of events over the non-temporal edges (iterative Tarjan)."""
+    if not any(x["reason"] != "self loop" for x in g.ignored):
+        return []  # every non-temporal edge runs forward in (t, position) order: no cycle is possible
     n = len(g.events)
     adjacency = [[] for _ in range(n)]
-    for edge, src, dst in _edge_ends(g):
+    for edge, src, dst in g.resolved:
         if edge["type"] != "temporal" and src != dst:
             adjacency[src].append(dst)
     index, low, on_stack, stack, counter, out = [-1] * n, [0] * n, [False] * n, [], 0, []

@@ -1,10 +1,7 @@
 """Computed credit: a trace-level reward channel assigned to events by a rule, and any per-event
 credit rolled up to the eight credit units (TAXONOMY.md §3). Pure functions over a trace."""
 
-from collections import defaultdict
-
 from app.metrics import TraceGraph, analyse_graph, critical_path, event_tokens, is_number
-from app.taxonomy import CREDIT_UNITS
 
 RULES = ("uniform", "causal", "critical_path")
 
@@ -69,6 +66,18 @@ def lead_agent(g: TraceGraph) -> str | None:
     return None
 
 
+def _group(keys: list, values: list[float]) -> list[dict]:
+    """Sum `values` by key (None keys skipped), largest |credit| first."""
+    sums: dict = {}
+    counts: dict = {}
+    for key, value in zip(keys, values):
+        if key is not None:
+            sums[key] = sums.get(key, 0.0) + value
+            counts[key] = counts.get(key, 0) + 1
+    rows = [{"key": key, "credit": total, "events": counts[key]} for key, total in sums.items()]
+    return sorted(rows, key=lambda row: -abs(row["credit"]))
+
+
 def rollup(trace: dict, values: list[float | None], g: TraceGraph | None = None) -> dict[str, list[dict]]:
     """Per-event credit summed to each credit unit: {unit: [{"key", "credit", "events"}]}.
 
@@ -79,49 +88,37 @@ def rollup(trace: dict, values: list[float | None], g: TraceGraph | None = None)
     g = g or analyse_graph(trace)
     events = g.events
     v = [x if is_number(x) else 0.0 for x in values]
-    units: dict[str, dict[str, list]] = {unit: defaultdict(lambda: [0.0, 0]) for unit in CREDIT_UNITS}
-
-    def add(unit: str, key: str, i: int) -> None:
-        cell = units[unit][key]
-        cell[0] += v[i]
-        cell[1] += 1
-
-    result_of = {}
+    call_of = {}
     for edge in g.edges:
         if edge["type"] == "tool_dependency":
             src, dst = g.index.get(edge["src"]), g.index.get(edge["dst"])
             if src is not None and dst is not None and events[src]["type"] == "tool_call":
-                result_of.setdefault(dst, src)
+                call_of.setdefault(dst, events[src]["id"])
     lead = lead_agent(g)
     roles = {}
     for e in events:
         if e["type"] not in ("tool_result", "spawn") and "role" in e:
             roles.setdefault(e["agent"], e["role"])
-    for i, e in enumerate(events):
-        if e["type"] == "tool_call":
-            add("tool call", e["id"], i)
-        elif e["type"] == "tool_result" and i in result_of:
-            add("tool call", events[result_of[i]]["id"], i)
-        if e["type"] == "message":
-            add("message", e["id"], i)
-        if e["type"] != "tool_result":
-            add("agent", e["agent"], i)
-            add("role", e.get("role") if e["type"] != "spawn" and "role" in e else roles.get(e["agent"], "(no role)"), i)
-        if e["agent"] == lead and e["type"] in ("orchestrator_decision", "spawn"):
-            add("orchestrator", e["id"], i)
-        add("team", "team", i)
-        tokens = event_tokens(e)
-        if tokens:
-            cell = units["token"][e["id"]]
-            cell[0] += v[i] / tokens
-            cell[1] += 1
+    acting = [e["type"] != "tool_result" for e in events]
+    turn_key = [None] * len(events)
     for number, run in enumerate(turns(events, g.order), start=1):
         key = f"turn {number}: {events[run[0]]['agent']}"
         for i in run:
-            add("turn", key, i)
-    return {unit: sorted(({"key": k, "credit": c, "events": n} for k, (c, n) in cells.items()),
-                         key=lambda row: -abs(row["credit"]))
-            for unit, cells in units.items()}
+            turn_key[i] = key
+    tokens = [event_tokens(e) for e in events]
+    per_token = [x / n if n else 0.0 for x, n in zip(v, tokens)]
+    return {
+        "token": _group([e["id"] if n else None for e, n in zip(events, tokens)], per_token),
+        "tool call": _group([e["id"] if e["type"] == "tool_call" else call_of.get(i) for i, e in enumerate(events)], v),
+        "message": _group([e["id"] if e["type"] == "message" else None for e in events], v),
+        "turn": _group(turn_key, v),
+        "agent": _group([e["agent"] if a else None for e, a in zip(events, acting)], v),
+        "role": _group([(e["role"] if e["type"] != "spawn" and "role" in e else roles.get(e["agent"], "(no role)"))
+                        if a else None for e, a in zip(events, acting)], v),
+        "orchestrator": _group([e["id"] if e["agent"] == lead and e["type"] in ("orchestrator_decision", "spawn")
+                                else None for e in events], v),
+        "team": _group(["team"] * len(events), v),
+    }
 
 
 def correlation(xs: list[float | None], ys: list[float | None]) -> dict:

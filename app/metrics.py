@@ -23,6 +23,7 @@ class TraceGraph:
     succ: list[list[int]] = field(default_factory=list)   # non-temporal, forward in (t, position) order
     pred: list[list[int]] = field(default_factory=list)
     ignored: list[dict] = field(default_factory=list)     # edges left out of the path graph, with why
+    resolved: list[tuple[dict, int, int]] = field(default_factory=list)  # every edge with its end positions
     spawner: dict[str, str] = field(default_factory=dict)  # child agent -> agent that spawned it
     spawn_t: dict[str, float] = field(default_factory=dict)
     despawn_t: dict[str, float] = field(default_factory=dict)
@@ -42,10 +43,11 @@ def analyse_graph(trace: dict) -> TraceGraph:
         rank[i] = place
     g = TraceGraph(events, edges, index, order, rank, [[] for _ in events], [[] for _ in events])
     for k, edge in enumerate(edges):
-        if edge["type"] == "temporal":
-            continue
         src, dst = index.get(edge["src"]), index.get(edge["dst"])
         if src is None or dst is None:
+            continue
+        g.resolved.append((edge, src, dst))
+        if edge["type"] == "temporal":
             continue
         if src == dst:
             g.ignored.append({"edge": k, "reason": "self loop"})
