@@ -5,12 +5,16 @@ import csv
 import json
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 from app.db import Database, DatabaseLocked
 from app.documents import DocumentError, parse_documents
-from app.ingest import Upload, ingest, problems_of
+from app.documents import Upload
+from app.documents import TooLarge
+from app.importers.common import ImportFailed
+from app.ingest import InvalidTraces, ingest, load_uploads, problems_of
 from app.settings import Settings
 from app.store import store_traces
 
@@ -68,7 +72,17 @@ def format_problem_dict(error: dict) -> str:
 
 
 def cmd_ingest(args) -> int:
-    """Store trace files (files, folders, or - for standard input); already stored traces are skipped."""
+    """Store trace files (files, folders, or - for standard input) in our format or an industrial one
+    (detected from content); traces already stored are skipped unless --replace."""
+    return _ingest(args, getattr(args, "format", None))
+
+
+def cmd_import(args) -> int:
+    """Import industrial traces (OTLP/JSON, OpenAI Agents SDK, Claude Code sessions) from files and folders."""
+    return _ingest(args, args.format)
+
+
+def _ingest(args, fmt: str | None) -> int:
     settings = Settings.from_env(db=args.db)
     try:
         db = Database(settings.db)
@@ -78,31 +92,47 @@ def cmd_ingest(args) -> int:
         return _ingest_via_server(args, server)
     db.migrate(settings.migrations_dir)
     existing = "replace" if args.replace else "skip"
-    summary = {"ingested": [], "skipped": [], "refused": []}
-    files = list(_read_paths(args.paths))
-    progress = Progress(len(files), sum(len(d) for _, d in files))
-    for source, data in files:
+    summary = {"ingested": [], "skipped": [], "refused": [], "warnings": []}
+    batches = list(_batches(args.paths))
+    progress = Progress(len(batches), sum(len(u.data) for _, b in batches for u in b))
+    for label, uploads in batches:
         try:
-            traces = parse_documents(data, source)
-            errors = problems_of(traces)
-            if errors:
-                reasons = [f"trace {e['trace']}: {format_problem_dict(e)}" for e in errors]
-                summary["refused"].append((source, reasons))
-            else:
-                stored, skipped = store_traces(db, traces, existing)
-                summary["ingested"] += stored
-                summary["skipped"] += skipped
-        except DocumentError as exc:
-            summary["refused"].append((source, [str(exc)]))
-        progress.advance(len(data))
+            result = load_uploads(uploads, settings.max_body_bytes, fmt, getattr(args, "keep_content", False))
+            stored, skipped = store_traces(db, result.traces, existing)
+            summary["ingested"] += stored
+            summary["skipped"] += skipped
+            summary["warnings"] += result.warnings
+        except InvalidTraces as exc:
+            summary["refused"].append((label, [f"trace {e['trace']}: {format_problem_dict(e)}" for e in exc.errors]))
+        except (DocumentError, ImportFailed, TooLarge) as exc:
+            summary["refused"].append((label, [str(exc)]))
+        progress.advance(sum(len(u.data) for u in uploads))
     progress.done()
     _print_summary(summary)
     return 1 if summary["refused"] else 0
 
 
+def _batches(paths: list[str]):
+    """(label, uploads) per document; a Claude Code session comes with its `<session>/subagents/` files."""
+    files = list(_read_paths(paths))
+    sessions = {source[:-len(".jsonl")] for source, _ in files if source.endswith(".jsonl")}
+    for source, data in files:
+        folder = Path(source).parent
+        if folder.name == "subagents" and str(folder.parent) in sessions:
+            continue  # read with its session below
+        uploads = [Upload(source, data)]
+        if source.endswith(".jsonl") and (Path(source[:-len(".jsonl")]) / "subagents").is_dir():
+            sub = Path(source[:-len(".jsonl")]) / "subagents"
+            uploads += [Upload(f"{Path(source).stem}/subagents/{p.name}", p.read_bytes())
+                        for p in sorted(sub.iterdir()) if p.is_file() and p.suffix in (".jsonl", ".json")]
+        yield source, uploads
+
+
 def _print_summary(summary: dict) -> None:
     print(f"ingested {len(summary['ingested'])} trace(s), skipped {len(summary['skipped'])} already stored, "
           f"refused {len(summary['refused'])} file(s)")
+    for warning in summary.get("warnings", []):
+        print(f"  warning: {warning}")
     for trace_id in summary["skipped"]:
         print(f"  skipped {trace_id}: already stored (use --replace to replace it)")
     for source, reasons in summary["refused"]:
@@ -114,7 +144,12 @@ def _print_summary(summary: dict) -> None:
 def _ingest_via_server(args, server: str) -> int:
     """Post each file to a running server's API, since DuckDB lets one process write the file."""
     summary = {"ingested": [], "skipped": [], "refused": []}
-    query = "?replace=true" if args.replace else ""
+    params = {"replace": "true"} if args.replace else {}
+    if getattr(args, "format", None):
+        params["format"] = args.format
+    if getattr(args, "keep_content", False):
+        params["keep_content"] = "true"
+    query = "?" + urllib.parse.urlencode(params) if params else ""
     for source, data in _read_paths(args.paths):
         request = urllib.request.Request(server.rstrip("/") + "/api/traces" + query, data=data, method="POST",
                                          headers={"Content-Type": "application/json"})
@@ -237,7 +272,8 @@ def cmd_demo(args) -> int:
 def load_samples(db: Database, folder: Path) -> tuple[list[str], list[str]]:
     """Ingest every sample trace in `folder`, skipping those already stored."""
     uploads = [Upload(p.name, p.read_bytes()) for p in sorted(folder.glob("*.json"))]
-    return ingest(db, uploads, existing="skip")
+    stored, skipped, _ = ingest(db, uploads, existing="skip")
+    return stored, skipped
 
 
 def _open(settings: Settings) -> Database:
@@ -305,10 +341,15 @@ def build_parser() -> argparse.ArgumentParser:
     add("migrate", cmd_migrate)
     p = add("validate", cmd_validate, db=False)
     p.add_argument("paths", nargs="+", metavar="PATH")
-    p = add("ingest", cmd_ingest)
-    p.add_argument("paths", nargs="+", metavar="PATH", help="files, folders, or - for standard input")
-    p.add_argument("--replace", action="store_true", help="replace traces already stored")
-    p.add_argument("--server", help="server to post to when it holds the database (default http://HOST:PORT)")
+    for name, func in (("ingest", cmd_ingest), ("import", cmd_import)):
+        p = add(name, func)
+        p.add_argument("paths", nargs="+", metavar="PATH", help="files, folders, or - for standard input")
+        p.add_argument("--replace", action="store_true", help="replace traces already stored")
+        p.add_argument("--server", help="server to post to when it holds the database (default http://HOST:PORT)")
+        p.add_argument("--keep-content", action="store_true",
+                       help="keep raw message and tool content (off: only hashes, as traces carry user data)")
+        p.add_argument("--format", choices=("orchestrace", "otlp", "openai_agents", "claude_code"),
+                       help="source format (default: recognised from each file's content)")
     papers = sub.add_parser("papers", help="paper pool commands", description="Paper pool commands.")
     papers_sub = papers.add_subparsers(dest="papers_command", required=True)
     p = papers_sub.add_parser("import", help=cmd_papers_import.__doc__, description=cmd_papers_import.__doc__)

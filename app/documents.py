@@ -5,6 +5,7 @@ Parse errors name the line and column so a user can find the fault in a large fi
 
 import json
 import zlib
+from dataclasses import dataclass
 
 import orjson
 
@@ -14,6 +15,14 @@ DEFAULT_MAX_BYTES = 2 * 1024**3
 # of 19 digits (which any such integer has) takes the exact json path instead.
 DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 LONG_DIGIT_RUN = b"0" * 19
+
+
+@dataclass
+class Upload:
+    """One uploaded document: its name (file name, archive member or "body") and bytes."""
+
+    source: str
+    data: bytes
 
 
 class DocumentError(ValueError):

@@ -1,9 +1,9 @@
 """The one ingest path shared by the API, the CLI and `orchestrace demo`: parse, validate, store."""
 
-from dataclasses import dataclass
-
 from app.db import Database
-from app.documents import DEFAULT_MAX_BYTES, parse_documents
+from app.documents import DEFAULT_MAX_BYTES, Upload
+from app.importers import convert
+from app.importers.common import ImportResult
 from app.store import store_traces
 from app.validation import validate_trace
 
@@ -16,21 +16,15 @@ class InvalidTraces(ValueError):
         super().__init__(f"{len(errors)} problem(s) in the submitted traces")
 
 
-@dataclass
-class Upload:
-    source: str  # file name or "body", used in error messages
-    data: bytes
-
-
-def load_uploads(uploads: list[Upload], max_bytes: int) -> list[dict]:
-    """Every trace of every upload, validated; raises DocumentError or InvalidTraces."""
-    traces = []
-    for upload in uploads:
-        traces.extend(parse_documents(upload.data, upload.source, max_bytes))
-    errors = problems_of(traces)
+def load_uploads(uploads: list[Upload], max_bytes: int, fmt: str | None = None,
+                 keep_content: bool = False) -> ImportResult:
+    """Every trace of every upload (in any supported format), validated; raises DocumentError,
+    ImportFailed or InvalidTraces."""
+    result = convert(uploads, fmt, keep_content, max_bytes)
+    errors = problems_of(result.traces)
     if errors:
         raise InvalidTraces(errors)
-    return traces
+    return result
 
 
 def problems_of(traces: list) -> list[dict]:
@@ -55,7 +49,11 @@ def _label(trace, index: int):
     return trace_id if isinstance(trace_id, str) and trace_id else index
 
 
-def ingest(db: Database, uploads: list[Upload], existing: str = "error",
-           max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[list[str], list[str]]:
-    """Parse, validate and store; nothing is stored unless every trace is valid."""
-    return store_traces(db, load_uploads(uploads, max_bytes), existing)
+def ingest(db: Database, uploads: list[Upload], existing: str = "error", max_bytes: int = DEFAULT_MAX_BYTES,
+           fmt: str | None = None, keep_content: bool = False) -> tuple[list[str], list[str], list[str]]:
+    """Parse (or import), validate and store; nothing is stored unless every trace is valid.
+
+    Returns (stored ids, skipped ids, importer warnings)."""
+    result = load_uploads(uploads, max_bytes, fmt, keep_content)
+    stored, skipped = store_traces(db, result.traces, existing)
+    return stored, skipped, result.warnings

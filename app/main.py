@@ -21,8 +21,9 @@ from app.documents import DocumentError, TooLarge
 from app.ingest import InvalidTraces
 from app.limits import BodyLimitMiddleware, BodyTooLarge, too_large_response
 from app.render import make_templates, render
+from app.importers.common import ImportFailed
 from app.papers import CsvProblems
-from app.routes import annotations, corpus_pages, labelling, pages, paper_pages, papers, traces
+from app.routes import annotations, corpus_pages, labelling, otlp_receiver, pages, paper_pages, papers, traces
 from app.settings import Settings
 from app.store import TracesExist
 
@@ -76,6 +77,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.middleware("http")(csrf_cookie)
     app.middleware("http")(security_headers)
     app.include_router(traces.router)
+    app.include_router(otlp_receiver.router)
     app.include_router(annotations.router)
     app.include_router(papers.router)
     app.include_router(pages.router)
@@ -134,6 +136,10 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(LabelImportError)
     async def import_error(request: Request, exc: LabelImportError):
         return JSONResponse({"error": str(exc), "errors": exc.errors}, status_code=exc.status)
+
+    @app.exception_handler(ImportFailed)
+    async def import_failed(request: Request, exc: ImportFailed):
+        return JSONResponse({"error": str(exc)}, status_code=422)
 
     @app.exception_handler(CsvProblems)
     async def csv_problems(request: Request, exc: CsvProblems):

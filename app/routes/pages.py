@@ -10,6 +10,7 @@ from app.browser import require_csrf, reviewer_of
 from app.deps import CacheDep, DbDep, SettingsDep
 from app.documents import DocumentError
 from app.figure import spawn_tree
+from app.importers.common import ImportFailed
 from app.ingest import InvalidTraces, ingest
 from app.overlays import describe
 from app.render import render
@@ -48,18 +49,19 @@ def read_trace_list(request: Request, db: DbDep, cache: CacheDep, q: str | None 
 @router.post("/upload", dependencies=[Depends(require_csrf)])
 async def create_upload(request: Request, db: DbDep, settings: SettingsDep):
     """The upload form: ingest the files, then show what was stored or every reason it was refused."""
-    result: dict = {"ingested": [], "errors": [], "error": None}
+    result: dict = {"ingested": [], "errors": [], "error": None, "warnings": []}
     status = 200
     try:
         uploads = await read_uploads(request)
-        result["ingested"], _ = await run_in_threadpool(ingest, db, uploads, "error", settings.max_body_bytes)
+        result["ingested"], _, result["warnings"] = await run_in_threadpool(
+            ingest, db, uploads, "error", settings.max_body_bytes)
         status = 201
     except DocumentError as exc:
         result["error"], status = str(exc), 400
     except InvalidTraces as exc:
         result["error"], result["errors"], status = str(exc), exc.errors, 422
-    except TracesExist as exc:
-        result["error"], status = str(exc), 409
+    except (TracesExist, ImportFailed) as exc:
+        result["error"], status = str(exc), 409 if isinstance(exc, TracesExist) else 422
     context = trace_list_context(db, None, None, None, DEFAULT_TRACE_SORT, 1, reviewer_of(request))
     context["upload"] = result
     return render(request, "trace_list.html", context, fragments=("_upload_result.html",), status_code=status)

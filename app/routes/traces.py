@@ -8,7 +8,8 @@ from starlette.datastructures import UploadFile
 
 from app import analysis, graph, queries
 from app.deps import CacheDep, DbDep, SettingsDep
-from app.ingest import Upload, ingest
+from app.documents import Upload
+from app.ingest import ingest
 from app.overlays import describe
 from app.store import delete_trace
 
@@ -25,13 +26,18 @@ async def read_uploads(request: Request) -> list[Upload]:
     return [Upload("body", await request.body())]
 
 
+ImportFormat = Literal["orchestrace", "otlp", "openai_agents", "claude_code"]
+
+
 @router.post("", status_code=201)
-async def create_traces(request: Request, db: DbDep, settings: SettingsDep, replace: bool = False):
-    """Ingest one trace, an array, JSON Lines or uploaded files; all stored or none."""
+async def create_traces(request: Request, db: DbDep, settings: SettingsDep, replace: bool = False,
+                        format: ImportFormat | None = None, keep_content: bool = False):
+    """Ingest traces in our format or an industrial one (detected, or `format`); all stored or none."""
     uploads = await read_uploads(request)
     existing = "replace" if replace else "error"
-    stored, _ = await run_in_threadpool(ingest, db, uploads, existing, settings.max_body_bytes)
-    answer = {"ingested": stored}
+    stored, _, warnings = await run_in_threadpool(ingest, db, uploads, existing, settings.max_body_bytes,
+                                                  format, keep_content)
+    answer = {"ingested": stored, "warnings": warnings}
     if replace:  # labels of events that vanished with the replacement are kept and reported
         orphans = [o for trace_id in stored for o in queries.orphaned_labels(db, trace_id)]
         answer["orphaned_labels"] = orphans

@@ -1,0 +1,158 @@
+"""Turning uploads in industrial formats into orchestration traces.
+
+One module per source format (otlp, openai_agents, claude_code), each a pure function from source
+data to traces plus warnings; this module recognises the format from content (never the file name),
+unpacks archives, groups a Claude Code session with its sub-agent files, and dispatches.
+"""
+
+import io
+import json
+import tarfile
+import zipfile
+from pathlib import PurePosixPath
+
+from app.documents import GZIP_MAGIC, DocumentError, TooLarge, Upload, decode, gunzip, parse_documents
+from app.importers import claude_code, openai_agents, otlp
+from app.importers.common import ImportFailed, ImportResult
+
+FORMATS = ("orchestrace", "otlp", "openai_agents", "claude_code")
+ZIP_MAGIC = b"PK\x03\x04"
+TAR_MAGIC_OFFSET = 257
+
+
+def unpack(uploads: list[Upload], max_bytes: int) -> list[Upload]:
+    """Uploads with every .zip or .tar(.gz) replaced by its files (paths kept in the names)."""
+    out = []
+    for upload in uploads:
+        data = upload.data
+        if data[:4] == ZIP_MAGIC:
+            out += _unzip(upload, max_bytes)
+            continue
+        raw = decode_bytes(data, upload.source, max_bytes)
+        if len(raw) > TAR_MAGIC_OFFSET + 5 and raw[TAR_MAGIC_OFFSET:TAR_MAGIC_OFFSET + 5] == b"ustar":
+            out += _untar(upload, raw, max_bytes)
+        else:
+            out.append(Upload(upload.source, raw))
+    return out
+
+
+def decode_bytes(data: bytes, source: str, max_bytes: int) -> bytes:
+    """Gunzipped bytes when gzipped, else the bytes themselves."""
+    return gunzip(data, max_bytes, source) if data[:2] == GZIP_MAGIC else data
+
+
+def _unzip(upload: Upload, max_bytes: int) -> list[Upload]:
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(upload.data))
+        members = [m for m in archive.infolist() if not m.is_dir()]
+        if sum(m.file_size for m in members) > max_bytes:
+            raise TooLarge(f"{upload.source} expands to more than {max_bytes} bytes")
+        return [Upload(f"{upload.source}:{m.filename}", archive.read(m)) for m in members]
+    except zipfile.BadZipFile as exc:
+        raise DocumentError(f"not a readable zip file ({exc})", upload.source) from exc
+
+
+def _untar(upload: Upload, raw: bytes, max_bytes: int) -> list[Upload]:
+    try:
+        with tarfile.open(fileobj=io.BytesIO(raw)) as archive:
+            members = [m for m in archive.getmembers() if m.isfile()]
+            if sum(m.size for m in members) > max_bytes:
+                raise TooLarge(f"{upload.source} expands to more than {max_bytes} bytes")
+            return [Upload(f"{upload.source}:{m.name}", archive.extractfile(m).read()) for m in members]
+    except tarfile.TarError as exc:
+        raise DocumentError(f"not a readable tar file ({exc})", upload.source) from exc
+
+
+def _records(data: bytes) -> list | None:
+    """The document as JSON: the whole JSON value as a list, or its JSON Lines records; None if neither."""
+    text = data.decode("utf-8-sig", errors="replace").strip()
+    if not text:
+        return None
+    try:
+        doc = json.loads(text)
+        return doc if isinstance(doc, list) else [doc]
+    except ValueError:
+        try:
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError:
+            return None
+
+
+def detect(records: list | None) -> str:
+    """The format of a parsed document (see _records), from its content."""
+    if not records:
+        return "orchestrace"
+    if len(records) == 1 and otlp.looks_like_otlp(records[0]):
+        return "otlp"
+    if (len(records) == 1 and openai_agents.looks_like_openai_agents(records[0])) or \
+            openai_agents.looks_like_openai_agents(records):
+        return "openai_agents"
+    head = records[:20]
+    if all(isinstance(r, dict) for r in head) and claude_code.looks_like_claude_code(head):
+        return "claude_code"
+    return "orchestrace"
+
+
+def is_subagent_file(name: str) -> bool:
+    """A Claude Code sub-agent transcript (agent-<id>.jsonl) or its meta file (agent-<id>.meta.json)."""
+    path = PurePosixPath(name.split(":")[-1])
+    return path.name.startswith("agent-") and (path.name.endswith(".jsonl") or path.name.endswith(".meta.json"))
+
+
+def convert(uploads: list[Upload], fmt: str | None = None, keep_content: bool = False,
+            max_bytes: int = 2 * 1024**3) -> ImportResult:
+    """Traces and warnings from every upload; `fmt` forces a format, otherwise each file is detected."""
+    if fmt is not None and fmt not in FORMATS:
+        raise ImportFailed(f"unknown format '{fmt}'; formats: {', '.join(FORMATS)}")
+    files = unpack(uploads, max_bytes)
+    result = ImportResult()
+    sessions: list[Upload] = []
+    helpers: list[Upload] = []
+    for upload in files:
+        if is_subagent_file(upload.source):
+            helpers.append(upload)  # a sub-agent transcript or its meta file: read with its session
+            continue
+        records = None if fmt in ("orchestrace", "claude_code") else _records(upload.data)
+        kind = fmt or detect(records)
+        if kind == "claude_code":
+            sessions.append(upload)
+        elif kind == "orchestrace":
+            result.traces += parse_documents(upload.data, upload.source, max_bytes)
+        elif records is None:
+            raise ImportFailed(f"{upload.source}: not JSON or JSON Lines")
+        elif kind == "otlp":
+            _merge(result, otlp.import_otlp(records[0] if len(records) == 1 else {"resourceSpans": [
+                rs for r in records for rs in r.get("resourceSpans", [])]}, keep_content), upload.source)
+        else:
+            doc = records[0] if len(records) == 1 and isinstance(records[0], dict) and "data" in records[0] else records
+            _merge(result, openai_agents.import_agents(doc, keep_content), upload.source)
+    if helpers and not sessions:
+        raise ImportFailed("sub-agent transcripts without their session's main .jsonl file")
+    for session in sessions:
+        mine = _helpers_of(session, helpers, len(sessions))
+        subagents = {PurePosixPath(h.source.split(":")[-1]).name: decode(h.data, h.source, max_bytes)
+                     for h in mine if h.source.endswith(".jsonl")}
+        metas = {PurePosixPath(h.source.split(":")[-1]).name: _json(h) for h in mine if h.source.endswith(".json")}
+        stem = PurePosixPath(session.source.split(":")[-1]).stem
+        _merge(result, claude_code.import_session(decode(session.data, session.source, max_bytes), subagents,
+                                                  metas, None, keep_content), session.source or stem)
+    return result
+
+
+def _helpers_of(session: Upload, helpers: list[Upload], n_sessions: int) -> list[Upload]:
+    """A session's sub-agent files: those under `<session>/subagents/`, or all of them for a lone session."""
+    stem = PurePosixPath(session.source.split(":")[-1]).stem
+    inside = [h for h in helpers if f"{stem}/subagents/" in h.source]
+    return inside if inside or n_sessions > 1 else helpers
+
+
+def _json(upload: Upload):
+    try:
+        return json.loads(upload.data)
+    except ValueError as exc:
+        raise ImportFailed(f"{upload.source}: not JSON ({exc})") from exc
+
+
+def _merge(result: ImportResult, part: ImportResult, source: str) -> None:
+    result.traces += part.traces
+    result.warnings += [f"{source}: {w}" if source else w for w in part.warnings]

@@ -1,0 +1,118 @@
+"""Industrial formats through the ingest paths: detection by content, the API, /v1/traces, the CLI."""
+
+import copy
+import io
+import json
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from app.documents import Upload
+from app.importers import convert, detect, _records
+from conftest import make_trace
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+OTLP = FIXTURES / "otlp" / "pydantic_ai_delegation.json"
+AGENTS = FIXTURES / "openai_agents" / "agent_as_tool.json"
+SESSION = FIXTURES / "claude_code" / "parallel.jsonl"
+SUBAGENTS = FIXTURES / "claude_code" / "parallel" / "subagents"
+
+
+def session_files() -> list[tuple[str, bytes]]:
+    return [("parallel.jsonl", SESSION.read_bytes())] + [
+        (f"parallel/subagents/{p.name}", p.read_bytes()) for p in sorted(SUBAGENTS.iterdir())]
+
+
+@pytest.mark.parametrize("path, expected", [(OTLP, "otlp"), (AGENTS, "openai_agents"), (SESSION, "claude_code")])
+def test_format_is_recognised_from_content_not_name(path, expected):
+    assert detect(_records(path.read_bytes())) == expected
+    assert detect(_records(json.dumps(make_trace()).encode())) == "orchestrace"
+    renamed = convert([Upload("whatever.txt", path.read_bytes())])
+    assert renamed.traces and all(t["trace_id"] for t in renamed.traces)
+
+
+def test_otlp_and_agents_sdk_through_the_api(client):
+    otlp = client.post("/api/traces", content=OTLP.read_bytes(), headers={"Content-Type": "application/json"})
+    assert otlp.status_code == 201, otlp.text
+    trace_id = otlp.json()["ingested"][0]
+    assert trace_id.startswith("otlp-") and isinstance(otlp.json()["warnings"], list)
+    again = client.post("/api/traces", content=OTLP.read_bytes(), headers={"Content-Type": "application/json"})
+    assert again.status_code == 409  # same trace id: idempotent re-import needs replace
+    assert client.post("/api/traces?replace=true", content=OTLP.read_bytes()).status_code == 201
+    agents = client.post("/api/traces", params={"format": "openai_agents"}, content=AGENTS.read_bytes())
+    assert agents.status_code == 201 and agents.json()["ingested"][0].startswith("openai-agents-")
+    stored = client.get(f"/api/traces/{trace_id}").json()
+    assert {"spawn", "tool_call", "tool_result", "return"} <= {e["type"] for e in stored["events"]}
+    wrong = client.post("/api/traces", params={"format": "otlp"}, content=json.dumps(make_trace()))
+    assert wrong.status_code == 422
+
+
+def test_claude_code_session_as_multipart_zip_and_tar(client):
+    files = [("file", (name, data, "application/octet-stream")) for name, data in session_files()]
+    response = client.post("/api/traces", files=files)
+    assert response.status_code == 201, response.text
+    trace = client.get(f"/api/traces/{response.json()['ingested'][0]}").json()
+    assert trace["topology"] == "harness"
+    spawned = {e["to"] for e in trace["events"] if e["type"] == "spawn"}
+    agents = {e["agent"] for e in trace["events"]}
+    assert len(spawned) == 2 and spawned <= agents
+    zipped = io.BytesIO()
+    with zipfile.ZipFile(zipped, "w") as archive:
+        for name, data in session_files():
+            archive.writestr(name, data)
+    as_zip = client.post("/api/traces?replace=true", files={"file": ("session.zip", zipped.getvalue())})
+    assert as_zip.status_code == 201 and as_zip.json()["ingested"] == response.json()["ingested"]
+    tarred = io.BytesIO()
+    with tarfile.open(fileobj=tarred, mode="w:gz") as archive:
+        for name, data in session_files():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    as_tar = client.post("/api/traces?replace=true", content=tarred.getvalue())
+    assert as_tar.status_code == 201 and as_tar.json()["ingested"] == response.json()["ingested"]
+    assert client.get(f"/api/traces/{response.json()['ingested'][0]}").json() == trace
+
+
+def test_malformed_industrial_input_is_refused_and_stores_nothing(client):
+    broken = SESSION.read_text().splitlines()
+    broken.insert(2, "{not json")
+    response = client.post("/api/traces", params={"format": "claude_code"}, content="\n".join(broken))
+    assert response.status_code == 422 and "line 3" in response.json()["error"]
+    bad_otlp = json.loads(OTLP.read_text())
+    bad_otlp["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["startTimeUnixNano"] = "soon"
+    response = client.post("/api/traces", content=json.dumps(bad_otlp))
+    assert response.status_code == 422 and "spans[0]" in response.json()["error"]
+    assert client.get("/api/traces").json()["total"] == 0
+
+
+def test_v1_traces_receives_otlp_batches_and_rebuilds_the_trace(client):
+    doc = json.loads(OTLP.read_text())
+    spans = [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    half = len(spans) // 2
+    first, second = copy.deepcopy(doc), copy.deepcopy(doc)
+    for part, keep in ((first, spans[:half]), (second, spans[half:])):
+        ids = {s["spanId"] for s in keep}
+        for rs in part["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                ss["spans"] = [s for s in ss["spans"] if s["spanId"] in ids]
+    r1 = client.post("/v1/traces", content=json.dumps(first), headers={"Content-Type": "application/json"})
+    assert r1.status_code == 200, r1.text
+    r2 = client.post("/v1/traces", content=json.dumps(second), headers={"Content-Type": "application/json"})
+    assert r2.status_code == 200 and "partialSuccess" in r2.json()
+    whole = convert([Upload("x", OTLP.read_bytes())]).traces[0]
+    stored = client.get(f"/api/traces/{whole['trace_id']}").json()
+    assert len(stored["events"]) == len(whole["events"])
+    assert client.post("/v1/traces", content=b"x", headers={"Content-Type": "application/x-protobuf"}).status_code == 415
+
+
+def test_cli_import_reads_a_session_folder_and_other_formats(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ORCHESTRACE_DB", str(tmp_path / "cli.duckdb"))
+    assert main(["import", str(SESSION), str(OTLP), str(AGENTS)]) == 0
+    out = capsys.readouterr().out
+    assert "ingested 3 trace(s)" in out
+    assert main(["ingest", str(FIXTURES / "claude_code")]) == 0  # the folder: sessions with their sub-agents
+    assert "skipped" in capsys.readouterr().out
+    assert main(["import", "--format", "otlp", str(SESSION)]) == 1
