@@ -81,14 +81,21 @@ def dumps(obj) -> str:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
+def fast_loads(data: bytes):
+    """The JSON value of `data` by orjson, or None when it must go the exact (and explaining) json path."""
+    if data[:2] == GZIP_MAGIC or LONG_DIGIT_RUN in data.translate(DIGITS_AS_ZERO):
+        return None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+
+
 def parse_documents(data: bytes, source: str = "", max_bytes: int = DEFAULT_MAX_BYTES) -> list:
     """The trace objects in one upload: a single object, an array of them, or one per line."""
-    if data[:2] != GZIP_MAGIC and LONG_DIGIT_RUN not in data.translate(DIGITS_AS_ZERO):
-        try:  # fast path; anything orjson refuses is parsed again below, which words the fault
-            doc = orjson.loads(data)
-            return doc if isinstance(doc, list) else [doc]
-        except orjson.JSONDecodeError:
-            pass
+    doc = fast_loads(data)
+    if doc is not None:
+        return doc if isinstance(doc, list) else [doc]
     text = decode(data, source, max_bytes)
     if not text.strip():
         raise DocumentError("empty document: expected a trace object, an array of traces or JSON Lines", source)

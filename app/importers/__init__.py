@@ -11,7 +11,7 @@ import tarfile
 import zipfile
 from pathlib import PurePosixPath
 
-from app.documents import GZIP_MAGIC, DocumentError, TooLarge, Upload, decode, gunzip, parse_documents
+from app.documents import GZIP_MAGIC, DocumentError, TooLarge, Upload, decode, fast_loads, gunzip, parse_documents
 from app.importers import claude_code, openai_agents, otlp
 from app.importers.common import ImportFailed, ImportResult
 
@@ -65,6 +65,9 @@ def _untar(upload: Upload, raw: bytes, max_bytes: int) -> list[Upload]:
 
 def _records(data: bytes) -> list | None:
     """The document as JSON: the whole JSON value as a list, or its JSON Lines records; None if neither."""
+    doc = fast_loads(data)
+    if doc is not None:
+        return doc if isinstance(doc, list) else [doc]
     text = data.decode("utf-8-sig", errors="replace").strip()
     if not text:
         return None

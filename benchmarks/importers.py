@@ -1,0 +1,54 @@
+"""Import speed: an OTLP/JSON file of 20,000 spans against ingesting our own format of the same size.
+
+Target: the OTLP import within 2x the time of our own ingest. Both go through the same in-process
+path (parse, convert, validate, store into a fresh DuckDB file). Prints figures; asserts nothing.
+"""
+
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from app.db import Database  # noqa: E402
+from app.documents import Upload  # noqa: E402
+from app.ingest import ingest  # noqa: E402
+from app.queries import read_trace  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from test_import_otlp import synthetic_otlp  # noqa: E402
+
+SPANS = 20_000
+REPEAT = 3
+
+
+def timed_ingest(db: Database, body: bytes, fmt: str | None) -> tuple[float, int]:
+    start = time.perf_counter()
+    stored, _, _ = ingest(db, [Upload("bench", body)], existing="replace", fmt=fmt)
+    events = db.scalar("SELECT n_events FROM traces WHERE trace_id = ?", [stored[0]])
+    return time.perf_counter() - start, events
+
+
+def main() -> None:
+    otlp_body = json.dumps(synthetic_otlp(SPANS, 1)).encode()
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Database(Path(tmp) / "bench.duckdb")
+        db.migrate(Settings().migrations_dir)
+        otlp_runs = [timed_ingest(db, otlp_body, "otlp") for _ in range(REPEAT)]
+        events = otlp_runs[0][1]
+        own = json.dumps(read_trace(db, db.scalar("SELECT trace_id FROM traces LIMIT 1"))).encode()
+        own_runs = [timed_ingest(db, own, "orchestrace") for _ in range(REPEAT)]
+        db.close()
+    otlp_s = statistics.median(t for t, _ in otlp_runs)
+    own_s = statistics.median(t for t, _ in own_runs)
+    print(f"OTLP/JSON: {SPANS:,} spans ({len(otlp_body) / 1e6:.1f} MB) -> {events:,} events, imported and stored "
+          f"in {otlp_s * 1000:.0f} ms (median of {REPEAT})")
+    print(f"our format, the same trace ({len(own) / 1e6:.1f} MB): ingested in {own_s * 1000:.0f} ms")
+    print(f"ratio OTLP / ours: {otlp_s / own_s:.2f} (target <= 2.0)")
+
+
+if __name__ == "__main__":
+    main()
