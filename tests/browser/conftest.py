@@ -112,8 +112,10 @@ def ingest(live_server):
     return ingest
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Chromium for one test module. Not session-wide: Playwright's sync API keeps an event loop running
+    on the main thread while it is open, which would break later tests that run their own loop."""
     playwright = sync_playwright().start()
     browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
     yield browser
