@@ -41,7 +41,8 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _loads(text: str):
+def strict_loads(text: str):
+    """json.loads that refuses NaN and Infinity, which are not JSON."""
     return json.loads(text, parse_constant=_reject_constant)
 
 
@@ -100,7 +101,7 @@ def parse_documents(data: bytes, source: str = "", max_bytes: int = DEFAULT_MAX_
     if not text.strip():
         raise DocumentError("empty document: expected a trace object, an array of traces or JSON Lines", source)
     try:
-        doc = _loads(text)
+        doc = strict_loads(text)
     except json.JSONDecodeError as exc:
         if exc.msg != "Extra data":
             raise DocumentError(f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
@@ -118,7 +119,7 @@ def _parse_lines(text: str, source: str) -> list:
         if not line.strip():
             continue
         try:
-            docs.append(_loads(line))
+            docs.append(strict_loads(line))
         except json.JSONDecodeError as exc:
             raise DocumentError(f"malformed JSON Lines at line {lineno}, column {exc.colno}: {exc.msg}",
                                 source, lineno, exc.colno) from exc

@@ -172,3 +172,10 @@ def test_published_example_validates_and_round_trips(client):
     example = json.loads(anchor("example_trace.json").read_text())
     assert post_json(client, example).status_code == 201
     assert json.dumps(client.get(f"/api/traces/{example['trace_id']}").json()) == json.dumps(example)
+
+
+def test_invalid_utf8_inside_a_string_is_refused_not_replaced(client):
+    body = json.dumps(make_trace("u8")).replace('"task-1"', '"task-\\u00e9"').encode().replace(b"\\u00e9", b"\xe9")
+    response = client.post("/api/traces", content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400 and "not UTF-8" in response.json()["error"]
+    assert client.get("/api/traces/u8").status_code == 404

@@ -11,7 +11,8 @@ import tarfile
 import zipfile
 from pathlib import PurePosixPath
 
-from app.documents import GZIP_MAGIC, DocumentError, TooLarge, Upload, decode, fast_loads, gunzip, parse_documents
+from app.documents import (GZIP_MAGIC, DocumentError, TooLarge, Upload, decode, fast_loads, gunzip,
+                           parse_documents, strict_loads)
 from app.importers import claude_code, openai_agents, otlp
 from app.importers.common import ImportFailed, ImportResult
 
@@ -68,15 +69,18 @@ def _records(data: bytes) -> list | None:
     doc = fast_loads(data)
     if doc is not None:
         return doc if isinstance(doc, list) else [doc]
-    text = data.decode("utf-8-sig", errors="replace").strip()
+    try:
+        text = data.decode("utf-8-sig").strip()
+    except UnicodeDecodeError:
+        return None  # the document readers word this fault
     if not text:
         return None
     try:
-        doc = json.loads(text)
+        doc = strict_loads(text)
         return doc if isinstance(doc, list) else [doc]
     except ValueError:
         try:
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
+            return [strict_loads(line) for line in text.splitlines() if line.strip()]
         except ValueError:
             return None
 
@@ -119,8 +123,9 @@ def convert(uploads: list[Upload], fmt: str | None = None, keep_content: bool = 
         kind = fmt or detect(records)
         if kind == "claude_code":
             sessions.append(upload)
-        elif kind == "orchestrace":
-            result.traces += parse_documents(upload.data, upload.source, max_bytes)
+        elif kind == "orchestrace":  # parsed already when it was read for detection
+            result.traces += records if records is not None else parse_documents(upload.data, upload.source,
+                                                                                  max_bytes)
         elif records is None:
             raise ImportFailed(f"{upload.source}: not JSON or JSON Lines")
         elif kind == "otlp":
