@@ -17,6 +17,7 @@ from app.importers.common import ImportFailed
 from app.ingest import InvalidTraces, ingest, load_uploads, problems_of
 from app.settings import Settings
 from app.store import store_traces
+from app.validation import Problem, format_problem
 
 TRACE_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".gz")
 PROGRESS_MIN_FILES = 5
@@ -68,7 +69,8 @@ def cmd_validate(args) -> int:
 
 
 def format_problem_dict(error: dict) -> str:
-    return f"{error['path']}: {error['message']}" if error["path"] else error["message"]
+    """An API-style problem dict printed the way the validator words its problems."""
+    return format_problem(Problem(error["path"], error["message"]))
 
 
 def cmd_ingest(args) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import duckdb_engine
 from sqlalchemy import Engine
-from sqlmodel import Session, create_engine
+from sqlmodel import create_engine
 
 log = logging.getLogger("orchestrace.sql")
 
@@ -97,9 +97,6 @@ class Database:
                 "duckdb:///:memory:", creator=lambda: duckdb_engine.ConnectionWrapper(self.cursor())
             )
         return self._engine
-
-    def session(self) -> Session:
-        return Session(self.engine)
 
     def migrate(self, migrations_dir: Path) -> list[str]:
         """Apply the numbered migrations not yet recorded in schema_migrations; return their names."""

@@ -11,7 +11,7 @@ import tarfile
 import zipfile
 from pathlib import PurePosixPath
 
-from app.documents import (GZIP_MAGIC, DocumentError, TooLarge, Upload, decode, fast_loads, gunzip,
+from app.documents import (DEFAULT_MAX_BYTES, GZIP_MAGIC, DocumentError, TooLarge, Upload, decode, fast_loads, gunzip,
                            parse_documents, strict_loads)
 from app.importers import claude_code, openai_agents, otlp
 from app.importers.common import ImportFailed, ImportResult
@@ -107,7 +107,7 @@ def is_subagent_file(name: str) -> bool:
 
 
 def convert(uploads: list[Upload], fmt: str | None = None, keep_content: bool = False,
-            max_bytes: int = 2 * 1024**3) -> ImportResult:
+            max_bytes: int = DEFAULT_MAX_BYTES) -> ImportResult:
     """Traces and warnings from every upload; `fmt` forces a format, otherwise each file is detected."""
     if fmt is not None and fmt not in FORMATS:
         raise ImportFailed(f"unknown format '{fmt}'; formats: {', '.join(FORMATS)}")
