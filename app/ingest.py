@@ -2,6 +2,7 @@
 
 from app.db import Database
 from app.documents import DEFAULT_MAX_BYTES, Upload
+from app.gcpause import paused_gc
 from app.importers import convert
 from app.importers.common import ImportResult
 from app.store import store_traces
@@ -20,8 +21,9 @@ def load_uploads(uploads: list[Upload], max_bytes: int, fmt: str | None = None,
                  keep_content: bool = False) -> ImportResult:
     """Every trace of every upload (in any supported format), validated; raises DocumentError,
     ImportFailed or InvalidTraces."""
-    result = convert(uploads, fmt, keep_content, max_bytes)
-    errors = problems_of(result.traces)
+    with paused_gc():
+        result = convert(uploads, fmt, keep_content, max_bytes)
+        errors = problems_of(result.traces)
     if errors:
         raise InvalidTraces(errors)
     return result

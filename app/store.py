@@ -7,6 +7,7 @@ import pyarrow as pa
 
 from app.db import Database
 from app.documents import dumps
+from app.gcpause import paused_gc
 from app.models import Trace
 
 # Event properties with their own column, in the order an event is rebuilt; the rest go to `extra`.
@@ -29,7 +30,7 @@ def store_traces(db: Database, traces: list[dict], existing: str = "error") -> t
     Returns (stored ids, skipped ids). Raises TracesExist when `existing` is "error" and any id is taken.
     """
     ids = [trace["trace_id"] for trace in traces]
-    with db.transaction() as cur:
+    with paused_gc(), db.transaction() as cur:
         taken = {row[0] for row in cur.execute(
             "SELECT trace_id FROM traces WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()}
         if taken and existing == "error":

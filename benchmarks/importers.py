@@ -22,7 +22,7 @@ from app.settings import Settings  # noqa: E402
 from test_import_otlp import synthetic_otlp  # noqa: E402
 
 SPANS = 20_000
-REPEAT = 3
+REPEAT = 5
 
 
 def timed_ingest(db: Database, body: bytes, fmt: str | None) -> tuple[float, int]:

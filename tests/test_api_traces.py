@@ -29,6 +29,18 @@ def test_single_trace_round_trips_exactly(client):
     assert json.dumps(back.json()) == json.dumps(trace)
 
 
+@pytest.mark.parametrize("value", [2**63 - 1, 2**64 - 1, 2**64, 10**25, -2**63, -2**63 - 1, -10**19,
+                                   1_700_000_000_123_456_789])
+def test_integers_at_the_64_bit_edges_stay_exact(client, value):
+    trace = make_trace("ints")
+    trace["events"][0]["n"] = value
+    trace["events"][1]["n_text"] = str(value)
+    assert post_json(client, trace).status_code == 201
+    back = client.get("/api/traces/ints").json()
+    assert back["events"][0]["n"] == value and type(back["events"][0]["n"]) is int
+    assert json.dumps(back) == json.dumps(trace)
+
+
 def test_array_and_json_lines_bodies(client):
     array = [make_trace("a1"), make_trace("a2")]
     assert post_json(client, array).json()["ingested"] == ["a1", "a2"]

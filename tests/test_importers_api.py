@@ -1,6 +1,7 @@
 """Industrial formats through the ingest paths: detection by content, the API, /v1/traces, the CLI."""
 
 import copy
+import gc
 import io
 import json
 import tarfile
@@ -86,6 +87,7 @@ def test_malformed_industrial_input_is_refused_and_stores_nothing(client):
     response = client.post("/api/traces", content=json.dumps(bad_otlp))
     assert response.status_code == 422 and "spans[0]" in response.json()["error"]
     assert client.get("/api/traces").json()["total"] == 0
+    assert gc.isenabled(), "an ingest that failed half-way left garbage collection paused"
 
 
 def test_v1_traces_receives_otlp_batches_and_rebuilds_the_trace(client):

@@ -51,8 +51,9 @@ from datetime import datetime, timedelta, timezone
 
 import orjson
 
+from app.gcpause import paused_gc
 from app.importers.common import ImportFailed, ImportResult
-from app.importers.otlp import TraceBuilder, paused_gc, ref, show, topology
+from app.importers.otlp import TraceBuilder, ref, show, topology
 
 SYSTEM = "openai-agents"
 USER = "user"

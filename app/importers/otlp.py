@@ -47,17 +47,16 @@ Choices where the mapping is silent, made for an auditor who wants to trace ever
 
 import base64
 import binascii
-import gc
 import json
 import math
 import re
-import threading
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from contextlib import contextmanager
+from operator import itemgetter
 
 import orjson
 
+from app.gcpause import paused_gc
 from app.importers.common import ImportFailed, ImportResult, content_ref
 
 NS_PER_S = 1_000_000_000
@@ -99,6 +98,7 @@ CACHE_METRICS = {"gen_ai.usage.cache_read.input_tokens": "cache_read_input_token
 
 _HEX = {TRACE_ID_BYTES: re.compile(r"[0-9a-fA-F]{32}"), SPAN_ID_BYTES: re.compile(r"[0-9a-fA-F]{16}")}
 _SHOWN_CHARS = 40
+_ENDS = itemgetter(0, 1)
 
 
 class TraceBuilder:
@@ -157,43 +157,9 @@ class TraceBuilder:
             dst = first.get(agent)
             if dst is not None:
                 edges.append((src, dst, type_))
-        unique = {edge: None for edge in edges if edge[0] != edge[1]}
-        ordered = sorted(unique, key=lambda edge: rank[edge[0]] * n + rank[edge[1]])
-        return events, [{"src": names[rank[src]], "dst": names[rank[dst]], "type": type_}
-                        for src, dst, type_ in ordered]
-
-
-class _GcPause:
-    """Cyclic garbage collection off during bulk builds, back to its former setting after the last one.
-
-    An import allocates a few objects per span and makes no reference cycles, yet the objects it keeps
-    trigger full collections that walk the whole parsed document: a third of the import time at 20,000
-    spans. Reference counting still frees everything as usual. Pauses are counted under a lock, so imports
-    overlapping in server threads cannot leave collection switched off.
-    """
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._depth = 0
-        self._was_enabled = False
-
-    @contextmanager
-    def __call__(self):
-        with self._lock:
-            if self._depth == 0:
-                self._was_enabled = gc.isenabled()
-                gc.disable()
-            self._depth += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._depth -= 1
-                if self._depth == 0 and self._was_enabled:
-                    gc.enable()
-
-
-paused_gc = _GcPause()
+        ranked = [(rank[src], rank[dst], type_) for src, dst, type_ in dict.fromkeys(edges) if src != dst]
+        ranked.sort(key=_ENDS)  # stable: edges between the same two events keep the order they were made in
+        return events, [{"src": names[src], "dst": names[dst], "type": type_} for src, dst, type_ in ranked]
 
 
 def ref(content) -> str:
@@ -250,9 +216,15 @@ class _Span:
         self.start, self.end, self.attrs, self.error, self.status_message, self.span_events = \
             start, end, attrs, error, status_message, span_events
         operation = attrs.get("gen_ai.operation.name")
-        operation = _value(operation) if operation is not None else name.split(" ", 1)[0]
-        self.operation = operation if isinstance(operation, str) else str(operation)
-        self.op = OPERATIONS.get(self.operation)
+        if operation is None:
+            operation = name.partition(" ")[0]
+        else:
+            operation = operation["stringValue"] if type(operation) is dict and "stringValue" in operation \
+                else _value(operation)
+            if type(operation) is not str:
+                operation = str(operation)
+        self.operation = operation
+        self.op = OPERATIONS.get(operation)
         self.children: list[_Span] = []
         self.delegations: list[_Delegation] = []
         self.agent = self.caller = self.delegator = self.tool_name = self.call_id = self.first = self.last = None
@@ -266,7 +238,7 @@ def _read_spans(resource_spans: list, warnings: list[str]) -> dict[str, list[_Sp
     """Decode every span (ids, times, status, raw attributes), grouped by trace in order of appearance."""
     by_trace: dict[str, list[_Span]] = {}
     odd_kinds: Counter = Counter()
-    decoded: dict[str, str] = {}
+    ids: dict[int, dict[str, str]] = {TRACE_ID_BYTES: {}, SPAN_ID_BYTES: {}}  # decoded, by size
     for ri, rs in enumerate(resource_spans):
         where_rs = f"resourceSpans[{ri}]"
         if not isinstance(rs, dict):
@@ -285,29 +257,36 @@ def _read_spans(resource_spans: list, warnings: list[str]) -> dict[str, list[_Sp
             spans = ss.get("spans", [])
             if not isinstance(spans, list):
                 raise ImportFailed(f"{where_ss}.spans: {show(spans)} is not an array")
+            scope_name = scope_name if isinstance(scope_name, str) else ""
             for pi, raw in enumerate(spans):
-                span = _read_span(raw, (where_ss, pi), odd_kinds, decoded)
-                span.scope = scope_name if isinstance(scope_name, str) else ""
-                span.service = service
-                by_trace.setdefault(span.trace_id, []).append(span)
+                span = _read_span(raw, (where_ss, pi), odd_kinds, ids)
+                span.scope, span.service = scope_name, service
+                same_trace = by_trace.get(span.trace_id)
+                if same_trace is None:
+                    by_trace[span.trace_id] = [span]
+                else:
+                    same_trace.append(span)
     for kind, count in odd_kinds.items():
         warnings.append(f"{count} span(s) of unknown kind {kind}: read as INTERNAL")
     return by_trace
 
 
-def _read_span(raw, where: tuple[str, int], odd_kinds: Counter, decoded: dict[str, str]) -> _Span:
+def _read_span(raw, where: tuple[str, int], odd_kinds: Counter, ids: dict[int, dict[str, str]]) -> _Span:
     """One span, checked; attribute values stay encoded until they are needed."""
     if type(raw) is not dict:
         raise ImportFailed(f"{where[0]}.spans[{where[1]}]: {show(raw)} is not an object")
     try:
-        span_id = _decode_id(raw.get("spanId"), SPAN_ID_BYTES, "spanId", decoded)
+        span_id = _decode_id(raw.get("spanId"), SPAN_ID_BYTES, "spanId", ids)
     except ValueError as e:
         raise ImportFailed(f"{where[0]}.spans[{where[1]}]: {e}") from None
     try:
-        trace_id = _decode_id(raw.get("traceId"), TRACE_ID_BYTES, "traceId", decoded)
+        trace_id = _decode_id(raw.get("traceId"), TRACE_ID_BYTES, "traceId", ids)
         parent = raw.get("parentSpanId")
-        parent_id = _decode_id(parent, SPAN_ID_BYTES, "parentSpanId", decoded) if parent else None
-        start, end = _timestamp(raw, "startTimeUnixNano"), _timestamp(raw, "endTimeUnixNano")
+        parent_id = _decode_id(parent, SPAN_ID_BYTES, "parentSpanId", ids) if parent else None
+        start, end = raw.get("startTimeUnixNano"), raw.get("endTimeUnixNano")
+        # The common case, decimal strings, without a call.
+        start = int(start) if type(start) is str and start.isdecimal() else _timestamp(start, "startTimeUnixNano")
+        end = int(end) if type(end) is str and end.isdecimal() else _timestamp(end, "endTimeUnixNano")
         if end < start:
             raise ValueError(f"endTimeUnixNano {end} is before startTimeUnixNano {start}")
         name = raw.get("name", "")
@@ -361,12 +340,14 @@ def _service_name(resource, where: str) -> str:
     return name if isinstance(name, str) and name else UNKNOWN_SERVICE
 
 
-def _decode_id(raw, size: int, field: str, decoded: dict[str, str] | None = None) -> str:
-    """Lower-case hex of an id sent as hex (OTLP/JSON) or base64 (plain protobuf JSON); `decoded`
-    remembers ids already seen, since trace and parent ids repeat across spans."""
-    known = decoded.get(raw) if decoded is not None and type(raw) is str else None
-    if known is not None and len(known) == 2 * size:
-        return known
+def _decode_id(raw, size: int, field: str, ids: dict[int, dict[str, str]] | None = None) -> str:
+    """Lower-case hex of an id sent as hex (OTLP/JSON) or base64 (plain protobuf JSON); `ids` remembers
+    ids already decoded, by size, since trace and parent ids repeat across spans."""
+    seen = ids[size] if ids is not None else {}
+    if type(raw) is str:
+        known = seen.get(raw)
+        if known is not None:
+            return known
     if not isinstance(raw, str) or not raw:
         raise ValueError(f"{field} {show(raw)} is missing or not a string")
     if len(raw) == 2 * size and _HEX[size].fullmatch(raw):
@@ -378,13 +359,11 @@ def _decode_id(raw, size: int, field: str, decoded: dict[str, str] | None = None
             known = ""
         if len(known) != 2 * size:
             raise ValueError(f"{field} {show(raw)} is neither {2 * size} hex digits nor base64 of {size} bytes")
-    if decoded is not None:
-        decoded[raw] = known
+    seen[raw] = known
     return known
 
 
-def _timestamp(raw: dict, field: str) -> int:
-    value = raw.get(field)
+def _timestamp(value, field: str) -> int:
     if value is None:
         raise ValueError(f"missing {field}")
     try:
@@ -461,6 +440,12 @@ def _text(attrs: dict, key: str) -> str | None:
 def _count(attrs: dict, keys: tuple[str, ...]) -> int | None:
     """A token count from the first present key; ValueError unless a non-negative number."""
     for key in keys:
+        encoded = attrs.get(key)
+        if encoded is None:
+            continue
+        number = encoded.get("intValue") if type(encoded) is dict else None
+        if type(number) is str and number.isdecimal():  # the common case, without a call
+            return int(number)
         value = _get(attrs, key)
         if value is None:
             continue
@@ -601,14 +586,15 @@ class _Trace:
         while stack:
             span, parent, leaving = stack.pop()
             try:
-                if leaving:
-                    self._leave(span, parent)
-                    continue
-                self._enter(span, parent)
+                if not leaving:
+                    self._enter(span, parent)
+                    if span.children:  # leave after them; a leaf (most spans) leaves at once
+                        stack.append((span, parent, True))
+                        stack.extend([(child, span, False) for child in reversed(span.children)])
+                        continue
+                self._leave(span, parent)
             except ValueError as e:
                 raise ImportFailed(f"{span.location()}: {e}") from None
-            stack.append((span, parent, True))
-            stack.extend((child, span, False) for child in reversed(span.children))
 
     def _service(self, span: _Span) -> _Agent:
         """The agent of spans outside any invoke_agent span: the service that emitted them."""
