@@ -131,6 +131,16 @@ def test_the_known_tree_has_only_the_untrusted_flow_it_was_built_with():
     assert "untrusted_flow" not in rules_of(guarded)
 
 
+def test_a_run_ends_with_the_root_answering_the_user_or_with_a_handoff():
+    t = copy.deepcopy(TREE)
+    t["events"].append(ev("final", 10, "return", "lead", to="user"))
+    assert "orphan_return" not in rules_of(t)
+    t["events"][8]["to"] = "user"  # w2 answers the user, bypassing mgr...
+    assert "orphan_return" in rules_of(t)
+    t["events"].append(ev("handoff", 7, "despawn", "mgr", to="w2"))  # ...which is right once mgr handed off
+    assert "orphan_return" not in rules_of(t)
+
+
 def broken(**changes):
     t = copy.deepcopy(TREE)
     for key, value in changes.items():
@@ -146,6 +156,7 @@ def broken(**changes):
     ("leaked_agent", lambda t: t["events"].remove(next(e for e in t["events"] if e["id"] == "ret2"))
      or t["edges"].remove(edge("ret2", "agg1", "return"))),
     ("orphan_return", lambda t: t["events"][8].update(to="lead")),
+    ("orphan_return", lambda t: t["events"].append(ev("ghost", 6.5, "return", "w9", to="lead"))),
     ("empty_aggregate", lambda t: t["edges"].remove(edge("ret3", "agg", "return"))),
     ("cost_mismatch", lambda t: t["costs"].update(tool_calls=5)),
     ("no_stop", lambda t: t["events"].append(ev("last", 20, "message", "lead"))),
