@@ -7,12 +7,11 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from pathlib import Path
 
 from app.db import Database, DatabaseLocked
-from app.documents import DocumentError, parse_documents
-from app.documents import Upload
-from app.documents import TooLarge
+from app.documents import DocumentError, TooLarge, Upload, parse_documents
 from app.importers.common import ImportFailed
 from app.ingest import InvalidTraces, ingest, load_uploads, problems_of
 from app.settings import Settings
@@ -144,33 +143,50 @@ def _print_summary(summary: dict) -> None:
 
 
 def _ingest_via_server(args, server: str) -> int:
-    """Post each file to a running server's API, since DuckDB lets one process write the file."""
-    summary = {"ingested": [], "skipped": [], "refused": []}
+    """Post each document (a session with its sub-agent files) to a running server's API, since DuckDB
+    lets one process write the file."""
+    summary = {"ingested": [], "skipped": [], "refused": [], "warnings": []}
     params = {"replace": "true"} if args.replace else {}
     if getattr(args, "format", None):
         params["format"] = args.format
     if getattr(args, "keep_content", False):
         params["keep_content"] = "true"
     query = "?" + urllib.parse.urlencode(params) if params else ""
-    for source, data in _read_paths(args.paths):
-        request = urllib.request.Request(server.rstrip("/") + "/api/traces" + query, data=data, method="POST",
-                                         headers={"Content-Type": "application/json"})
+    for label, uploads in _batches(args.paths):
+        body, content_type = _multipart(uploads)
+        request = urllib.request.Request(server.rstrip("/") + "/api/traces" + query, data=body, method="POST",
+                                         headers={"Content-Type": content_type})
         try:
             with urllib.request.urlopen(request) as response:
-                summary["ingested"] += json.load(response)["ingested"]
+                answer = json.load(response)
+                summary["ingested"] += answer["ingested"]
+                summary["warnings"] += answer.get("warnings", [])
         except urllib.error.HTTPError as exc:
             body = json.load(exc)
             if exc.code == 409:
                 summary["skipped"] += body.get("trace_ids", [])
             else:
                 reasons = [f"trace {e['trace']}: {format_problem_dict(e)}" for e in body.get("errors", [])]
-                summary["refused"].append((source, reasons or [body.get("error", str(exc))]))
+                summary["refused"].append((label, reasons or [body.get("error", str(exc))]))
         except urllib.error.URLError as exc:
             print(f"error: no server answers at {server} ({exc.reason}); stop the process holding the "
                   f"database or pass --server", file=sys.stderr)
             return 2
     _print_summary(summary)
     return 1 if summary["refused"] else 0
+
+
+def _multipart(uploads: list[Upload]) -> tuple[bytes, str]:
+    """A multipart/form-data body with one `file` part per upload, named by its source path (quotes and
+    line breaks escaped as browsers do)."""
+    boundary = f"orchestrace-{uuid.uuid4().hex}"
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{_escape(u.source)}"\r\n'
+             f"Content-Type: application/octet-stream\r\n\r\n".encode() + u.data + b"\r\n" for u in uploads]
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def _escape(name: str) -> str:
+    return name.replace('"', "%22").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def cmd_generate(args) -> int:

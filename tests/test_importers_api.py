@@ -4,7 +4,12 @@ import copy
 import gc
 import io
 import json
+import socket
+import subprocess
+import sys
 import tarfile
+import time
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -118,3 +123,33 @@ def test_cli_import_reads_a_session_folder_and_other_formats(tmp_path, monkeypat
     assert main(["ingest", str(FIXTURES / "claude_code")]) == 0  # the folder: sessions with their sub-agents
     assert "skipped" in capsys.readouterr().out
     assert main(["import", "--format", "otlp", str(SESSION)]) == 1
+
+
+def test_cli_posts_a_session_with_its_sub_agents_to_the_server_holding_the_database(tmp_path, capsys):
+    db = tmp_path / "held.duckdb"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--db", str(db), "--port", str(port)],
+                              cwd=Path(__file__).resolve().parent.parent, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/traces").close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.2)
+        assert main(["import", "--db", str(db), "--server", url, str(SESSION), str(OTLP)]) == 0
+        out = capsys.readouterr()
+        assert "held by a running server" in out.err and "ingested 2 trace(s)" in out.out
+        listed = json.load(urllib.request.urlopen(f"{url}/api/traces"))["items"]
+        session = next(t for t in listed if not t["trace_id"].startswith("otlp-"))
+        trace = json.load(urllib.request.urlopen(f"{url}/api/traces/{session['trace_id']}"))
+        local = convert([Upload(name, data) for name, data in session_files()]).traces[0]
+        assert trace == local  # the sub-agent files travelled with their session
+    finally:
+        server.terminate()
+        server.wait(30)

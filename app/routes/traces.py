@@ -15,6 +15,7 @@ from app.store import delete_trace
 
 router = APIRouter(prefix="/api/traces", tags=["traces"])
 
+
 async def read_uploads(request: Request) -> list[Upload]:
     """The request's documents: each multipart `file` part, or the raw body."""
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
