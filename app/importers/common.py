@@ -1,4 +1,4 @@
-"""What every importer shares: its result, its refusal, and private content references."""
+"""What every importer shares: its result, its refusal, private content references, and span trees."""
 
 import hashlib
 from dataclasses import dataclass, field
@@ -20,3 +20,32 @@ def content_ref(content) -> str:
     """A stable hash of message or tool content: deployment traces carry user data, kept out by default."""
     text = content if isinstance(content, str) else repr(content)
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def span_tree(spans: list, trace_id: str, warnings: list[str], parent_field: str) -> list:
+    """Put each span (with unique `id`) under its parent (`parent`, `children`); returns the roots in the
+    order given. A span whose parent is not in the document is a root, with a warning; a cycle of parents
+    refuses the document, naming a span in it and its `parent_field`."""
+    by_id = {span.id: span for span in spans}
+    roots = []
+    orphans = 0
+    for span in spans:
+        parent = by_id.get(span.parent_id) if span.parent_id else None
+        if parent is None:
+            orphans += span.parent_id is not None
+            roots.append(span)
+        else:
+            span.parent = parent
+            parent.children.append(span)
+    if orphans:
+        warnings.append(f"trace {trace_id}: {orphans} span(s) whose parent is not in the document read as roots")
+    reachable = set()
+    stack = list(roots)
+    while stack:
+        span = stack.pop()
+        reachable.add(span.id)
+        stack.extend(span.children)
+    if len(reachable) < len(by_id):
+        stuck = next(span for span in spans if span.id not in reachable)
+        raise ImportFailed(f"{stuck.location()}: {parent_field} {stuck.parent_id} is part of a cycle")
+    return roots

@@ -52,7 +52,7 @@ from datetime import datetime, timedelta, timezone
 import orjson
 
 from app.gcpause import paused_gc
-from app.importers.common import ImportFailed, ImportResult
+from app.importers.common import ImportFailed, ImportResult, span_tree
 from app.importers.otlp import TraceBuilder, ref, show, topology
 
 SYSTEM = "openai-agents"
@@ -334,34 +334,13 @@ class _Trace:
 
     def _tree(self) -> list[_Span]:
         """Children under parents in start order; the roots. Agent instances are made here."""
-        by_id = {span.id: span for span in self.spans}
-        roots = []
-        orphans = 0
+        roots = span_tree(self.spans, self.trace_id, self.warnings, "parent_id")
         for span in self.spans:
-            parent = by_id.get(span.parent_id) if span.parent_id else None
-            if parent is None:
-                orphans += span.parent_id is not None
-                roots.append(span)
-            else:
-                span.parent = parent
-                parent.children.append(span)
+            span.children.sort(key=lambda child: (child.start, child.order))
             if span.type == "agent":
                 name = span.data.get("name") or "agent"
                 span.agent = _Agent(f"{name}#{span.id}", str(name), span)
                 self.agents.append(span.agent)
-        if orphans:
-            self.warnings.append(f"trace {self.trace_id}: {orphans} span(s) whose parent is not in the document "
-                                 "read as roots")
-        reachable = set()
-        stack = list(roots)
-        while stack:
-            span = stack.pop()
-            reachable.add(span.id)
-            span.children.sort(key=lambda child: (child.start, child.order))
-            stack.extend(span.children)
-        if len(reachable) < len(self.spans):
-            stuck = next(span for span in self.spans if span.id not in reachable)
-            raise ImportFailed(f"{stuck.location()}: parent_id {stuck.parent_id} is part of a cycle")
         roots.sort(key=lambda root: (root.start, root.order))
         return roots
 

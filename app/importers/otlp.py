@@ -57,7 +57,7 @@ from operator import itemgetter
 import orjson
 
 from app.gcpause import paused_gc
-from app.importers.common import ImportFailed, ImportResult, content_ref
+from app.importers.common import ImportFailed, ImportResult, content_ref, span_tree
 
 NS_PER_S = 1_000_000_000
 TRACE_ID_BYTES = 16
@@ -206,7 +206,7 @@ class _Span:
     """One decoded span, and what the walk learns about it."""
 
     __slots__ = ("where", "trace_id", "id", "parent_id", "name", "kind", "start", "end", "attrs", "error",
-                 "status_message", "span_events", "operation", "op", "scope", "service", "children", "agent",
+                 "status_message", "span_events", "operation", "op", "scope", "service", "parent", "children", "agent",
                  "caller", "delegator", "delegations", "tool_name", "call_id", "usage_below", "first", "last")
 
     def __init__(self, where: tuple[str, int], trace_id: str, span_id: str, parent_id: str | None, name: str,
@@ -227,7 +227,7 @@ class _Span:
         self.op = OPERATIONS.get(operation)
         self.children: list[_Span] = []
         self.delegations: list[_Delegation] = []
-        self.agent = self.caller = self.delegator = self.tool_name = self.call_id = self.first = self.last = None
+        self.parent = self.agent = self.caller = self.delegator = self.tool_name = self.call_id = self.first = self.last = None
         self.usage_below = False
 
     def location(self) -> str:
@@ -549,36 +549,13 @@ class _Trace:
     def _tree(self) -> list[_Span]:
         """Children under parents, duplicates dropped; the roots, in document order."""
         by_id: dict[str, _Span] = {}
-        unique = []
         for span in self.spans:
             if span.id in by_id:
                 self.warnings.append(f"{span.location()}: duplicate spanId in trace {self.trace_id}, skipped")
                 continue
             by_id[span.id] = span
-            unique.append(span)
-        self.spans = unique
-        roots = []
-        orphans = 0
-        for span in unique:
-            parent = by_id.get(span.parent_id) if span.parent_id else None
-            if parent is None:
-                orphans += span.parent_id is not None
-                roots.append(span)
-            else:
-                parent.children.append(span)
-        if orphans:
-            self.warnings.append(f"trace {self.trace_id}: {orphans} span(s) whose parent is not in the document "
-                                 "read as roots")
-        reachable = set()
-        stack = list(roots)
-        while stack:
-            span = stack.pop()
-            reachable.add(span.id)
-            stack.extend(span.children)
-        if len(reachable) < len(unique):
-            stuck = next(span for span in unique if span.id not in reachable)
-            raise ImportFailed(f"{stuck.location()}: parentSpanId {stuck.parent_id} is part of a cycle")
-        return roots
+        self.spans = list(by_id.values())
+        return span_tree(self.spans, self.trace_id, self.warnings, "parentSpanId")
 
     def _walk(self, root: _Span) -> None:
         """Start-side events before the children, end-side events after them (ties keep that order)."""
