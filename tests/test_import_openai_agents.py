@@ -14,31 +14,10 @@ import pytest
 from app.importers.common import ImportFailed
 from app.importers.openai_agents import import_agents, looks_like_openai_agents
 from app.importers.otlp import looks_like_otlp
-from app.validation import validate_trace
+from imported import edges, first_event, one, only_trace, timeline_pairs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openai_agents"
 TOKENS_IN, TOKENS_OUT = 10, 5  # what the scripted model reports for every call
-
-
-def only_trace(result) -> dict:
-    assert len(result.traces) == 1
-    trace = result.traces[0]
-    assert validate_trace(trace) == []
-    return trace
-
-
-def edges(trace: dict, type_: str) -> set[tuple[str, str]]:
-    return {(e["src"], e["dst"]) for e in trace["edges"] if e["type"] == type_}
-
-
-def one(items):
-    items = list(items)
-    assert len(items) == 1, items
-    return items[0]
-
-
-def first_event(trace: dict, agent: str) -> dict:
-    return next(e for e in trace["events"] if e["agent"] == agent)
 
 
 def check_format_rules(trace: dict) -> None:
@@ -47,11 +26,7 @@ def check_format_rules(trace: dict) -> None:
     assert ts == sorted(ts) and min(ts) >= 0
     assert len({e["id"] for e in events}) == len(events)
     assert all(e["span_id"].startswith("span_") and e["trace_id"].startswith("trace_") for e in events)
-    timelines: dict[str, list[str]] = {}
-    for e in events:
-        if e["type"] != "tool_result":
-            timelines.setdefault(e["agent"], []).append(e["id"])
-    assert edges(trace, "temporal") == {pair for ids in timelines.values() for pair in zip(ids, ids[1:])}
+    assert edges(trace, "temporal") == timeline_pairs(trace)
 
 
 # ---- real records: the SDK on a scripted model -------------------------------------------------

@@ -20,6 +20,7 @@ from app.importers.common import ImportFailed
 from app.importers.openai_agents import looks_like_openai_agents
 from app.importers.otlp import import_otlp, looks_like_otlp
 from app.validation import validate_trace
+from imported import edges, first_event, one, only_trace, timeline_pairs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "otlp"
 HAND_TRACE = "5b8efff798038103d269b633813fc60c"
@@ -29,28 +30,6 @@ BENCHMARK_SPANS = 20_000
 
 
 # ---- reading results ---------------------------------------------------------------------------
-
-def only_trace(result) -> dict:
-    """The single trace of an import, checked against the published format."""
-    assert len(result.traces) == 1
-    trace = result.traces[0]
-    assert validate_trace(trace) == []
-    return trace
-
-
-def edges(trace: dict, type_: str) -> set[tuple[str, str]]:
-    return {(e["src"], e["dst"]) for e in trace["edges"] if e["type"] == type_}
-
-
-def one(items):
-    items = list(items)
-    assert len(items) == 1, items
-    return items[0]
-
-
-def first_event(trace: dict, agent: str) -> dict:
-    return next(e for e in trace["events"] if e["agent"] == agent)
-
 
 def spans_of(doc: dict) -> list[dict]:
     return [span for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
@@ -69,13 +48,7 @@ def check_format_rules(trace: dict) -> None:
     assert len({e["id"] for e in events}) == len(events)
     assert all(e["span_id"] and e["trace_id"] for e in events)
     assert all(e["t"] <= trace["costs"]["wall_clock_s"] for e in events)
-    # temporal edges chain each acting agent's events; tool results belong to no timeline
-    timelines: dict[str, list[str]] = {}
-    for e in events:
-        if e["type"] != "tool_result":
-            timelines.setdefault(e["agent"], []).append(e["id"])
-    expected = {pair for ids in timelines.values() for pair in zip(ids, ids[1:])}
-    assert edges(trace, "temporal") == expected
+    assert edges(trace, "temporal") == timeline_pairs(trace)
 
 
 # ---- real spans: pydantic-ai on its TestModel --------------------------------------------------
