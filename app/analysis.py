@@ -14,6 +14,9 @@ from app.credit import RULES, assign, correlation, rollup
 from app.metrics import analyse_graph, compute_metrics
 
 COMPUTED_PREFIX = "computed credit: "
+# Bump when a metric or an audit rule changes: stored analyses of an older version are made again.
+# 1: orphan_return spares the root answering the user and a handoff's successor; no costs.messages check.
+ANALYSIS_VERSION = 1
 
 
 def stored_trace(db: Database, cache: TraceCache, trace_id: str) -> dict | None:
@@ -27,8 +30,8 @@ def stored_trace(db: Database, cache: TraceCache, trace_id: str) -> dict | None:
 def ensure_analysis(db: Database, cache: TraceCache, trace_id: str) -> dict | None:
     """{"metrics", "findings"} of a trace, computing and storing them when missing or stale."""
     row = db.fetchone(
-        "SELECT m.metrics, m.ingested_at = t.ingested_at AS fresh FROM traces t "
-        "LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id WHERE t.trace_id = ?", [trace_id])
+        "SELECT m.metrics, m.ingested_at = t.ingested_at AND m.analysis_version = ? AS fresh FROM traces t "
+        "LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id WHERE t.trace_id = ?", [ANALYSIS_VERSION, trace_id])
     if row is None:
         return None
     if row["fresh"]:
@@ -47,11 +50,14 @@ def store_analysis(db: Database, trace_id: str, metrics: dict, findings: list[di
         cur.execute("DELETE FROM trace_metrics WHERE trace_id = ?", [trace_id])
         cur.execute("DELETE FROM audit_findings WHERE trace_id = ?", [trace_id])
         cur.execute(
-            "INSERT INTO trace_metrics SELECT trace_id, ingested_at, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+            "INSERT INTO trace_metrics (trace_id, ingested_at, metrics, critical_path_steps, critical_path_s, "
+            "parallelism_speedup, max_concurrency, spawn_depth, protocol_overhead, errors, warnings, infos, "
+            "analysis_version) SELECT trace_id, ingested_at, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
             "FROM traces WHERE trace_id = ?",
             [json.dumps(metrics), metrics["critical_path_steps"], metrics["critical_path_s"],
              metrics["parallelism_speedup"], metrics["max_concurrency"], metrics["spawn_depth"],
-             metrics["protocol_overhead"], counts["error"], counts["warning"], counts["info"], trace_id])
+             metrics["protocol_overhead"], counts["error"], counts["warning"], counts["info"], ANALYSIS_VERSION,
+             trace_id])
         if findings:
             cur.executemany("INSERT INTO audit_findings VALUES (?, ?, ?, ?, ?, ?)",
                             [[trace_id, k, f["rule"], f["severity"], f["message"], json.dumps(f["events"])]
@@ -60,7 +66,7 @@ def store_analysis(db: Database, trace_id: str, metrics: dict, findings: list[di
 
 def ensure_all(db: Database, cache: TraceCache) -> int:
     """Analyse every trace whose stored analysis is missing or stale; returns how many were computed."""
-    stale = queries.traces_needing_analysis(db)
+    stale = queries.traces_needing_analysis(db, ANALYSIS_VERSION)
     for trace_id in stale:
         ensure_analysis(db, cache, trace_id)
     return len(stale)

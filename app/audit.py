@@ -80,9 +80,10 @@ def leaked_agent(trace, g):
 
 
 def orphan_return(trace, g):
-    """A return hands its result to its spawner. The root agent answering `user` (or no one) and an agent
-    answering in place of a spawner that handed off to it (and despawned) are the normal ends of a run."""
-    agents = {e["agent"] for e in g.events}
+    """A return hands its result to its spawner. An agent nobody spawned returning to an agent that spawns
+    others lacks its spawn. The root answering `user` (or no one) and an agent answering in place of a
+    spawner that handed off to it (and despawned) are the normal ends of a run."""
+    spawners = set(g.spawner.values())
     handed_off = {e["agent"] for e in g.events if e["type"] == "despawn"}
     out = []
     for e in g.events:
@@ -90,7 +91,7 @@ def orphan_return(trace, g):
             continue
         spawner = g.spawner.get(e["agent"])
         target = e.get("to")
-        if spawner is None and g.spawner and isinstance(target, str) and target in agents and target != e["agent"]:
+        if spawner is None and isinstance(target, str) and target in spawners and target != e["agent"]:
             out.append(finding("orphan_return", f"return from {e['agent']} to {target}, but {e['agent']} was "
                                "never spawned", [e["id"]]))
         elif spawner is not None and isinstance(target, str) and target != spawner and spawner not in handed_off:

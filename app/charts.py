@@ -43,28 +43,30 @@ def heatmap(title: str, table: dict[str, dict[str, int]], x_label: str, y_label:
 # Publicly reported industrial envelopes (TAXONOMY.md §7): first generation, then the next (early 2026).
 ENVELOPES = ({"label": "gen 1: 100 sub-agents / 1,500 tool calls", "agents": 100, "tool_calls": 1500},
              {"label": "gen 2: 300 sub-agents / 4,000 steps", "agents": 300, "steps": 4000})
+ENVELOPE_COLOURS = ("#b45309", "#7c3aed")
 
 
-def envelope_chart(agents: int, tool_calls: int, steps: int) -> dict:
-    """This trace's sub-agents, tool calls and steps as bars, with the reported envelopes as lines."""
-    categories = ["sub-agents", "tool calls", "steps (events)"]
-    shapes, notes = [], []
-    for k, (category, key) in enumerate((("sub-agents", "agents"), ("tool calls", "tool_calls"),
-                                         ("steps (events)", "steps"))):
-        for envelope, dash in zip(ENVELOPES, ("dot", "dash")):
-            if key in envelope:
-                shapes.append({"type": "line", "xref": "x", "yref": "y", "x0": k - 0.45, "x1": k + 0.45,
-                               "y0": envelope[key], "y1": envelope[key], "line": {"color": "#b45309", "dash": dash}})
-                notes.append({"x": k, "y": envelope[key], "text": f"{envelope[key]:,}", "showarrow": False,
-                              "yshift": 8, "font": {"size": 10, "color": "#b45309"}})
+def envelope_chart(spawns: int, tool_calls: int, steps: int) -> dict:
+    """This trace's sub-agents (spawns), tool calls and steps as bars against the reported deployment
+    envelopes (a mark per figure, a legend entry per report), on a log scale: 3 and 4,000 both read."""
+    measures = (("sub-agents (spawns)", "agents", spawns), ("tool calls", "tool_calls", tool_calls),
+                ("steps (events)", "steps", steps))
+    data = [{"type": "bar", "name": "this trace", "x": [m[0] for m in measures], "y": [m[2] for m in measures],
+             "marker": {"color": BAR_COLOUR}, "text": [f"{m[2]:,}" for m in measures], "textposition": "outside",
+             "cliponaxis": False, "hovertemplate": "this trace, %{x}: %{y:,}<extra></extra>"}]
+    for envelope, colour in zip(ENVELOPES, ENVELOPE_COLOURS):
+        marks = [(label, envelope[key]) for label, key, _ in measures if key in envelope]
+        data.append({"type": "scatter", "mode": "markers", "name": envelope["label"],
+                     "x": [label for label, _ in marks], "y": [value for _, value in marks],
+                     "marker": {"symbol": "line-ew-open", "size": 70, "color": colour, "line": {"width": 2.5}},
+                     "hovertemplate": f"{envelope['label']}: %{{y:,}}<extra></extra>"})
     return {
-        "data": [{"type": "bar", "x": categories, "y": [agents, tool_calls, steps], "marker": {"color": BAR_COLOUR},
-                  "text": [f"{v:,}" for v in (agents, tool_calls, steps)], "textposition": "auto",
-                  "hovertemplate": "%{x}: %{y}<extra></extra>"}],
+        "data": data,
         "layout": {"title": {"text": "Against reported deployment envelopes", "font": {"size": 13}},
-                   "height": 240, "font": FONT, "margin": {"l": 50, "r": 10, "t": 36, "b": 30},
-                   "yaxis": {"title": {"text": "count"}, "rangemode": "tozero"}, "shapes": shapes,
-                   "annotations": notes, "plot_bgcolor": "#fff", "paper_bgcolor": "#fff"},
+                   "height": 280, "font": FONT, "margin": {"l": 50, "r": 10, "t": 36, "b": 30},
+                   "yaxis": {"title": {"text": "count (log)"}, "type": "log"},
+                   "legend": {"orientation": "h", "y": -0.18, "font": {"size": 10}}, "showlegend": True,
+                   "plot_bgcolor": "#fff", "paper_bgcolor": "#fff"},
     }
 
 

@@ -6,7 +6,8 @@ per edge type, segments separated by nulls), and a subplot shows how many agents
 All trace strings in hover text and lane labels are HTML-escaped: Plotly renders tags in them.
 """
 
-from collections import defaultdict
+import math
+from collections import Counter, defaultdict
 from functools import lru_cache
 from html import escape as html_escape
 
@@ -18,6 +19,7 @@ LANE_PX = 22
 MIN_HEIGHT_PX = 460
 MAX_HEIGHT_PX = 2400
 NO_ROLE = "(no role)"
+LANE_LABEL_CHARS = 26  # what the left margin shows; events' hover gives the agent whole
 
 EVENT_STYLE = {  # type: (colour, scattergl symbol)
     "orchestrator_decision": ("#6d28d9", "diamond"),
@@ -139,7 +141,8 @@ def build_figure(trace: dict, group_by_role: bool | None = None, expand: frozens
     figure_traces = [_lifetime_trace(spans, lane_of)]
     figure_traces += _edge_traces(events, edges, x, y)
     figure_traces += _event_traces(events, x, y)
-    figure_traces.append(_concurrency_trace(spans))
+    alive = _concurrency_trace(spans)
+    figure_traces.append(alive)
     height = max(MIN_HEIGHT_PX, min(MAX_HEIGHT_PX, len(lanes) * LANE_PX + 220))
     layout = {
         "height": height,
@@ -152,9 +155,10 @@ def build_figure(trace: dict, group_by_role: bool | None = None, expand: frozens
         "xaxis": {"title": {"text": "t (s)"}, "zeroline": False, "anchor": "y2"},
         "yaxis": {"domain": [0.2, 1], "autorange": "reversed", "tickvals": list(range(len(lanes))),
                   "ticktext": [lane["label"] for lane in lanes], "zeroline": False, "fixedrange": False,
-                  "showgrid": True, "gridcolor": "#eef1f5", "tickfont": {"size": 11}},
+                  "showgrid": True, "gridcolor": "#eef1f5", "tickfont": {"size": 11}, "automargin": True},
         "yaxis2": {"domain": [0, 0.13], "title": {"text": "alive", "font": {"size": 11}},
-                   "rangemode": "tozero", "fixedrange": True},
+                   "rangemode": "tozero", "fixedrange": True, "tick0": 0,
+                   "dtick": max(1, math.ceil(max(alive["y"], default=0) / 3))},  # whole agents
         "plot_bgcolor": "#ffffff",
         "paper_bgcolor": "#ffffff",
         "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
@@ -169,14 +173,31 @@ def build_figure(trace: dict, group_by_role: bool | None = None, expand: frozens
     }
 
 
+def lane_label(agent: str) -> str:
+    """An agent key short enough for the margin: an instance `name#<long id>` keeps its name and the end
+    of its id (ids such as span_… or uuids share their starts and differ at the end)."""
+    if len(agent) <= LANE_LABEL_CHARS:
+        return agent
+    name, sep, instance = agent.rpartition("#")
+    if sep and len(name) <= LANE_LABEL_CHARS - 8:
+        return f"{name}#…{instance[len(name) + 2 - LANE_LABEL_CHARS:]}"
+    return agent[:LANE_LABEL_CHARS - 1] + "…"
+
+
 def _lanes(order, roles, group_by_role, expand):
     """Lane list (label, agents) and each agent's lane index."""
     lanes: list[dict] = []
     lane_of: dict[str, int] = {}
+    short = Counter(lane_label(agent) for agent in order)
+
+    def label(agent: str) -> str:  # in full where two shortened labels would look the same
+        text = lane_label(agent)
+        return escape(text if short[text] == 1 else agent)
+
     if not group_by_role:
         for agent in order:
             lane_of[agent] = len(lanes)
-            lanes.append({"label": escape(agent), "role": roles[agent], "agents": 1, "group": False})
+            lanes.append({"label": label(agent), "role": roles[agent], "agents": 1, "group": False})
         return lanes, lane_of
     by_role: dict[str, list[str]] = defaultdict(list)
     for agent in order:
@@ -185,7 +206,7 @@ def _lanes(order, roles, group_by_role, expand):
         if role in expand:
             for agent in agents:
                 lane_of[agent] = len(lanes)
-                lanes.append({"label": escape(agent), "role": role, "agents": 1, "group": False})
+                lanes.append({"label": label(agent), "role": role, "agents": 1, "group": False})
         else:
             for agent in agents:
                 lane_of[agent] = len(lanes)

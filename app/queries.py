@@ -365,10 +365,12 @@ def read_findings(db: Database, trace_id: str) -> list[dict]:
     return [row | {"events": json.loads(row["events"])} for row in rows]
 
 
-def traces_needing_analysis(db: Database) -> list[str]:
+def traces_needing_analysis(db: Database, version: int) -> list[str]:
+    """Traces without a stored analysis of this ingest and this analysis version."""
     return [r["trace_id"] for r in db.fetchall(
         "SELECT t.trace_id FROM traces t LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id "
-        "WHERE m.trace_id IS NULL OR m.ingested_at <> t.ingested_at ORDER BY t.trace_id")]
+        "WHERE m.trace_id IS NULL OR m.ingested_at <> t.ingested_at OR m.analysis_version <> ? "
+        "ORDER BY t.trace_id", [version])]
 
 
 def audit_matrix(db: Database) -> list[dict]:

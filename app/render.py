@@ -48,11 +48,13 @@ def format_number(value) -> str:
     return str(value)
 
 
+def is_htmx(request: Request) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
 def hx_target(request: Request) -> str | None:
     """The element id an htmx request will swap, or None for a normal page load."""
-    if request.headers.get("HX-Request") != "true":
-        return None
-    return request.headers.get("HX-Target")
+    return request.headers.get("HX-Target") if is_htmx(request) else None
 
 
 def render(request: Request, template: str, context: dict, fragments: tuple[str, ...] = (),

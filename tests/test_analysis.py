@@ -133,6 +133,7 @@ def test_the_known_tree_has_only_the_untrusted_flow_it_was_built_with():
 
 def test_a_run_ends_with_the_root_answering_the_user_or_with_a_handoff():
     t = copy.deepcopy(TREE)
+    t["events"][:0] = [ev("ask", 0, "message", "user", to="lead")]
     t["events"].append(ev("final", 10, "return", "lead", to="user"))
     assert "orphan_return" not in rules_of(t)
     t["events"][8]["to"] = "user"  # w2 answers the user, bypassing mgr...

@@ -25,6 +25,18 @@ def test_audit_page_counts_rules_per_trace(client):
     assert [tr["data-trace-id"] for tr in by_name.select("#audit-table tbody tr")] == ["fine", "late"]
 
 
+def test_analyses_stored_by_older_rules_are_made_again(client, db):
+    post_json(client, make_trace("old"))
+    fresh = soup(client.get("/audit"))
+    warnings = fresh.select_one('tr[data-trace-id="old"]').select("td")[2].get_text()
+    # as if an earlier version of the rules had stored a finding the current rules no longer make
+    db.execute("UPDATE trace_metrics SET warnings = 7, analysis_version = 0")
+    db.execute("INSERT INTO audit_findings VALUES ('old', 99, 'orphan_return', 'warning', 'stale', '[]')")
+    again = soup(client.get("/audit"))
+    assert again.select_one('tr[data-trace-id="old"]').select("td")[2].get_text() == warnings
+    assert "stale" not in client.get("/traces/old/analysis", headers={"HX-Request": "true"}).text
+
+
 def test_dashboard_charts_link_to_traces(client):
     post_json(client, [make_trace("a"), make_trace("b")])
     page = soup(client.get("/dashboard"))
@@ -53,7 +65,19 @@ def test_analysis_and_credit_panels(client):
     buttons = panel.select("#audit-findings button.finding")
     assert buttons and all(json.loads(b["data-events"]) is not None for b in buttons)
     assert "envelope" in json.loads(panel.select_one("script.charts-data").get_text())
-    credit = soup(client.get("/traces/p/credit", params={"rule": "uniform", "channel": "tool"}))
+    credit = soup(client.get("/traces/p/credit", params={"rule": "uniform", "channel": "tool"},
+                             headers={"HX-Request": "true"}))
     units = [tr.select_one("td").get_text() for tr in credit.select("#rollup-table tbody tr")]
     assert units == ["token", "tool call", "message", "turn", "agent", "role", "orchestrator", "team"]
+    assert client.get("/traces/nope/analysis", headers={"HX-Request": "true"}).status_code == 404
+
+
+def test_a_panel_url_opened_directly_shows_the_trace_page(client):
+    post_json(client, make_trace("p q"))
+    for panel in ("analysis", "credit"):
+        response = client.get(f"/traces/p%20q/{panel}", follow_redirects=False)
+        assert response.status_code == 303
+        assert response.headers["location"] == f"/traces/p%20q#{panel}-panel"
+        page = soup(client.get(f"/traces/p%20q/{panel}"))
+        assert page.select_one(f"#{panel}-panel") is not None and page.select_one("#graph") is not None
     assert client.get("/traces/nope/analysis").status_code == 404

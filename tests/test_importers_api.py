@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from app.audit import audit
 from app.cli import main
 from app.documents import Upload
 from app.importers import convert, detect, _records
@@ -153,3 +154,16 @@ def test_cli_posts_a_session_with_its_sub_agents_to_the_server_holding_the_datab
     finally:
         server.terminate()
         server.wait(30)
+
+
+@pytest.mark.parametrize("uploads", [
+    [("delegation.json", OTLP.read_bytes())],
+    [("agent_as_tool.json", AGENTS.read_bytes())],
+    [("handoff.json", (FIXTURES / "openai_agents" / "handoff_guardrails.json").read_bytes())],
+    session_files(),
+], ids=["otlp", "agents_sdk", "agents_sdk_handoff", "claude_code"])
+def test_imported_runs_audit_without_warnings(uploads):
+    """The shapes IMPORTERS.md prescribes (the root answering the user, a handoff's successor answering in
+    its place, LLM calls in costs.messages) are normal runs, not findings."""
+    for trace in convert([Upload(name, data) for name, data in uploads]).traces:
+        assert [f for f in audit(trace) if f["severity"] != "info"] == []

@@ -188,6 +188,20 @@ def test_figure_lanes_follow_the_spawn_tree():
     assert figure["positions"]["y"][4] == 3  # the tool result sits on its caller's lane
 
 
+def test_long_instance_keys_are_shortened_on_lanes_but_never_made_alike():
+    trace = make_trace()
+    agents = ["triage#span_b79d572d550d4626a1b8facb", "billing#span_79fe0880944c43fc9ccfaee9",
+              "w#a-" + "x" * 30, "w#b-" + "x" * 30,
+              "a-very-long-agent-name-with-no-instance-id", "short#1"]
+    trace["events"] = [{"id": f"e{i}", "t": i, "type": "message", "agent": a} for i, a in enumerate(agents)]
+    trace["edges"] = []
+    labels = [lane["label"] for lane in build_figure(trace)["lanes"]]
+    assert labels[:2] == ["triage#…2d550d4626a1b8facb", "billing#…0944c43fc9ccfaee9"]
+    assert labels[2:4] == agents[2:4]  # shortened they would read the same: kept whole
+    assert labels[4:] == ["a-very-long-agent-name-wi…", "short#1"]
+    assert all(len(label) <= 26 for label in labels[:2] + labels[4:])
+
+
 def test_hover_text_and_labels_are_escaped():
     trace = make_trace()
     trace["events"][0]["agent"] = "<script>x()</script>"

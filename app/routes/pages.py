@@ -1,7 +1,10 @@
 """HTML pages: the trace list with upload, and the trace page with graph, inspector and events table."""
 
+from urllib.parse import quote
+
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import RedirectResponse
 
 from app import analysis, charts, graph, queries
 from app.audit import SEVERITIES
@@ -13,7 +16,7 @@ from app.figure import spawn_tree
 from app.importers.common import ImportFailed
 from app.ingest import InvalidTraces, ingest
 from app.overlays import describe
-from app.render import render
+from app.render import is_htmx, render
 from app.routes.labelling import label_context, progress
 from app.routes.traces import read_uploads
 from app.store import TracesExist
@@ -117,11 +120,13 @@ def read_trace_page(request: Request, trace_id: str, db: DbDep, cache: CacheDep,
 @router.get("/traces/{trace_id}/analysis")
 def read_analysis_panel(request: Request, trace_id: str, db: DbDep, cache: CacheDep):
     """Metrics, deployment envelope and audit findings of a trace, loaded after the page (htmx)."""
+    if not is_htmx(request):
+        return panel_on_page(trace_id, "analysis-panel")
     result = analysis.ensure_analysis(db, cache, trace_id)
     if result is None:
         return render(request, "not_found.html", {"what": f"trace '{trace_id}'"}, status_code=404)
     metrics = result["metrics"]
-    figures = {"envelope": charts.envelope_chart(metrics["agents"], metrics["tool_calls"], metrics["events"])}
+    figures = {"envelope": charts.envelope_chart(metrics["spawns"], metrics["tool_calls"], metrics["events"])}
     findings = {severity: [f for f in result["findings"] if f["severity"] == severity] for severity in SEVERITIES}
     return render(request, "_analysis_panel.html", {"trace_id": trace_id, "metrics": metrics,
                                                     "findings": findings, "figures": figures})
@@ -131,6 +136,8 @@ def read_analysis_panel(request: Request, trace_id: str, db: DbDep, cache: Cache
 def read_credit_panel(request: Request, trace_id: str, db: DbDep, cache: CacheDep, rule: str = "causal",
                       channel: str | None = None):
     """Computed credit rolled up to the eight credit units, beside the reviewers' mean credit."""
+    if not is_htmx(request):
+        return panel_on_page(trace_id, "credit-panel")
     trace = analysis.stored_trace(db, cache, trace_id)
     if trace is None:
         return render(request, "not_found.html", {"what": f"trace '{trace_id}'"}, status_code=404)
@@ -151,3 +158,10 @@ def read_credit_panel(request: Request, trace_id: str, db: DbDep, cache: CacheDe
                 "human mean credit vs computed", [p[0] for p in pairs], [p[1] for p in pairs],
                 f"computed ({context['rule']} × {channel})", "human mean", names=[p[2] for p in pairs])
     return render(request, "_credit_panel.html", context)
+
+
+def panel_on_page(trace_id: str, panel: str) -> RedirectResponse:
+    """A panel's URL opened directly (a link, a reload) shows the trace page, where the panel loads."""
+    response = RedirectResponse(f"/traces/{quote(trace_id, safe='')}#{panel}", status_code=303)
+    response.headers["Vary"] = "HX-Request"
+    return response
