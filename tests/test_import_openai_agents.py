@@ -379,6 +379,16 @@ def test_unknown_types_records_and_missing_parents_are_warnings():
     assert lost["agent"] == "flow"  # outside any agent span: the workflow acts
 
 
+def test_agent_and_handoff_names_of_other_json_types_are_not_matched():
+    doc = json.loads((FIXTURES / "handoff_guardrails.json").read_text())
+    spans = [r for r in doc["data"] if r.get("object") == "trace.span"]
+    next(s for s in spans if s["span_data"]["type"] == "handoff")["span_data"]["to_agent"] = {"name": "billing"}
+    result = import_agents(doc)
+    assert any("no agent span of {'name': 'billing'} after this handoff" in w for w in result.warnings)
+    next(s for s in spans if s["span_data"]["type"] == "agent")["span_data"]["name"] = ["triage"]
+    assert only_trace(import_agents(doc))
+
+
 def test_a_trace_without_its_trace_record_uses_its_id():
     result = import_agents(small_run()[1:])
     assert only_trace(result)["task_id"] == "trace_1"

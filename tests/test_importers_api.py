@@ -4,6 +4,7 @@ import copy
 import gc
 import io
 import json
+import random
 import socket
 import subprocess
 import sys
@@ -17,8 +18,9 @@ import pytest
 
 from app.audit import audit
 from app.cli import main
-from app.documents import Upload
+from app.documents import DocumentError, Upload
 from app.importers import convert, detect, _records
+from app.importers.common import ImportFailed
 from conftest import make_trace
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -167,3 +169,52 @@ def test_imported_runs_audit_without_warnings(uploads):
     its place, LLM calls in costs.messages) are normal runs, not findings."""
     for trace in convert([Upload(name, data) for name, data in uploads]).traces:
         assert [f for f in audit(trace) if f["severity"] != "info"] == []
+
+
+ODD_VALUES = [None, 0, -1, 1.5, "", "x", [], {}, True, [1], {"a": 1}, 2**70, {"stringValue": 5}, {"intValue": "x"}]
+
+
+def mutated(doc, rng: random.Random):
+    """`doc` with one to three values anywhere replaced by a value of another JSON type, or removed."""
+    doc = copy.deepcopy(doc)
+    places = []
+    stack = [(doc, key) for key in (doc if isinstance(doc, dict) else range(len(doc)))]
+    while stack:
+        parent, key = stack.pop()
+        places.append((parent, key))
+        child = parent[key]
+        if isinstance(child, dict):
+            stack += [(child, k) for k in child]
+        elif isinstance(child, list):
+            stack += [(child, i) for i in range(len(child))]
+    for parent, key in rng.sample(places, rng.randint(1, 3)):
+        if isinstance(parent, dict) and rng.random() < 0.3:
+            parent.pop(key, None)
+        else:
+            parent[key] = copy.deepcopy(rng.choice(ODD_VALUES))
+    return doc
+
+
+def as_lines(records) -> bytes:
+    return "\n".join(json.dumps(r) for r in records).encode()
+
+
+@pytest.mark.parametrize("source", ["otlp", "agents_sdk", "claude_code"])
+def test_odd_types_anywhere_are_warnings_or_refusals_never_crashes(source):
+    """Untrusted input: whatever field holds whatever JSON type, the import either works or says why
+    (ImportFailed, DocumentError: a 4xx), never a TypeError or KeyError (a 500)."""
+    rng = random.Random(7)
+    for _ in range(150):
+        if source == "otlp":
+            uploads = [Upload("x.json", json.dumps(mutated(json.loads(OTLP.read_text()), rng)).encode())]
+        elif source == "agents_sdk":
+            path = rng.choice([AGENTS, FIXTURES / "openai_agents" / "handoff_guardrails.json"])
+            uploads = [Upload("x.json", json.dumps(mutated(json.loads(path.read_text()), rng)).encode())]
+        else:
+            files = session_files()
+            records = [json.loads(line) for line in files[0][1].decode().splitlines() if line.strip()]
+            uploads = [Upload(files[0][0], as_lines(mutated(records, rng)))] + [Upload(n, d) for n, d in files[1:]]
+        try:
+            convert(uploads)
+        except (ImportFailed, DocumentError):
+            pass

@@ -72,7 +72,7 @@ from pathlib import Path, PurePosixPath
 
 import orjson
 
-from app.importers.common import ImportFailed, ImportResult, content_ref
+from app.importers.common import ImportFailed, ImportResult, content_ref, show
 
 MAIN, USER, SYSTEM = "main", "user", "system"
 LEAD_ROLE = "lead"
@@ -99,7 +99,8 @@ CHAIN, TIME, NONE = 0, 1, 2  # how an event joins its agent's timeline
 
 def looks_like_claude_code(first_records: list[dict]) -> bool:
     """True when the records carry Claude Code transcript fields (type, sessionId, uuid)."""
-    return any(isinstance(r, dict) and r.get("type") in RECORD_TYPES and isinstance(r.get("sessionId"), str)
+    return any(isinstance(r, dict) and isinstance(r.get("type"), str) and r["type"] in RECORD_TYPES
+               and isinstance(r.get("sessionId"), str)
                and isinstance(r.get("uuid"), str) for r in first_records)
 
 
@@ -401,7 +402,8 @@ class _Session:
                 or not isinstance(message, dict):
             return
         for block in _blocks(message.get("content")):
-            if block.get("type") == "tool_result" and block.get("tool_use_id") in self.calls:
+            call = block.get("tool_use_id")
+            if block.get("type") == "tool_result" and isinstance(call, str) and call in self.calls:
                 self.result_agent[block["tool_use_id"]] = outcome["agentId"]
 
     def _join(self) -> None:
@@ -420,7 +422,7 @@ class _Session:
                 what = "context-compaction helper" if child.helper == "compact" else f"helper agent '{child.helper}'"
                 self.warnings.append(f"{name}: {what} mapped to agent 'system'")
                 continue
-            sessions = {r.get("sessionId") for _, r in records if isinstance(r, dict) and r.get("sessionId")}
+            sessions = {r["sessionId"] for _, r in records if isinstance(r, dict) and isinstance(r.get("sessionId"), str)}
             mine = self._main_session()
             if mine and sessions - {mine}:
                 self.warnings.append(f"{name}: sessionId {sorted(sessions - {mine})[0]} is not the main "
@@ -492,8 +494,8 @@ class _Session:
             stream.lines.parents[uuid] = parent if isinstance(parent, str) else None
         if kind in ("summary", "file-history-snapshot"):
             return
-        if kind not in RECORD_TYPES:
-            self._odd(stream.name, number, f"unknown record type {kind!r}, skipped")
+        if not isinstance(kind, str) or kind not in RECORD_TYPES:
+            self._odd(stream.name, number, f"unknown record type {show(kind)}, skipped")
             return
         if time is None:
             self._odd(stream.name, number, "record without a valid timestamp, skipped")
@@ -753,8 +755,8 @@ class _Session:
                 if event == "PreToolUse":
                     self.pre_hooks[call] = (time, data.get("hookName") if isinstance(data.get("hookName"), str)
                                             else None)
-        elif kind not in QUIET_PROGRESS:
-            self._odd(stream.name, number, f"progress type {kind!r} not mapped")
+        elif not isinstance(kind, str) or kind not in QUIET_PROGRESS:
+            self._odd(stream.name, number, f"progress type {show(kind)} not mapped")
 
     def _queue(self, stream: _Stream, number: int, record: dict, time: float) -> None:
         """The user steering while the agent works: a queued message, or one taken back."""

@@ -12,8 +12,17 @@ class ImportResult:
     warnings: list[str] = field(default_factory=list)
 
 
+SHOWN_CHARS = 40
+
+
 class ImportFailed(ValueError):
     """A source document that cannot be imported at all; the message names the line or span."""
+
+
+def show(value) -> str:
+    """A short repr of a source value for warnings and errors: the value is untrusted and may be huge."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
 
 
 def content_ref(content) -> str:

@@ -52,8 +52,8 @@ from datetime import datetime, timedelta, timezone
 import orjson
 
 from app.gcpause import paused_gc
-from app.importers.common import ImportFailed, ImportResult, span_tree
-from app.importers.otlp import TraceBuilder, ref, show, topology
+from app.importers.common import ImportFailed, ImportResult, show, span_tree
+from app.importers.otlp import TraceBuilder, ref, topology
 
 SYSTEM = "openai-agents"
 USER = "user"
@@ -362,11 +362,13 @@ class _Trace:
         claimed = set()
         by_name: dict = {}
         for span in sorted((s for s in self.spans if s.type == "agent"), key=lambda s: (s.start, s.order)):
-            by_name.setdefault(span.data.get("name"), []).append(span)
+            name = span.data.get("name")
+            if isinstance(name, str):
+                by_name.setdefault(name, []).append(span)
         for handoff in sorted((s for s in self.spans if s.type == "handoff"), key=lambda s: (s.start, s.order)):
             source = self._owner(handoff)
             target_name = handoff.data.get("to_agent")
-            candidates = [span for span in by_name.get(target_name, ())
+            candidates = [span for span in (by_name.get(target_name, ()) if isinstance(target_name, str) else ())
                           if span.start >= handoff.start and span.id not in claimed and span.agent is not source]
             siblings = [span for span in candidates if source.span is not None and span.parent is source.span.parent]
             chosen = (siblings or candidates or [None])[0]

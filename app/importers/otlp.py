@@ -57,7 +57,7 @@ from operator import itemgetter
 import orjson
 
 from app.gcpause import paused_gc
-from app.importers.common import ImportFailed, ImportResult, content_ref, span_tree
+from app.importers.common import ImportFailed, ImportResult, content_ref, show, span_tree
 
 NS_PER_S = 1_000_000_000
 TRACE_ID_BYTES = 16
@@ -97,7 +97,6 @@ CACHE_METRICS = {"gen_ai.usage.cache_read.input_tokens": "cache_read_input_token
                  "gen_ai.usage.cache_creation.input_tokens": "cache_creation_input_tokens"}
 
 _HEX = {TRACE_ID_BYTES: re.compile(r"[0-9a-fA-F]{32}"), SPAN_ID_BYTES: re.compile(r"[0-9a-fA-F]{16}")}
-_SHOWN_CHARS = 40
 _ENDS = itemgetter(0, 1)
 
 
@@ -172,12 +171,6 @@ def ref(content) -> str:
 def topology(max_depth: int) -> str:
     """centralized when sub-agents spawn nobody, hierarchical when they do, unknown without spawns."""
     return "unknown" if max_depth < 1 else "centralized" if max_depth == 1 else "hierarchical"
-
-
-def show(value) -> str:
-    """A short repr for error messages."""
-    text = repr(value)
-    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
 
 
 def looks_like_otlp(doc) -> bool:
