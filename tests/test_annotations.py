@@ -111,6 +111,19 @@ def test_export_csv_and_json_then_import_is_identical(client, trace):
     assert list(rows[0])[:6] == ["trace_id", "event_id", "event_type", "agent", "role", "reviewer"]
 
 
+def test_export_file_names_carry_any_trace_id():
+    from app.downloads import attachment
+
+    header = attachment('run "é"/1.csv')["Content-Disposition"]
+    assert header == "attachment; filename=\"run ___/1.csv\"; filename*=UTF-8''run%20%22%C3%A9%22%2F1.csv"
+
+
+def test_export_of_a_trace_with_a_non_ascii_id(client):
+    response = client.get("/api/annotations/export", params={"trace_id": "trace-é"})
+    assert response.status_code == 200
+    assert "filename*=UTF-8''annotations-trace-%C3%A9.csv" in response.headers["content-disposition"]
+
+
 def test_import_into_an_empty_database_restores_every_version(client, trace, tmp_path):
     from fastapi.testclient import TestClient
 

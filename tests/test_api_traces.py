@@ -157,6 +157,9 @@ def test_list_filters_sorts_and_pages(client):
     assert item["events"] == 6 and item["agents"] == 2 and item["rewards"] == {"team": 1, "tool": 0.25}
     bad_sort = client.get("/api/traces", params={"sort": "drop table"})
     assert bad_sort.status_code == 422
+    assert client.get("/api/traces", params={"offset": 2**53 - 1}).json() == {"items": [], "total": 3}
+    too_far = client.get("/api/traces", params={"offset": 10**21})
+    assert too_far.status_code == 422 and "offset" in too_far.text
 
 
 def test_unknown_trace_is_404_and_delete_removes(client):

@@ -61,6 +61,11 @@ def test_trace_list_pages(client):
     assert "page 1 of 2" in first.select_one(".pager").get_text()
     second = soup(client.get("/", params={"sort": "trace_id", "page": 2}))
     assert [r["data-trace-id"] for r in second.select("tr[data-trace-id]")] == [f"p{i:02d}" for i in range(25, 30)]
+    for absurd in (0, -3, 10**21):  # a hand-edited link: the first page, or an empty one past the end
+        response = client.get("/", params={"page": absurd})
+        assert response.status_code == 200
+    events = client.get("/traces/p00", params={"page": 10**21})
+    assert events.status_code == 200
 
 
 def test_upload_form_stores_or_lists_errors(client):

@@ -23,6 +23,10 @@ def keys(page) -> list[str]:
     return [tr["data-paper-key"] for tr in page.select("#papers-table tbody tr[data-paper-key]")]
 
 
+def test_an_absurd_page_number_is_not_an_error(client, pool):
+    assert client.get("/papers", params={"page": 10**21}).status_code == 200
+
+
 def test_papers_list_filters_search_sort(client, pool):
     assert keys(soup(client.get("/papers"))) == ["magrpo", "swarmrl", "bench1", "debate1"]
     both = soup(client.get("/papers?reward_type=debate&reward_type=shared", headers={"HX-Request": "true",

@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 from app import annotations, papers, queries
 from app.agreement import agreement
 from app.deps import DbDep
+from app.downloads import attachment
 from app.taxonomy import PAPER_FIELDS
 
 router = APIRouter(prefix="/api", tags=["annotations"])
@@ -63,7 +64,7 @@ def export_annotations(db: DbDep, format: Literal["csv", "json"] = "csv", histor
     """One row per label (per version with history=true), as CSV or JSON."""
     labels = annotations.list_labels(db, trace_id, None, None, history)
     name = f"annotations{'-' + trace_id if trace_id else ''}{'-history' if history else ''}.{format}"
-    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+    headers = attachment(name)
     if format == "json":
         return JSONResponse(annotations.export_rows(labels), headers=headers)
     return Response(annotations.to_csv(labels), media_type="text/csv; charset=utf-8", headers=headers)

@@ -16,6 +16,7 @@ from app.figure import spawn_tree
 from app.importers.common import ImportFailed
 from app.ingest import InvalidTraces, ingest
 from app.overlays import describe
+from app.paging import page_number
 from app.render import is_htmx, render
 from app.routes.labelling import label_context, progress
 from app.routes.traces import read_uploads
@@ -34,7 +35,7 @@ def trace_list_context(db, q, system, topology, sort, page, reviewer=None) -> di
         queries.parse_sort(sort)
     except ValueError:
         sort = DEFAULT_TRACE_SORT
-    page = max(page, 1)
+    page = page_number(page)
     items, total = queries.list_traces(db, topology, system, q, sort, TRACES_PER_PAGE, (page - 1) * TRACES_PER_PAGE)
     return {"items": items, "total": total, "page": page, "pages": max(1, -(-total // TRACES_PER_PAGE)),
             "sort": sort, "filters": {"q": q or "", "system": system or "", "topology": topology or ""},
@@ -88,7 +89,7 @@ def read_trace_page(request: Request, trace_id: str, db: DbDep, cache: CacheDep,
     summary = queries.read_trace_summary(db, trace_id)
     if summary is None:
         return render(request, "not_found.html", {"what": f"trace '{trace_id}'"}, status_code=404)
-    page = max(page, 1)
+    page = page_number(page)
     rows, total = queries.list_events(db, trace_id, type, agent, role, sort, EVENTS_PER_PAGE,
                                       (page - 1) * EVENTS_PER_PAGE)
     facets = queries.event_facets(db, trace_id)

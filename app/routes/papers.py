@@ -7,6 +7,7 @@ from fastapi.responses import JSONResponse
 
 from app import papers
 from app.deps import DbDep
+from app.downloads import attachment
 from app.routes.annotations import json_object
 from app.routes.traces import read_uploads
 from app.taxonomy import EXCLUSION_COLUMNS
@@ -40,7 +41,7 @@ def export_papers(db: DbDep, format: Literal["csv", "json"] = "csv", source: str
         return JSONResponse(rows)
     name = f"{kind}{'' if source == papers.POOL else '-' + source}.csv"
     return Response(papers.to_csv(rows, columns), media_type="text/csv; charset=utf-8",
-                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+                    headers=attachment(name))
 
 
 @router.get("/stats")

@@ -11,6 +11,7 @@ from app.deps import CacheDep, DbDep, SettingsDep
 from app.documents import Upload
 from app.ingest import ingest
 from app.overlays import describe
+from app.paging import MAX_OFFSET
 from app.store import delete_trace
 
 router = APIRouter(prefix="/api/traces", tags=["traces"])
@@ -53,7 +54,7 @@ def read_traces(
     q: str | None = None,
     sort: str = "trace_id",
     limit: int = Query(50, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
 ):
     """Trace summaries matching the filters, one page at a time."""
     try:
