@@ -16,7 +16,7 @@ from app.figure import spawn_tree
 from app.importers.common import ImportFailed
 from app.ingest import InvalidTraces, ingest
 from app.overlays import describe
-from app.paging import page_number
+from app.paging import fetch_page
 from app.render import is_htmx, render
 from app.routes.labelling import label_context, progress
 from app.routes.traces import read_uploads
@@ -35,9 +35,9 @@ def trace_list_context(db, q, system, topology, sort, page, reviewer=None) -> di
         queries.parse_sort(sort)
     except ValueError:
         sort = DEFAULT_TRACE_SORT
-    page = page_number(page)
-    items, total = queries.list_traces(db, topology, system, q, sort, TRACES_PER_PAGE, (page - 1) * TRACES_PER_PAGE)
-    return {"items": items, "total": total, "page": page, "pages": max(1, -(-total // TRACES_PER_PAGE)),
+    items, total, page, pages = fetch_page(
+        page, TRACES_PER_PAGE, lambda limit, offset: queries.list_traces(db, topology, system, q, sort, limit, offset))
+    return {"items": items, "total": total, "page": page, "pages": pages,
             "sort": sort, "filters": {"q": q or "", "system": system or "", "topology": topology or ""},
             "facets": queries.trace_facets(db), "labelled": queries.label_progress(db, reviewer)}
 
@@ -89,9 +89,9 @@ def read_trace_page(request: Request, trace_id: str, db: DbDep, cache: CacheDep,
     summary = queries.read_trace_summary(db, trace_id)
     if summary is None:
         return render(request, "not_found.html", {"what": f"trace '{trace_id}'"}, status_code=404)
-    page = page_number(page)
-    rows, total = queries.list_events(db, trace_id, type, agent, role, sort, EVENTS_PER_PAGE,
-                                      (page - 1) * EVENTS_PER_PAGE)
+    rows, total, page, pages = fetch_page(
+        page, EVENTS_PER_PAGE, lambda limit, offset: queries.list_events(db, trace_id, type, agent, role, sort,
+                                                                         limit, offset))
     facets = queries.event_facets(db, trace_id)
     selected = queries.read_event(db, trace_id, event) if event else None
     reviewer = reviewer_of(request)
@@ -99,7 +99,7 @@ def read_trace_page(request: Request, trace_id: str, db: DbDep, cache: CacheDep,
         "trace": summary,
         "facets": facets,
         "event_types": EVENT_TYPES,
-        "events": {"rows": rows, "total": total, "page": page, "pages": max(1, -(-total // EVENTS_PER_PAGE)),
+        "events": {"rows": rows, "total": total, "page": page, "pages": pages,
                    "sort": sort, "filters": {"type": type or "", "agent": agent or "", "role": role or ""}},
         "selected": selected,
         "selected_edges": queries.read_event_edges(db, trace_id, event) if selected else None,

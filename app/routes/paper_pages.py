@@ -10,7 +10,7 @@ from app.agreement import agreement
 from app.annotations import LabelError
 from app.browser import require_csrf, reviewer_of
 from app.deps import DbDep
-from app.paging import page_number
+from app.paging import fetch_page
 from app.render import render
 from app.taxonomy import PAPER_FIELDS
 
@@ -22,9 +22,9 @@ PAPERS_PER_PAGE = 25
 def read_papers_page(request: Request, db: DbDep, q: str | None = None, sort: str = "position", page: int = 1):
     filters = {field: request.query_params.getlist(field) for field in PAPER_FIELDS}
     filters = {field: [v for v in values if v] for field, values in filters.items()}
-    page = page_number(page)
-    rows, total = queries.list_papers(db, filters, q, sort, PAPERS_PER_PAGE, (page - 1) * PAPERS_PER_PAGE)
-    context = {"papers": rows, "total": total, "page": page, "pages": max(1, -(-total // PAPERS_PER_PAGE)),
+    rows, total, page, pages = fetch_page(
+        page, PAPERS_PER_PAGE, lambda limit, offset: queries.list_papers(db, filters, q, sort, limit, offset))
+    context = {"papers": rows, "total": total, "page": page, "pages": pages,
                "filters": filters, "q": q or "", "sort": sort, "fields": PAPER_FIELDS,
                "pool_size": db.scalar("SELECT count(*) FROM papers")}
     return render(request, "papers.html", context, fragments=("_papers_table.html",))
