@@ -13,9 +13,8 @@ from pathlib import Path
 from app.db import Database, DatabaseLocked
 from app.documents import DocumentError, TooLarge, Upload, parse_documents
 from app.importers.common import ImportFailed
-from app.ingest import InvalidTraces, ingest, load_uploads, problems_of
+from app.ingest import InvalidTraces, ingest, problems_of
 from app.settings import Settings
-from app.store import store_traces
 from app.validation import Problem, format_problem
 
 TRACE_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".gz")
@@ -75,15 +74,16 @@ def format_problem_dict(error: dict) -> str:
 def cmd_ingest(args) -> int:
     """Store trace files (files, folders, or - for standard input) in our format or an industrial one
     (detected from content); traces already stored are skipped unless --replace."""
-    return _ingest(args, getattr(args, "format", None))
+    return _ingest(args, getattr(args, "format", None), "orchestrace ingest")
 
 
 def cmd_import(args) -> int:
-    """Import industrial traces (OTLP/JSON, OpenAI Agents SDK, Claude Code sessions) from files and folders."""
-    return _ingest(args, args.format)
+    """Import industrial traces (OTLP/JSON, OpenAI Agents SDK, Claude Code sessions) from files and folders;
+    exits 1 when nothing could be imported."""
+    return _ingest(args, args.format, "orchestrace import")
 
 
-def _ingest(args, fmt: str | None) -> int:
+def _ingest(args, fmt: str | None, command: str) -> int:
     settings = Settings.from_env(db=args.db)
     try:
         db = Database(settings.db)
@@ -98,11 +98,11 @@ def _ingest(args, fmt: str | None) -> int:
     progress = Progress(len(batches), sum(len(u.data) for _, b in batches for u in b))
     for label, uploads in batches:
         try:
-            result = load_uploads(uploads, settings.max_body_bytes, fmt, getattr(args, "keep_content", False))
-            stored, skipped = store_traces(db, result.traces, existing)
+            stored, skipped, warnings = ingest(db, uploads, existing, settings.max_body_bytes, fmt,
+                                               getattr(args, "keep_content", False), command)
             summary["ingested"] += stored
             summary["skipped"] += skipped
-            summary["warnings"] += result.warnings
+            summary["warnings"] += warnings
         except InvalidTraces as exc:
             summary["refused"].append((label, [f"trace {e['trace']}: {format_problem_dict(e)}" for e in exc.errors]))
         except (DocumentError, ImportFailed, TooLarge) as exc:
@@ -110,7 +110,17 @@ def _ingest(args, fmt: str | None) -> int:
         progress.advance(sum(len(u.data) for u in uploads))
     progress.done()
     _print_summary(summary)
-    return 1 if summary["refused"] else 0
+    return _exit_code(summary, command)
+
+
+def _exit_code(summary: dict, command: str) -> int:
+    """1 when a file was refused, or when an import found nothing to import (said, not silent)."""
+    if summary["refused"]:
+        return 1
+    if command == "orchestrace import" and not summary["ingested"] and not summary["skipped"]:
+        print("nothing imported: no file held a trace that could be read (see the warnings above)", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _batches(paths: list[str]):
@@ -173,7 +183,7 @@ def _ingest_via_server(args, server: str) -> int:
                   f"database or pass --server", file=sys.stderr)
             return 2
     _print_summary(summary)
-    return 1 if summary["refused"] else 0
+    return _exit_code(summary, "orchestrace import" if args.command == "import" else "orchestrace ingest")
 
 
 def _multipart(uploads: list[Upload]) -> tuple[bytes, str]:
@@ -290,7 +300,7 @@ def cmd_demo(args) -> int:
 def load_samples(db: Database, folder: Path) -> tuple[list[str], list[str]]:
     """Ingest every sample trace in `folder`, skipping those already stored."""
     uploads = [Upload(p.name, p.read_bytes()) for p in sorted(folder.glob("*.json"))]
-    stored, skipped, _ = ingest(db, uploads, existing="skip")
+    stored, skipped, _ = ingest(db, uploads, existing="skip", endpoint="orchestrace demo")
     return stored, skipped
 
 

@@ -6,6 +6,7 @@ from fastapi import Depends, Request
 
 from app.cache import TraceCache
 from app.db import Database
+from app.live import LiveTraces
 from app.settings import Settings
 
 
@@ -26,3 +27,10 @@ def get_cache(request: Request) -> TraceCache:
 
 
 CacheDep = Annotated[TraceCache, Depends(get_cache)]
+
+
+def get_live(request: Request) -> LiveTraces:
+    return request.app.state.live
+
+
+LiveDep = Annotated[LiveTraces, Depends(get_live)]

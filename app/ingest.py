@@ -1,11 +1,14 @@
 """The one ingest path shared by the API, the CLI and `orchestrace demo`: parse, validate, store."""
 
+from app import ingest_log, queries
 from app.db import Database
-from app.documents import DEFAULT_MAX_BYTES, Upload
+from app.documents import DEFAULT_MAX_BYTES, DocumentError, TooLarge, Upload
+from app.errors import status_of
 from app.gcpause import paused_gc
 from app.importers import convert
-from app.importers.common import ImportResult
-from app.store import store_traces
+from app.importers.common import ImportFailed, ImportResult
+from app.ingest_log import Receipt
+from app.store import TracesExist, store_traces
 from app.validation import validate_trace
 
 
@@ -52,10 +55,25 @@ def _label(trace, index: int):
 
 
 def ingest(db: Database, uploads: list[Upload], existing: str = "error", max_bytes: int = DEFAULT_MAX_BYTES,
-           fmt: str | None = None, keep_content: bool = False) -> tuple[list[str], list[str], list[str]]:
-    """Parse (or import), validate and store; nothing is stored unless every trace is valid.
+           fmt: str | None = None, keep_content: bool = False,
+           endpoint: str = "POST /api/traces") -> tuple[list[str], list[str], list[str]]:
+    """Parse (or import), validate and store; nothing is stored unless every trace is valid. The receipt,
+    refused or not, goes to the ingest log under `endpoint`.
 
     Returns (stored ids, skipped ids, importer warnings)."""
-    result = load_uploads(uploads, max_bytes, fmt, keep_content)
-    stored, skipped = store_traces(db, result.traces, existing)
+    receipt = Receipt(endpoint, fmt or "detected", "traces")
+    try:
+        result = load_uploads(uploads, max_bytes, fmt, keep_content)
+        receipt.received, receipt.warnings = len(result.traces), result.warnings
+        taken = set(queries.stored_trace_ids(db, [t["trace_id"] for t in result.traces]))
+        stored, skipped = store_traces(db, result.traces, existing)
+    except (DocumentError, ImportFailed, InvalidTraces, TracesExist, TooLarge) as exc:
+        ingest_log.record(db, receipt.refused(status_of(exc), str(exc)))
+        raise
+    receipt.used = len(stored)
+    receipt.created = [i for i in stored if i not in taken]
+    receipt.extended = [i for i in stored if i in taken]
+    if skipped:
+        receipt.skip("already stored (skipped: replace was not asked for)", len(skipped))
+    ingest_log.record(db, receipt)
     return stored, skipped, result.warnings

@@ -1,7 +1,12 @@
-"""Request body limit, enforced while the body streams in so an oversized upload is never buffered whole."""
+"""Request body limits: enforced while the body streams in, so an oversized upload is never buffered whole,
+and again on what a compressed body expands to."""
+
+import zlib
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.documents import DocumentError, TooLarge
 
 
 class BodyTooLarge(Exception):
@@ -43,3 +48,38 @@ class BodyLimitMiddleware:
             return message
 
         await self.app(scope, limited_receive, send)
+
+
+class UnsupportedEncoding(ValueError):
+    """A Content-Encoding the server does not decode."""
+
+
+# Content-Encoding -> zlib window bits: gzip framing, or zlib framing for "deflate" (RFC 9110), which
+# some clients send raw; that is tried when the zlib header is missing.
+CONTENT_ENCODINGS = {"gzip": 31, "x-gzip": 31, "deflate": 15}
+
+
+def decode_content(body: bytes, encoding: str | None, max_bytes: int) -> bytes:
+    """The body after its Content-Encoding, refusing to expand past `max_bytes` (a bomb stops early)."""
+    encoding = (encoding or "identity").strip().lower()
+    if encoding == "identity":
+        return body
+    if encoding not in CONTENT_ENCODINGS:
+        raise UnsupportedEncoding(f"Content-Encoding {encoding!r} is not supported; send gzip, deflate or none")
+    wbits = CONTENT_ENCODINGS[encoding]
+    try:
+        inflater = zlib.decompressobj(wbits=wbits)
+        out = inflater.decompress(body, max_bytes + 1)
+    except zlib.error:
+        if encoding != "deflate":
+            raise DocumentError("body is not readable gzip data") from None
+        try:
+            inflater = zlib.decompressobj(wbits=-15)
+            out = inflater.decompress(body, max_bytes + 1)
+        except zlib.error as exc:
+            raise DocumentError(f"body is not readable deflate data ({exc})") from None
+    if len(out) > max_bytes:
+        raise TooLarge(f"body decompresses to more than {max_bytes} bytes")
+    if not inflater.eof:
+        raise DocumentError(f"truncated {encoding} body")
+    return out

@@ -8,6 +8,7 @@ import plotly
 from plotly.offline import get_plotlyjs_version
 
 from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -22,8 +23,11 @@ from app.ingest import InvalidTraces
 from app.limits import BodyLimitMiddleware, BodyTooLarge, too_large_response
 from app.render import make_templates, render
 from app.importers.common import ImportFailed
+from app.importers.otlp_protobuf import NotProtobuf
+from app.live import LiveTraces
 from app.papers import CsvProblems
-from app.routes import annotations, corpus_pages, labelling, otlp_receiver, pages, paper_pages, papers, traces
+from app.routes import (annotations, corpus_pages, ingest_log, labelling, otlp_receiver, pages, paper_pages, papers,
+                        traces)
 from app.settings import Settings
 from app.store import TracesExist
 
@@ -62,15 +66,20 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     db = db or Database(settings.db)
     db.migrate(settings.migrations_dir)
 
+    live = LiveTraces(db)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        await run_in_threadpool(live.recover)
         yield
+        live.flush()
         db.close()
 
     # No /docs or /redoc: their pages load Swagger UI from a CDN, and the app works offline.
     app = FastAPI(title="Orchestrace", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
     app.state.db = db
+    app.state.live = live
     app.state.cache = TraceCache()
     app.state.templates = make_templates(settings.templates_dir, PLOTLY_JS_URL)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
@@ -78,6 +87,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.middleware("http")(security_headers)
     app.include_router(traces.router)
     app.include_router(otlp_receiver.router)
+    app.include_router(ingest_log.router)
     app.include_router(annotations.router)
     app.include_router(papers.router)
     app.include_router(pages.router)
@@ -136,6 +146,10 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(LabelImportError)
     async def import_error(request: Request, exc: LabelImportError):
         return JSONResponse({"error": str(exc), "errors": exc.errors}, status_code=exc.status)
+
+    @app.exception_handler(NotProtobuf)
+    async def not_protobuf(request: Request, exc: NotProtobuf):
+        return JSONResponse({"error": str(exc)}, status_code=400)
 
     @app.exception_handler(ImportFailed)
     async def import_failed(request: Request, exc: ImportFailed):

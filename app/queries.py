@@ -94,6 +94,13 @@ def trace_exists(db: Database, trace_id: str) -> bool:
     return db.scalar("SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id]) > 0
 
 
+def stored_trace_ids(db: Database, trace_ids: list[str]) -> list[str]:
+    """Which of these trace ids are stored."""
+    rows = db.execute("SELECT trace_id FROM traces WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))",
+                      [trace_ids]).fetchall()
+    return [row[0] for row in rows]
+
+
 def read_trace(db: Database, trace_id: str) -> dict | None:
     """The trace as ingested: same keys, values, events and edges in their original order."""
     head = db.fetchone(
@@ -401,3 +408,75 @@ def corpus_points(db: Database) -> list[dict]:
 def findings_by_rule(db: Database) -> dict[str, int]:
     return {r["rule"]: r["n"] for r in db.fetchall(
         "SELECT rule, count(*) AS n FROM audit_findings GROUP BY rule ORDER BY n DESC, rule")}
+
+
+# ---- live traces and the ingest log ---------------------------------------------------------------
+# Functions taking `cur` run inside the caller's write transaction (a cursor), or on the Database.
+
+def live_items_seen(cur, source: str, source_trace: str, item_ids: list[str]) -> set[str]:
+    """Which of these span or record ids of a live trace were received before."""
+    rows = cur.execute(
+        "SELECT item_id FROM live_items WHERE source = ? AND source_trace_id = ? "
+        "AND item_id IN (SELECT unnest(?::VARCHAR[]))", [source, source_trace, item_ids]).fetchall()
+    return {row[0] for row in rows}
+
+
+def live_trace(cur, source: str, source_trace: str) -> dict | None:
+    cur = cur.execute("SELECT * FROM live_traces WHERE source = ? AND source_trace_id = ?", [source, source_trace])
+    row = cur.fetchone()
+    return None if row is None else dict(zip([d[0] for d in cur.description], row))
+
+
+def live_parts(db: Database, source: str, source_trace: str) -> list[str]:
+    """The JSON bodies of a live trace's parts, in the order they arrived."""
+    rows = db.execute("SELECT body FROM live_parts WHERE source = ? AND source_trace_id = ? ORDER BY received_at",
+                      [source, source_trace]).fetchall()
+    return [row[0] for row in rows]
+
+
+def live_traces_unbuilt(db: Database) -> list[tuple[str, str]]:
+    """Live traces that received batches after their last build."""
+    return db.execute("SELECT source, source_trace_id FROM live_traces "
+                      "WHERE built_at IS NULL OR built_at < last_received_at ORDER BY last_received_at").fetchall()
+
+
+def live_status(db: Database, trace_id: str) -> dict | None:
+    """How a trace built from exporter batches stands: receiving until its root span arrived."""
+    rows = db.fetchall("SELECT source, items, root_seen, first_received_at, last_received_at, built_at, build_error "
+                       "FROM live_traces WHERE trace_id = ?", [trace_id])
+    if not rows:
+        return None
+    row = rows[0]
+    row["status"] = "complete" if row["root_seen"] else "receiving"
+    return row
+
+
+def receiving_trace_ids(db: Database, trace_ids: list[str]) -> set[str]:
+    """Which of these traces are still receiving batches."""
+    rows = db.execute("SELECT trace_id FROM live_traces WHERE NOT root_seen "
+                      "AND trace_id IN (SELECT unnest(?::VARCHAR[]))", [trace_ids]).fetchall()
+    return {row[0] for row in rows}
+
+
+INGEST_LOG_COLUMNS = ("id, received_at, endpoint, format, unit, received, used, duplicates, skipped, reasons, "
+                      "created, extended, status, error")
+
+
+def list_ingest_log(db: Database, limit: int = 50, offset: int = 0, endpoint: str | None = None,
+                    trace_id: str | None = None) -> tuple[list[dict], int]:
+    """Receipts, newest first; optionally of one endpoint or touching one trace."""
+    where = "(? IS NULL OR endpoint = ?) AND (? IS NULL OR list_contains(created::VARCHAR[], ?) " \
+            "OR list_contains(extended::VARCHAR[], ?))"
+    params = [endpoint, endpoint, trace_id, trace_id, trace_id]
+    total = db.scalar(f"SELECT count(*) FROM ingest_log WHERE {where}", params)
+    rows = db.fetchall(f"SELECT {INGEST_LOG_COLUMNS} FROM ingest_log WHERE {where} "
+                       "ORDER BY received_at DESC, id LIMIT ? OFFSET ?", params + [limit, offset])
+    for row in rows:
+        for key in ("reasons", "created", "extended"):
+            row[key] = json.loads(row[key])
+        row["received_at"] = row["received_at"].isoformat() + "Z"
+    return rows, total
+
+
+def ingest_endpoints(db: Database) -> list[str]:
+    return [row[0] for row in db.execute("SELECT DISTINCT endpoint FROM ingest_log ORDER BY 1").fetchall()]

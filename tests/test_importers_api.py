@@ -98,26 +98,6 @@ def test_malformed_industrial_input_is_refused_and_stores_nothing(client):
     assert gc.isenabled(), "an ingest that failed half-way left garbage collection paused"
 
 
-def test_v1_traces_receives_otlp_batches_and_rebuilds_the_trace(client):
-    doc = json.loads(OTLP.read_text())
-    spans = [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
-    half = len(spans) // 2
-    first, second = copy.deepcopy(doc), copy.deepcopy(doc)
-    for part, keep in ((first, spans[:half]), (second, spans[half:])):
-        ids = {s["spanId"] for s in keep}
-        for rs in part["resourceSpans"]:
-            for ss in rs["scopeSpans"]:
-                ss["spans"] = [s for s in ss["spans"] if s["spanId"] in ids]
-    r1 = client.post("/v1/traces", content=json.dumps(first), headers={"Content-Type": "application/json"})
-    assert r1.status_code == 200, r1.text
-    r2 = client.post("/v1/traces", content=json.dumps(second), headers={"Content-Type": "application/json"})
-    assert r2.status_code == 200 and "partialSuccess" in r2.json()
-    whole = convert([Upload("x", OTLP.read_bytes())]).traces[0]
-    stored = client.get(f"/api/traces/{whole['trace_id']}").json()
-    assert len(stored["events"]) == len(whole["events"])
-    assert client.post("/v1/traces", content=b"x", headers={"Content-Type": "application/x-protobuf"}).status_code == 415
-
-
 def test_cli_import_reads_a_session_folder_and_other_formats(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ORCHESTRACE_DB", str(tmp_path / "cli.duckdb"))
     assert main(["import", str(SESSION), str(OTLP), str(AGENTS)]) == 0

@@ -102,6 +102,26 @@ def import_agents(doc, keep_content: bool = False) -> ImportResult:
     return result
 
 
+def record_problem(record, where: str) -> str | None:
+    """Why one exported record cannot be used (naming it), or None for a usable trace or span record."""
+    try:
+        if not isinstance(record, dict):
+            raise ImportFailed(f"{where}: {show(record)} is not an object")
+        kind = record.get("object")
+        if kind == TRACE:
+            _nonempty(record, "id", where)
+        elif kind == SPAN:
+            span = _read_span(record, where, 0)
+            _nonempty(record, "trace_id", f"{where} (span {span.id})")
+            if span.end is None:
+                raise ImportFailed(f"{span.location()}: ended_at is missing (the span never ended)")
+        else:
+            raise ImportFailed(f"{where}: object {show(kind)} is neither 'trace' nor 'trace.span'")
+    except ImportFailed as exc:
+        return str(exc)
+    return None
+
+
 class _Span:
     """One span record, and what the walk learns about it."""
 

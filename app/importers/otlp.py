@@ -195,6 +195,59 @@ def import_otlp(doc: dict, keep_content: bool = False) -> ImportResult:
     return result
 
 
+def iter_spans(doc: dict):
+    """(location, resourceSpans entry, scopeSpans entry, raw span) of every span of an OTLP document;
+    ImportFailed when its structure is not that of an ExportTraceServiceRequest."""
+    for ri, rs in enumerate(doc["resourceSpans"]):
+        where_rs = f"resourceSpans[{ri}]"
+        if not isinstance(rs, dict):
+            raise ImportFailed(f"{where_rs}: {show(rs)} is not an object")
+        key = "scopeSpans" if "scopeSpans" in rs else "instrumentationLibrarySpans"
+        scope_spans = rs.get(key, [])
+        if not isinstance(scope_spans, list):
+            raise ImportFailed(f"{where_rs}.{key}: {show(scope_spans)} is not an array")
+        for si, ss in enumerate(scope_spans):
+            where_ss = f"{where_rs}.{key}[{si}]"
+            if not isinstance(ss, dict):
+                raise ImportFailed(f"{where_ss}: {show(ss)} is not an object")
+            spans = ss.get("spans", [])
+            if not isinstance(spans, list):
+                raise ImportFailed(f"{where_ss}.spans: {show(spans)} is not an array")
+            for pi, raw in enumerate(spans):
+                yield (where_ss, pi), rs, ss, raw
+
+
+def without_spans(entry: dict) -> dict:
+    """A resourceSpans or scopeSpans entry without the spans below it (its resource or scope alone)."""
+    return {k: v for k, v in entry.items() if k not in ("scopeSpans", "instrumentationLibrarySpans", "spans")}
+
+
+def read_span(raw, where: tuple[str, int]) -> "_Span":
+    """One span decoded and checked (ids, times, status); ImportFailed names the span and the fault."""
+    return _read_span(raw, where, Counter(), {TRACE_ID_BYTES: {}, SPAN_ID_BYTES: {}})
+
+
+def only_trace(doc: dict, trace_hex: str) -> dict:
+    """The document keeping only the spans of one trace (ids compared decoded: hex or base64)."""
+    out = []
+    for resource in doc["resourceSpans"]:
+        scopes = []
+        for scope in resource.get("scopeSpans") or resource.get("instrumentationLibrarySpans") or []:
+            spans = [s for s in scope.get("spans") or [] if _same_trace(s, trace_hex)]
+            if spans:
+                scopes.append({**without_spans(scope), "spans": spans})
+        if scopes:
+            out.append({**without_spans(resource), "scopeSpans": scopes})
+    return {"resourceSpans": out}
+
+
+def _same_trace(span, trace_hex: str) -> bool:
+    try:
+        return _decode_id(span.get("traceId"), TRACE_ID_BYTES, "traceId") == trace_hex
+    except (ValueError, AttributeError):
+        return False
+
+
 class _Span:
     """One decoded span, and what the walk learns about it."""
 
@@ -232,33 +285,23 @@ def _read_spans(resource_spans: list, warnings: list[str]) -> dict[str, list[_Sp
     by_trace: dict[str, list[_Span]] = {}
     odd_kinds: Counter = Counter()
     ids: dict[int, dict[str, str]] = {TRACE_ID_BYTES: {}, SPAN_ID_BYTES: {}}  # decoded, by size
-    for ri, rs in enumerate(resource_spans):
-        where_rs = f"resourceSpans[{ri}]"
-        if not isinstance(rs, dict):
-            raise ImportFailed(f"{where_rs}: {show(rs)} is not an object")
-        service = _service_name(rs.get("resource"), where_rs)
-        key = "scopeSpans" if "scopeSpans" in rs else "instrumentationLibrarySpans"
-        scope_spans = rs.get(key, [])
-        if not isinstance(scope_spans, list):
-            raise ImportFailed(f"{where_rs}.{key}: {show(scope_spans)} is not an array")
-        for si, ss in enumerate(scope_spans):
-            where_ss = f"{where_rs}.{key}[{si}]"
-            if not isinstance(ss, dict):
-                raise ImportFailed(f"{where_ss}: {show(ss)} is not an object")
+    names: dict[int, str] = {}  # service name by resourceSpans entry, scope name by scopeSpans entry
+    for where, rs, ss, raw in iter_spans({"resourceSpans": resource_spans}):
+        service = names.get(id(rs))
+        if service is None:
+            service = names[id(rs)] = _service_name(rs.get("resource"), where[0].partition(".")[0])
+        scope_name = names.get(id(ss))
+        if scope_name is None:
             scope = ss.get("scope") or ss.get("instrumentationLibrary") or {}
             scope_name = scope.get("name") if isinstance(scope, dict) else None
-            spans = ss.get("spans", [])
-            if not isinstance(spans, list):
-                raise ImportFailed(f"{where_ss}.spans: {show(spans)} is not an array")
-            scope_name = scope_name if isinstance(scope_name, str) else ""
-            for pi, raw in enumerate(spans):
-                span = _read_span(raw, (where_ss, pi), odd_kinds, ids)
-                span.scope, span.service = scope_name, service
-                same_trace = by_trace.get(span.trace_id)
-                if same_trace is None:
-                    by_trace[span.trace_id] = [span]
-                else:
-                    same_trace.append(span)
+            scope_name = names[id(ss)] = scope_name if isinstance(scope_name, str) else ""
+        span = _read_span(raw, where, odd_kinds, ids)
+        span.scope, span.service = scope_name, service
+        same_trace = by_trace.get(span.trace_id)
+        if same_trace is None:
+            by_trace[span.trace_id] = [span]
+        else:
+            same_trace.append(span)
     for kind, count in odd_kinds.items():
         warnings.append(f"{count} span(s) of unknown kind {kind}: read as INTERNAL")
     return by_trace

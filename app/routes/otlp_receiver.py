@@ -1,80 +1,114 @@
-"""`POST /v1/traces`: the app as the target of an OpenTelemetry OTLP/HTTP JSON exporter.
+"""Exporters' endpoints: `POST /v1/traces` (OTLP/HTTP, protobuf or JSON) and `POST /v1/traces/ingest` (the
+OpenAI Agents SDK's own `BackendSpanExporter`). Batches of one trace are merged by app.live; every receipt,
+refused ones too, goes to the ingest log."""
 
-Exporters send a trace's spans in batches; every batch is kept and the trace is rebuilt whole from
-all batches received so far, replacing the previous version.
-"""
-
-import json
-from datetime import datetime, timezone
-
-from fastapi import APIRouter, HTTPException, Request
+import orjson
+from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from app.db import Database
-from app.deps import DbDep
-from app.importers import otlp
+from app import ingest_log
+from app.deps import DbDep, LiveDep, SettingsDep
+from app.documents import DocumentError, TooLarge, strict_loads
+from app.errors import status_of
 from app.importers.common import ImportFailed
-from app.ingest import InvalidTraces, problems_of
-from app.store import store_traces
+from app.importers.otlp_protobuf import NotProtobuf, decode_request, encode_response
+from app.ingest_log import Receipt
+from app.limits import UnsupportedEncoding, decode_content
 
 router = APIRouter(tags=["otlp"])
 
-
-def otlp_trace_ids(doc: dict) -> list[str]:
-    ids = []
-    for resource in doc.get("resourceSpans") or []:
-        for scope in resource.get("scopeSpans") or []:
-            for span in scope.get("spans") or []:
-                if isinstance(span, dict) and span.get("traceId") and span["traceId"] not in ids:
-                    ids.append(span["traceId"])
-    return ids
+PROTOBUF = "application/x-protobuf"
+OTLP_MEDIA_TYPES = {PROTOBUF: "otlp/protobuf", "application/protobuf": "otlp/protobuf",
+                    "application/json": "otlp/json"}
+MAX_MESSAGE_CHARS = 2000
 
 
-def receive(db: Database, doc: dict) -> dict:
-    """Keep the batch, rebuild each trace it touches from all its batches, store them (replacing)."""
-    if not otlp.looks_like_otlp(doc):
-        raise ImportFailed("body is not an OTLP/JSON ExportTraceServiceRequest (no resourceSpans)")
-    otlp.import_otlp(doc)  # refuse a malformed batch before keeping it
-    ids = otlp_trace_ids(doc)
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
-    with db.transaction() as cur:
-        cur.executemany("INSERT INTO otlp_batches VALUES (?, ?, ?)", [[i, now, json.dumps(doc)] for i in ids])
-    merged_docs = []
-    for trace_hex in ids:
-        bodies = db.fetchall("SELECT body FROM otlp_batches WHERE otlp_trace_id = ? ORDER BY received_at", [trace_hex])
-        resource_spans = [rs for b in bodies for rs in json.loads(b["body"])["resourceSpans"]]
-        merged_docs.append(_only_trace({"resourceSpans": resource_spans}, trace_hex))
-    result = otlp.import_otlp({"resourceSpans": [rs for d in merged_docs for rs in d["resourceSpans"]]})
-    errors = problems_of(result.traces)
-    if errors:
-        raise InvalidTraces(errors)
-    store_traces(db, result.traces, "replace")
-    return {"partialSuccess": {}, "ingested": [t["trace_id"] for t in result.traces], "warnings": result.warnings}
+def media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").partition(";")[0].strip().lower()
 
 
-def _only_trace(doc: dict, trace_hex: str) -> dict:
-    """The resourceSpans of `doc` keeping only the spans of one trace."""
-    out = []
-    for resource in doc["resourceSpans"]:
-        scopes = []
-        for scope in resource.get("scopeSpans") or []:
-            spans = [s for s in scope.get("spans") or [] if s.get("traceId") == trace_hex]
-            if spans:
-                scopes.append({**scope, "spans": spans})
-        if scopes:
-            out.append({**resource, "scopeSpans": scopes})
-    return {"resourceSpans": out}
-
-
-@router.post("/v1/traces")
-async def export_traces(request: Request, db: DbDep):
-    """OTLP/HTTP JSON (Content-Type: application/json), as an OpenTelemetry exporter sends it."""
-    if "json" not in request.headers.get("content-type", ""):
-        raise HTTPException(415, "send OTLP/HTTP with Content-Type: application/json (protobuf is not accepted)")
+def decoded(body: bytes, request: Request, settings) -> bytes:
+    """The request body after its Content-Encoding (gzip, deflate), within the body limit."""
     try:
-        doc = json.loads(await request.body())
-    except ValueError as exc:
-        raise HTTPException(400, f"body is not JSON: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise HTTPException(400, "body must be a JSON object (an ExportTraceServiceRequest)")
-    return await run_in_threadpool(receive, db, doc)
+        return decode_content(body, request.headers.get("content-encoding"), settings.max_body_bytes)
+    except UnsupportedEncoding as exc:
+        raise HTTPException(415, str(exc)) from None
+
+
+def parse_json(body: bytes):
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        try:
+            return strict_loads(body.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise DocumentError(f"body is not JSON ({exc})") from None
+
+
+async def accept(db, receipt: Receipt, work) -> Receipt:
+    """Run `work(receipt)` in a thread; log the receipt whether it was taken or refused."""
+    try:
+        try:
+            await run_in_threadpool(work, receipt)
+        except ImportFailed as exc:  # the body is not a request of the kind this endpoint decodes
+            raise DocumentError(str(exc)) from None
+    except (HTTPException, DocumentError, NotProtobuf, TooLarge) as exc:
+        await run_in_threadpool(ingest_log.record, db, receipt.refused(status_of(exc), str(getattr(exc, "detail", exc))))
+        raise
+    await run_in_threadpool(ingest_log.record, db, receipt)
+    return receipt
+
+
+def skipped_message(receipt: Receipt) -> str:
+    """Why spans were not used, each reason with its count (the OTLP partial_success error_message)."""
+    text = "; ".join(f"{n} {receipt.unit}: {reason}" for reason, n in receipt.skipped.items())
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "..."
+
+
+@router.post("/v1/traces", responses={
+    200: {"description": "ExportTraceServiceResponse, in the request's encoding"},
+    400: {"description": "the body cannot be decoded"},
+    415: {"description": "unsupported Content-Type or Content-Encoding"}})
+async def export_traces(request: Request, db: DbDep, settings: SettingsDep, live: LiveDep):
+    """OTLP/HTTP traces as every OpenTelemetry SDK's exporter sends them: protobuf (the default) or JSON,
+    optionally gzip- or deflate-compressed. Unusable spans are counted in `partial_success`."""
+    kind = OTLP_MEDIA_TYPES.get(media_type(request))
+    receipt = Receipt("POST /v1/traces", kind or media_type(request) or "none", "spans")
+
+    def work(receipt: Receipt) -> None:
+        if kind is None:
+            raise HTTPException(415, f"Content-Type {request.headers.get('content-type')!r} is not OTLP/HTTP; "
+                                     f"send {PROTOBUF} or application/json")
+        data = decoded(body, request, settings)
+        doc = decode_request(data) if kind == "otlp/protobuf" else parse_json(data)
+        if not isinstance(doc, dict):
+            raise DocumentError("body must be a JSON object (an ExportTraceServiceRequest)")
+        live.receive_otlp(doc, receipt)
+
+    body = await request.body()
+    await accept(db, receipt, work)
+    message = skipped_message(receipt)
+    if kind == "otlp/protobuf":
+        return Response(encode_response(receipt.skipped_count, message), media_type=PROTOBUF)
+    partial = {"rejectedSpans": str(receipt.skipped_count), "errorMessage": message} if receipt.skipped else {}
+    return {"partialSuccess": partial, "ingested": receipt.created + receipt.extended, "warnings": receipt.warnings}
+
+
+@router.post("/v1/traces/ingest", responses={
+    400: {"description": "the body is not JSON or not an Agents SDK export"},
+    415: {"description": "unsupported Content-Type or Content-Encoding"}})
+async def ingest_agents_export(request: Request, db: DbDep, settings: SettingsDep, live: LiveDep):
+    """The OpenAI Agents SDK's `BackendSpanExporter` body, `{"data": [trace and span records]}`: point the
+    exporter's endpoint here. Batches of one run merge into one trace; retries add nothing."""
+    receipt = Receipt("POST /v1/traces/ingest", "openai_agents", "records")
+    body = await request.body()
+
+    def work(receipt: Receipt) -> None:
+        if media_type(request) != "application/json":
+            raise HTTPException(415, "send the Agents SDK export as application/json")
+        live.receive_agents(parse_json(decoded(body, request, settings)), receipt)
+
+    await accept(db, receipt, work)
+    return {"received": receipt.received, "used": receipt.used, "duplicates": receipt.duplicates,
+            "skipped": [{"reason": reason, "count": n} for reason, n in receipt.skipped.items()],
+            "ingested": receipt.created + receipt.extended, "warnings": receipt.warnings}

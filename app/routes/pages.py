@@ -39,7 +39,8 @@ def trace_list_context(db, q, system, topology, sort, page, reviewer=None) -> di
         page, TRACES_PER_PAGE, lambda limit, offset: queries.list_traces(db, topology, system, q, sort, limit, offset))
     return {"items": items, "total": total, "page": page, "pages": pages,
             "sort": sort, "filters": {"q": q or "", "system": system or "", "topology": topology or ""},
-            "facets": queries.trace_facets(db), "labelled": queries.label_progress(db, reviewer)}
+            "facets": queries.trace_facets(db), "labelled": queries.label_progress(db, reviewer),
+            "receiving": queries.receiving_trace_ids(db, [t["trace_id"] for t in items])}
 
 
 @router.get("/")
@@ -97,6 +98,7 @@ def read_trace_page(request: Request, trace_id: str, db: DbDep, cache: CacheDep,
     reviewer = reviewer_of(request)
     context = {
         "trace": summary,
+        "live": queries.live_status(db, trace_id),
         "facets": facets,
         "event_types": EVENT_TYPES,
         "events": {"rows": rows, "total": total, "page": page, "pages": pages,

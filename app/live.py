@@ -1,0 +1,239 @@
+"""Traces that exporters send in batches: OTLP on `/v1/traces`, the OpenAI Agents SDK on `/v1/traces/ingest`.
+
+Each batch keeps only the spans (or SDK records) not received before, as one part per trace, so a
+retried batch adds nothing. A trace is built from its parts, and stored replacing its previous version:
+at once when its root span arrives (the run has ended), otherwise once batches pause for
+`BUILD_DELAY_S`, so a long stream of batches costs one build, not one per batch. Until its root span
+arrives a trace is "receiving".
+"""
+
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import orjson
+
+from app import queries
+from app.db import Database
+from app.documents import dumps
+from app.importers import openai_agents, otlp
+from app.importers.common import ImportFailed, show
+from app.ingest import problems_of
+from app.ingest_log import Receipt
+from app.store import store_traces
+
+log = logging.getLogger("orchestrace.live")
+
+OTLP, AGENTS = "otlp", "openai_agents"
+BUILD_DELAY_S = 1.0
+NO_AGENT_SPAN = ("no agent, model or tool span so far in its trace (OpenTelemetry GenAI, OpenInference or "
+                 "OpenLLMetry conventions): nothing to build")
+
+
+@dataclass
+class _Incoming:
+    """The new items of one trace in one batch."""
+
+    ids: list[str]
+    has_root: bool
+    usable: bool
+    body: object
+
+
+class LiveTraces:
+    """Receives batches into a database and builds their traces; `close` runs the builds still due."""
+
+    def __init__(self, db: Database, keep_content: bool = False):
+        self.db = db
+        self.keep_content = keep_content
+        self._lock = threading.Lock()
+        self._timers: dict[tuple[str, str], threading.Timer] = {}
+        self._building = threading.Lock()
+
+    # ---- receiving ----------------------------------------------------------------------------
+
+    def receive_otlp(self, doc: dict, receipt: Receipt) -> None:
+        """Keep the new, usable spans of an OTLP/JSON-shaped request; spans that cannot be used are
+        counted as skipped in the receipt, each with its reason."""
+        if not otlp.looks_like_otlp(doc):
+            raise ImportFailed("body is not an OTLP ExportTraceServiceRequest (no resourceSpans array)")
+        incoming: dict[str, dict] = {}
+        for where, resource, scope, raw in otlp.iter_spans(doc):
+            receipt.received += 1
+            try:
+                span = otlp.read_span(raw, where)
+            except ImportFailed as exc:
+                receipt.skip(str(exc))
+                continue
+            part = incoming.setdefault(span.trace_id, {"ids": [], "root": False, "usable": False, "groups": {}})
+            part["ids"].append(span.id)
+            part["root"] |= span.parent_id is None
+            part["usable"] |= span.op is not None
+            key = (id(resource), id(scope))
+            group = part["groups"].get(key)
+            if group is None:
+                group = part["groups"][key] = (resource, scope, [])
+            group[2].append((span.id, raw))
+        self._receive(OTLP, {trace: _Incoming(p["ids"], p["root"], p["usable"], p["groups"])
+                             for trace, p in incoming.items()}, receipt)
+
+    def receive_agents(self, doc, receipt: Receipt) -> None:
+        """Keep the new records of an Agents SDK export (`{"data": [...]}`)."""
+        records = doc.get("data") if isinstance(doc, dict) else None
+        if not isinstance(records, list):
+            raise ImportFailed('body is not an OpenAI Agents SDK export: expected {"data": [...]}')
+        incoming: dict[str, dict] = {}
+        for i, record in enumerate(records):
+            receipt.received += 1
+            problem = openai_agents.record_problem(record, f"data[{i}]")
+            if problem:
+                receipt.skip(problem)
+                continue
+            trace_id = record["id"] if record["object"] == openai_agents.TRACE else record["trace_id"]
+            part = incoming.setdefault(trace_id, {"ids": [], "root": False, "records": []})
+            part["ids"].append(record["id"])
+            part["root"] |= record["object"] == openai_agents.SPAN and not record.get("parent_id")
+            part["records"].append(record)
+        self._receive(AGENTS, {trace: _Incoming(p["ids"], p["root"], True, p["records"])
+                               for trace, p in incoming.items()}, receipt)
+
+    def _receive(self, source: str, incoming: dict[str, _Incoming], receipt: Receipt) -> None:
+        now = _now()
+        ready: list[str] = []
+        with self.db.transaction() as cur:
+            for source_trace, part in incoming.items():
+                seen = queries.live_items_seen(cur, source, source_trace, part.ids)
+                new = [i for i in dict.fromkeys(part.ids) if i not in seen]
+                receipt.duplicates += len(part.ids) - len(new)
+                if not new:
+                    continue
+                known = queries.live_trace(cur, source, source_trace)
+                if known is None and not part.usable:
+                    receipt.skip(f"trace {source_trace}: {NO_AGENT_SPAN}", len(new))
+                    continue
+                receipt.used += len(new)
+                trace_id = _trace_id(source, source_trace)
+                (receipt.extended if known else receipt.created).append(trace_id)
+                cur.execute("INSERT INTO live_parts VALUES (?, ?, ?, ?)",
+                            [source, source_trace, now, dumps(_part_body(source, part, set(new)))])
+                cur.executemany("INSERT INTO live_items VALUES (?, ?, ?)", [[source, source_trace, i] for i in new])
+                if known is None:
+                    cur.execute("INSERT INTO live_traces VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
+                                [source, source_trace, trace_id, len(new), part.has_root, now, now])
+                else:
+                    cur.execute("UPDATE live_traces SET items = items + ?, root_seen = root_seen OR ?, "
+                                "last_received_at = ? WHERE source = ? AND source_trace_id = ?",
+                                [len(new), part.has_root, now, source, source_trace])
+                if part.has_root:
+                    ready.append(source_trace)
+                else:
+                    self._schedule(source, source_trace)
+        for source_trace in ready:
+            self._cancel(source, source_trace)
+            error = self.build(source, source_trace)
+            if error:
+                receipt.warnings.append(f"trace {source_trace}: {error}")
+
+    # ---- building -----------------------------------------------------------------------------
+
+    def build(self, source: str, source_trace: str) -> str | None:
+        """Build and store one trace from all its parts; returns why it could not be built, if so."""
+        with self._building:
+            parts = queries.live_parts(self.db, source, source_trace)
+            if not parts:
+                return None
+            error = None
+            try:
+                trace = self._import(source, source_trace, [orjson.loads(body) for body in parts])
+                if trace is None:
+                    error = "no agent, model or tool activity could be read from its spans"
+                else:
+                    problems = problems_of([trace])
+                    if problems:
+                        error = "; ".join(f"{p['path']}: {p['message']}" for p in problems[:5])
+                    else:
+                        store_traces(self.db, [trace], "replace")
+            except ImportFailed as exc:
+                error = str(exc)
+            with self.db.transaction() as cur:
+                cur.execute("UPDATE live_traces SET built_at = ?, build_error = ? "
+                            "WHERE source = ? AND source_trace_id = ?", [_now(), error, source, source_trace])
+            if error:
+                log.warning("live trace %s/%s not built: %s", source, source_trace, error)
+            return error
+
+    def _import(self, source: str, source_trace: str, bodies: list) -> dict | None:
+        if source == OTLP:
+            doc = {"resourceSpans": [rs for body in bodies for rs in body["resourceSpans"]]}
+            result = otlp.import_otlp(otlp.only_trace(doc, source_trace), self.keep_content)
+        else:
+            result = openai_agents.import_agents([r for body in bodies for r in body], self.keep_content)
+        return next(iter(result.traces), None)
+
+    def _schedule(self, source: str, source_trace: str) -> None:
+        """Build after BUILD_DELAY_S without further batches of this trace."""
+        key = (source, source_trace)
+        with self._lock:
+            old = self._timers.pop(key, None)
+            if old is not None:
+                old.cancel()
+            timer = threading.Timer(BUILD_DELAY_S, self._due, key)
+            timer.daemon = True
+            self._timers[key] = timer
+            timer.start()
+
+    def _cancel(self, source: str, source_trace: str) -> None:
+        with self._lock:
+            timer = self._timers.pop((source, source_trace), None)
+        if timer is not None:
+            timer.cancel()
+
+    def _due(self, source: str, source_trace: str) -> None:
+        with self._lock:
+            self._timers.pop((source, source_trace), None)
+        try:
+            self.build(source, source_trace)
+        except Exception:  # a background build must not die silently: the log says why
+            log.exception("building live trace %s/%s failed", source, source_trace)
+
+    def pending(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return list(self._timers)
+
+    def flush(self) -> None:
+        """Run every build still waiting for its delay (at shutdown, and in tests)."""
+        for key in self.pending():
+            self._cancel(*key)
+            self.build(*key)
+
+    def recover(self) -> None:
+        """Build the traces whose last batches arrived after their last build (e.g. before a restart)."""
+        for source, source_trace in queries.live_traces_unbuilt(self.db):
+            self.build(source, source_trace)
+
+
+def _part_body(source: str, part: _Incoming, new: set[str]):
+    """What to keep of a trace's batch: only its new spans (or records)."""
+    if source == AGENTS:
+        return [r for r in part.body if r["id"] in new]
+    resource_spans = []
+    for resource, scope, spans in part.body.values():
+        kept = [raw for span_id, raw in spans if span_id in new]
+        if kept:
+            resource_spans.append({**otlp.without_spans(resource),
+                                   "scopeSpans": [{**otlp.without_spans(scope), "spans": kept}]})
+    return {"resourceSpans": resource_spans}
+
+
+def _trace_id(source: str, source_trace: str) -> str:
+    return f"otlp-{source_trace}" if source == OTLP else source_trace
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def describe_skips(receipt: Receipt) -> str:
+    """The partial_success error message: each reason with its count, shortest first."""
+    return "; ".join(f"{n} span(s): {show(r) if len(r) > 300 else r}" for r, n in receipt.skipped.items())

@@ -1,0 +1,154 @@
+"""`POST /v1/traces` (OTLP/HTTP protobuf and JSON) and `POST /v1/traces/ingest` (the Agents SDK's exporter):
+batches merge into one trace, retries add nothing, unusable spans are reported, every receipt is logged."""
+
+import copy
+import gzip
+import json
+import zlib
+from pathlib import Path
+
+import pytest
+
+from app import queries
+from app.documents import Upload
+from app.importers import convert
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+OTLP = FIXTURES / "otlp" / "pydantic_ai_delegation.json"
+JSON = {"Content-Type": "application/json"}
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+
+def spans_of(doc: dict) -> list[dict]:
+    return [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+
+
+def keeping(doc: dict, keep: list[dict]) -> dict:
+    """The document with only the given spans (resource and scope kept)."""
+    ids = {s["spanId"] for s in keep}
+    part = copy.deepcopy(doc)
+    for rs in part["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            ss["spans"] = [s for s in ss["spans"] if s["spanId"] in ids]
+    return part
+
+
+def split(doc: dict) -> tuple[dict, dict]:
+    """Two batches as an exporter sends them: children first, the root span (which ends last) in the second."""
+    spans = sorted(spans_of(doc), key=lambda s: int(s["endTimeUnixNano"]))
+    half = len(spans) // 2
+    return keeping(doc, spans[:half]), keeping(doc, spans[half:])
+
+
+def as_protobuf(doc: dict) -> bytes:
+    """An OTLP/JSON document (hex ids) as the protobuf an SDK exporter sends."""
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    import base64
+    doc = copy.deepcopy(doc)
+    for span in spans_of(doc):
+        for key in ("traceId", "spanId", "parentSpanId"):
+            if span.get(key):
+                span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
+    return ParseDict(doc, ExportTraceServiceRequest()).SerializeToString()
+
+
+def response_of(content: bytes):
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+    response = ExportTraceServiceResponse()
+    response.ParseFromString(content)
+    return response
+
+
+def whole() -> dict:
+    return convert([Upload("x", OTLP.read_bytes())]).traces[0]
+
+
+def test_json_batches_merge_into_one_trace_and_a_retry_adds_nothing(client, app):
+    doc = json.loads(OTLP.read_text())
+    first, second = split(doc)
+    r1 = client.post("/v1/traces", content=json.dumps(first), headers=JSON)
+    assert r1.status_code == 200 and r1.json()["partialSuccess"] == {}
+    trace_id = whole()["trace_id"]
+    assert queries.live_status(app.state.db, trace_id)["status"] == "receiving"
+    r2 = client.post("/v1/traces", content=json.dumps(second), headers=JSON)
+    assert r2.status_code == 200 and r2.json()["ingested"] == [trace_id]
+    assert queries.live_status(app.state.db, trace_id)["status"] == "complete"
+    stored = client.get(f"/api/traces/{trace_id}").json()
+    assert stored == whole()
+    retry = client.post("/v1/traces", content=json.dumps(second), headers=JSON)
+    assert retry.status_code == 200 and len(retry.content) <= len(r2.content)
+    assert client.get(f"/api/traces/{trace_id}").json() == stored
+    log = client.get("/api/ingest-log").json()
+    assert log["total"] == 3
+    newest = log["items"][0]
+    assert newest["duplicates"] == len(spans_of(second)) and newest["used"] == 0
+    assert newest["endpoint"] == "POST /v1/traces" and newest["format"] == "otlp/json"
+
+
+def test_protobuf_batches_with_gzip_and_deflate_answer_in_protobuf(client):
+    doc = json.loads(OTLP.read_text())
+    first, second = split(doc)
+    r1 = client.post("/v1/traces", content=gzip.compress(as_protobuf(first)),
+                     headers={**PROTOBUF, "Content-Encoding": "gzip"})
+    assert r1.status_code == 200 and r1.headers["content-type"] == "application/x-protobuf"
+    assert not response_of(r1.content).HasField("partial_success")
+    r2 = client.post("/v1/traces", content=zlib.compress(as_protobuf(second)),
+                     headers={**PROTOBUF, "Content-Encoding": "deflate"})
+    assert r2.status_code == 200
+    assert client.get(f"/api/traces/{whole()['trace_id']}").json() == whole()
+
+
+def test_spans_that_cannot_be_used_are_counted_in_partial_success_never_dropped_silently(client):
+    doc = json.loads(OTLP.read_text())
+    http_only = copy.deepcopy(doc)
+    for span in spans_of(http_only):
+        span["traceId"] = "ab" * 16
+        span["name"] = "GET /health"
+        span["attributes"] = [{"key": "http.method", "value": {"stringValue": "GET"}}]
+    broken = keeping(doc, spans_of(doc)[:1])
+    spans_of(broken)[0]["spanId"] = "not-an-id"
+    http_only["resourceSpans"] += broken["resourceSpans"]
+    answer = client.post("/v1/traces", content=as_protobuf_or_json(http_only), headers=JSON)
+    assert answer.status_code == 200
+    partial = answer.json()["partialSuccess"]
+    assert int(partial["rejectedSpans"]) == len(spans_of(doc)) + 1
+    assert "no agent, model or tool span" in partial["errorMessage"] and "spanId 'not-an-id'" in partial["errorMessage"]
+    assert client.get("/api/traces").json()["total"] == 0
+    entry = client.get("/api/ingest-log").json()["items"][0]
+    assert entry["skipped"] == len(spans_of(doc)) + 1 and entry["used"] == 0
+    assert {r["count"] for r in entry["reasons"]} == {len(spans_of(doc)), 1}
+
+
+def as_protobuf_or_json(doc: dict) -> str:
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize("headers, body, status, words", [
+    ({"Content-Type": "text/plain"}, b"{}", 415, "application/x-protobuf"),
+    ({}, b"{}", 415, "application/json"),
+    (PROTOBUF, b"x", 400, "protobuf"),
+    (JSON, b"{not json", 400, "not JSON"),
+    (JSON, b"[1, 2]", 400, "JSON object"),
+    (JSON, b'{"resourceSpans": 3}', 400, "resourceSpans"),
+    ({**JSON, "Content-Encoding": "gzip"}, b"not gzip", 400, "gzip"),
+    ({**JSON, "Content-Encoding": "br"}, b"{}", 415, "gzip, deflate"),
+], ids=["text", "no-type", "bad-protobuf", "bad-json", "array", "structure", "bad-gzip", "brotli"])
+def test_bodies_that_cannot_be_read_are_refused_with_a_message_and_logged(client, headers, body, status, words):
+    answer = client.post("/v1/traces", content=body, headers=headers)
+    assert answer.status_code == status and words in answer.json()["error"]
+    entry = client.get("/api/ingest-log").json()["items"][0]
+    assert entry["status"] == status and words in entry["error"]
+
+
+def test_the_decompressed_size_is_what_the_limit_applies_to(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+    app = create_app(Settings(db=tmp_path / "small.duckdb", max_body_bytes=10_000))
+    with TestClient(app) as client:
+        bomb = gzip.compress(b" " * 1_000_000)
+        assert len(bomb) < 10_000
+        answer = client.post("/v1/traces", content=bomb, headers={**JSON, "Content-Encoding": "gzip"})
+        assert answer.status_code == 413
