@@ -26,6 +26,9 @@ from app.store import store_traces
 log = logging.getLogger("orchestrace.live")
 
 OTLP, AGENTS = "otlp", "openai_agents"
+# Traces of nothing but create_agent spans (AutoGen creates agents before the run, each in a trace of its
+# own): held under this source until a run of those agents is built, which takes them in.
+CREATED = "otlp_created"
 BUILD_DELAY_S = 1.0
 NO_AGENT_SPAN = ("no agent, model or tool span so far in its trace (OpenTelemetry GenAI, OpenInference or "
                  "OpenLLMetry conventions): nothing to build")
@@ -66,17 +69,26 @@ class LiveTraces:
             except ImportFailed as exc:
                 receipt.skip(str(exc))
                 continue
-            part = incoming.setdefault(span.trace_id, {"ids": [], "root": False, "usable": False, "groups": {}})
+            part = incoming.setdefault(span.trace_id, {"ids": [], "root": False, "usable": False, "groups": {},
+                                                       "creates": True})
             part["ids"].append(span.id)
             part["root"] |= span.parent_id is None
-            part["usable"] |= span.op is not None
+            part["usable"] |= span.op is not None and span.op != otlp.STRUCTURE
+            part["creates"] &= span.op == otlp.CREATE
             key = (id(resource), id(scope))
             group = part["groups"].get(key)
             if group is None:
                 group = part["groups"][key] = (resource, scope, [])
             group[2].append((span.id, raw))
+        created = {trace: p for trace, p in incoming.items() if p["creates"]
+                   and queries.live_trace(self.db, OTLP, trace) is None}
+        for trace, p in created.items():
+            receipt.warnings.append(f"trace {trace}: {len(p['ids'])} create_agent span(s) held for the run "
+                                    "that invokes those agents")
+        self._receive(CREATED, {trace: _Incoming(p["ids"], False, True, p["groups"]) for trace, p in created.items()},
+                      receipt, build=False)
         self._receive(OTLP, {trace: _Incoming(p["ids"], p["root"], p["usable"], p["groups"])
-                             for trace, p in incoming.items()}, receipt)
+                             for trace, p in incoming.items() if trace not in created}, receipt)
 
     def receive_agents(self, doc, receipt: Receipt) -> None:
         """Keep the new records of an Agents SDK export (`{"data": [...]}`)."""
@@ -98,7 +110,7 @@ class LiveTraces:
         self._receive(AGENTS, {trace: _Incoming(p["ids"], p["root"], True, p["records"])
                                for trace, p in incoming.items()}, receipt)
 
-    def _receive(self, source: str, incoming: dict[str, _Incoming], receipt: Receipt) -> None:
+    def _receive(self, source: str, incoming: dict[str, _Incoming], receipt: Receipt, build: bool = True) -> None:
         now = _now()
         ready: list[str] = []
         with self.db.transaction() as cur:
@@ -114,7 +126,8 @@ class LiveTraces:
                     continue
                 receipt.used += len(new)
                 trace_id = _trace_id(source, source_trace)
-                (receipt.extended if known else receipt.created).append(trace_id)
+                if build:
+                    (receipt.extended if known else receipt.created).append(trace_id)
                 cur.execute("INSERT INTO live_parts VALUES (?, ?, ?, ?)",
                             [source, source_trace, now, dumps(_part_body(source, part, set(new)))])
                 cur.executemany("INSERT INTO live_items VALUES (?, ?, ?)", [[source, source_trace, i] for i in new])
@@ -125,6 +138,8 @@ class LiveTraces:
                     cur.execute("UPDATE live_traces SET items = items + ?, root_seen = root_seen OR ?, "
                                 "last_received_at = ? WHERE source = ? AND source_trace_id = ?",
                                 [len(new), part.has_root, now, source, source_trace])
+                if not build:
+                    continue
                 if part.has_root:
                     ready.append(source_trace)
                 else:
@@ -165,11 +180,27 @@ class LiveTraces:
 
     def _import(self, source: str, source_trace: str, bodies: list) -> dict | None:
         if source == OTLP:
-            doc = {"resourceSpans": [rs for body in bodies for rs in body["resourceSpans"]]}
-            result = otlp.import_otlp(otlp.only_trace(doc, source_trace), self.keep_content)
+            doc = otlp.only_trace({"resourceSpans": [rs for body in bodies for rs in body["resourceSpans"]]},
+                                  source_trace)
+            held = queries.live_parts_of_source(self.db, CREATED)
+            if held:
+                doc["resourceSpans"] += [rs for _, body in held for rs in orjson.loads(body)["resourceSpans"]]
+            result = otlp.import_otlp(doc, self.keep_content)
+            unused = {t["trace_id"].removeprefix(otlp.TRACE_ID_PREFIX) for t in result.traces}
+            taken = sorted({trace for trace, _ in held} - unused)
+            if taken:
+                self._forget(CREATED, taken)
+            result.traces = [t for t in result.traces if t["trace_id"] == _trace_id(OTLP, source_trace)]
         else:
             result = openai_agents.import_agents([r for body in bodies for r in body], self.keep_content)
         return next(iter(result.traces), None)
+
+    def _forget(self, source: str, source_traces: list[str]) -> None:
+        """Drop held parts that a built trace took in."""
+        with self.db.transaction() as cur:
+            for table in ("live_parts", "live_items", "live_traces"):
+                cur.execute(f"DELETE FROM {table} WHERE source = ? "  # table names are constants
+                            "AND source_trace_id IN (SELECT unnest(?::VARCHAR[]))", [source, source_traces])
 
     def _schedule(self, source: str, source_trace: str) -> None:
         """Build after BUILD_DELAY_S without further batches of this trace."""
@@ -227,7 +258,7 @@ def _part_body(source: str, part: _Incoming, new: set[str]):
 
 
 def _trace_id(source: str, source_trace: str) -> str:
-    return f"otlp-{source_trace}" if source == OTLP else source_trace
+    return (otlp.TRACE_ID_PREFIX if source == OTLP else openai_agents.TRACE_ID_PREFIX) + source_trace
 
 
 def _now() -> datetime:

@@ -434,10 +434,16 @@ def live_parts(db: Database, source: str, source_trace: str) -> list[str]:
     return [row[0] for row in rows]
 
 
+def live_parts_of_source(db: Database, source: str) -> list[tuple[str, str]]:
+    """(source trace id, JSON body) of every part held under a source, in the order they arrived."""
+    return db.execute("SELECT source_trace_id, body FROM live_parts WHERE source = ? ORDER BY received_at",
+                      [source]).fetchall()
+
+
 def live_traces_unbuilt(db: Database) -> list[tuple[str, str]]:
     """Live traces that received batches after their last build."""
-    return db.execute("SELECT source, source_trace_id FROM live_traces "
-                      "WHERE built_at IS NULL OR built_at < last_received_at ORDER BY last_received_at").fetchall()
+    return db.execute("SELECT source, source_trace_id FROM live_traces WHERE source <> 'otlp_created' "
+                      "AND (built_at IS NULL OR built_at < last_received_at) ORDER BY last_received_at").fetchall()
 
 
 def live_status(db: Database, trace_id: str) -> dict | None:

@@ -61,6 +61,7 @@ MICROS_PER_S = 1_000_000
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 ONE_MICROSECOND = timedelta(microseconds=1)
 TRACE, SPAN = "trace", "trace.span"
+TRACE_ID_PREFIX = "openai-agents-"  # + the SDK's trace id: the stored trace's id
 STRUCTURAL = ("task", "turn")  # custom spans the SDK writes around runs and turns
 HANDOFF_TOOL_PREFIX = "transfer_to_"
 DETECT_RECORDS = 5  # records looked at to recognise the format
@@ -336,7 +337,7 @@ class _Trace:
                                          self.meta.get("workflow_name"), self.trace_id) if v), self.trace_id)
         metrics = {} if self.cached_tokens is None else {"cache_read_input_tokens": self.cached_tokens}
         return {
-            "trace_id": f"openai-agents-{self.trace_id}",
+            "trace_id": TRACE_ID_PREFIX + self.trace_id,
             "task_id": task_id,
             "system": SYSTEM,
             "topology": topology(max((agent.depth for agent in self.agents), default=0)),

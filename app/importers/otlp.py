@@ -58,6 +58,8 @@ import orjson
 
 from app.gcpause import paused_gc
 from app.importers.common import ImportFailed, ImportResult, content_ref, show, span_tree
+from app.importers import otlp_patterns
+from app.importers.conventions import CHAIN, OI_KIND, TRACELOOP_KIND, translate
 
 NS_PER_S = 1_000_000_000
 TRACE_ID_BYTES = 16
@@ -67,12 +69,13 @@ SPAN_KINDS = {"SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SE
               "SPAN_KIND_CLIENT": 3, "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
 INTERNAL, CLIENT, MAX_SPAN_KIND = 1, 3, 5
 STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+TRACE_ID_PREFIX = "otlp-"  # + the 32 hex digits of the traceId: the stored trace's id
 USER = "user"
 SYSTEM = "system"  # spawns by no agent, e.g. create_agent outside any agent span
 UNKNOWN_SERVICE = "unknown_service"
 
-AGENT, CREATE, WORKFLOW, PLAN, INFERENCE, TOOL, TOOLISH, REWARD = (
-    "agent", "create", "workflow", "plan", "inference", "tool", "toolish", "reward")
+AGENT, CREATE, WORKFLOW, PLAN, INFERENCE, TOOL, TOOLISH, REWARD, STRUCTURE = (
+    "agent", "create", "workflow", "plan", "inference", "tool", "toolish", "reward", "structure")
 OPERATIONS = {
     "invoke_agent": AGENT,
     "create_agent": CREATE,
@@ -85,6 +88,8 @@ OPERATIONS = {
     "embeddings": TOOLISH,
     "retrieval": TOOLISH,
     "agentlightning.annotation": REWARD,
+    CHAIN: STRUCTURE,
+    "handoff": STRUCTURE,  # OpenLLMetry's handoff span: read by otlp_patterns, no event of its own
 }
 EVALUATION_EVENT = "gen_ai.evaluation.result"
 REWARD_ATTR = "agentlightning.reward.{}.{}"
@@ -185,6 +190,7 @@ def import_otlp(doc: dict, keep_content: bool = False) -> ImportResult:
     result = ImportResult()
     with paused_gc():
         by_trace = _read_spans(doc["resourceSpans"], result.warnings)
+        _fold_created_agents(by_trace)
         rewards = _log_rewards(doc.get("resourceLogs"), result.warnings)
         for trace_id, spans in by_trace.items():
             trace = _Trace(trace_id, spans, keep_content, result.warnings).build(rewards.get(trace_id, []))
@@ -193,6 +199,27 @@ def import_otlp(doc: dict, keep_content: bool = False) -> ImportResult:
     if not by_trace:
         result.warnings.append("the document has no spans")
     return result
+
+
+def _fold_created_agents(by_trace: dict[str, list]) -> None:
+    """Move traces made only of `create_agent` spans into the trace that runs those agents.
+
+    AutoGen creates its agents before the run, each `create_agent` span the root of a trace of its own;
+    they belong to the run that invokes an agent of that name (the earliest one starting after them)."""
+    runs = [(span.start, name, trace_id) for trace_id, spans in by_trace.items() for span in spans
+            if span.op is AGENT and (name := _text(span.attrs, "gen_ai.agent.name"))]
+    runs.sort()
+    for trace_id, spans in list(by_trace.items()):
+        if not all(span.op is CREATE for span in spans):
+            continue
+        names = {_text(span.attrs, "gen_ai.agent.name") for span in spans}
+        start = min(span.start for span in spans)
+        target = next((run_trace for run_start, name, run_trace in runs
+                       if name in names and run_start >= start and run_trace != trace_id), None)
+        if target is not None:
+            for span in spans:
+                span.trace_id = target
+            by_trace[target] = by_trace.pop(trace_id) + by_trace[target]
 
 
 def iter_spans(doc: dict):
@@ -253,7 +280,8 @@ class _Span:
 
     __slots__ = ("where", "trace_id", "id", "parent_id", "name", "kind", "start", "end", "attrs", "error",
                  "status_message", "span_events", "operation", "op", "scope", "service", "parent", "children", "agent",
-                 "caller", "delegator", "delegations", "tool_name", "call_id", "usage_below", "first", "last")
+                 "caller", "delegator", "delegations", "tool_name", "call_id", "usage_below", "first", "last",
+                 "handoff", "resumes", "handed_off", "resumed_later")
 
     def __init__(self, where: tuple[str, int], trace_id: str, span_id: str, parent_id: str | None, name: str,
                  kind: int, start: int, end: int, attrs: dict, error: bool, status_message, span_events: list):
@@ -262,8 +290,8 @@ class _Span:
         self.start, self.end, self.attrs, self.error, self.status_message, self.span_events = \
             start, end, attrs, error, status_message, span_events
         operation = attrs.get("gen_ai.operation.name")
-        if operation is None:
-            operation = name.partition(" ")[0]
+        if operation is None or OI_KIND in attrs or TRACELOOP_KIND in attrs:
+            operation = translate(name, attrs) or name.partition(" ")[0]
         else:
             operation = operation["stringValue"] if type(operation) is dict and "stringValue" in operation \
                 else _value(operation)
@@ -274,7 +302,8 @@ class _Span:
         self.children: list[_Span] = []
         self.delegations: list[_Delegation] = []
         self.parent = self.agent = self.caller = self.delegator = self.tool_name = self.call_id = self.first = self.last = None
-        self.usage_below = False
+        self.usage_below = self.handed_off = self.resumed_later = False
+        self.handoff = self.resumes = None  # set by otlp_patterns
 
     def location(self) -> str:
         return f"{self.where[0]}.spans[{self.where[1]}] (spanId {self.id})"
@@ -517,6 +546,25 @@ def _requested_tool_calls(output) -> list[str] | None:
     return ids
 
 
+def _made_span(model: _Span, span_id: str, operation: str, attrs: dict) -> _Span:
+    """A span a framework implies but does not emit (e.g. a CrewAI coworker's run), over `model`'s time."""
+    span = _Span(model.where, model.trace_id, span_id, model.id, model.name, model.kind, model.start, model.end,
+                 attrs, False, None, [])
+    span.operation, span.op = operation, OPERATIONS.get(operation)
+    span.scope, span.service = model.scope, model.service
+    return span
+
+
+class _PatternOps:
+    """The operation names and span factory otlp_patterns works with."""
+
+    AGENT, INFERENCE, TOOL, TOOLISH, STRUCTURE, WORKFLOW = AGENT, INFERENCE, TOOL, TOOLISH, STRUCTURE, WORKFLOW
+    make_span = staticmethod(_made_span)
+
+
+PATTERN_OPS = _PatternOps()
+
+
 class _Agent:
     """One agent instance and what its events need to be linked."""
 
@@ -550,9 +598,11 @@ class _Trace:
         self.skipped: Counter = Counter()
         self.workflow: str | None = None
         self.root_agent_span: _Span | None = None
+        self.created: dict[str, str] = {}  # agent name -> instance key of a create_agent not yet run
 
     def build(self, log_rewards: list[tuple[int, str, float]]) -> dict | None:
         roots = self._tree()
+        otlp_patterns.apply(self.spans, roots, PATTERN_OPS)
         for root in roots:
             self._walk(root)
         for operation, count in self.skipped.items():
@@ -566,7 +616,7 @@ class _Trace:
         origin = min(span.start for span in self.spans)
         events, edges = self.b.finish(origin, NS_PER_S)
         return {
-            "trace_id": f"otlp-{self.trace_id}",
+            "trace_id": TRACE_ID_PREFIX + self.trace_id,
             "task_id": self._task_id(root),
             "system": self._system(root),
             "topology": topology(max((agent.depth for agent in self.agents), default=0)),
@@ -640,7 +690,8 @@ class _Trace:
             span.agent = self._service(span)
         else:
             span.agent = parent.agent
-            span.delegator = parent if parent.op is TOOL else parent.delegator if parent.op is None else None
+            span.delegator = parent if parent.op is TOOL else \
+                parent.delegator if parent.op is None or parent.op is STRUCTURE else None
         op = span.op
         if op is None:
             self.skipped[span.operation] += 1
@@ -692,21 +743,32 @@ class _Trace:
             span.usage_below = True  # so the wrappers above this one do not count it again
 
     def _enter_agent(self, span: _Span) -> None:
+        if span.resumes is not None:  # a later run of an instance already started: its lane goes on
+            span.agent, span.caller = span.resumes.agent, span.resumes.caller
+            if span.handoff is not None:
+                self._spawn(span, span.handoff[0].agent, span.agent.key, span.agent.role, {"resumed": True})
+            return
         attrs = span.attrs
         name = _text(attrs, "gen_ai.agent.name") or span.name.partition(" ")[2] or "agent"
-        key = instance_id = None
-        for candidate in (_text(attrs, "gen_ai.agent.id"), _text(attrs, "gen_ai.agent.call.id"), span.id):
+        key, instance_id = self.created.pop(name, None), span.id  # an agent created earlier now runs
+        for candidate in () if key else (_text(attrs, "gen_ai.agent.id"), _text(attrs, "gen_ai.agent.call.id")):
             if candidate and f"{name}#{candidate}" not in self.used_keys:
                 key, instance_id = f"{name}#{candidate}", candidate
                 break
         if key is None:
-            key, instance_id = f"{name}#{span.id}", span.id
+            key = f"{name}#{span.id}"
         self.used_keys.add(key)
         parent = span.agent if span.agent.real else None
-        agent = _Agent(key, name, parent.depth + 1 if parent else 0, True)
+        caller, depth = parent, parent.depth + 1 if parent else 0
+        if span.handoff is not None:
+            source, _, kind = span.handoff
+            parent = source.agent
+            # A handoff's target takes the place of the agent that handed off; a delegate comes back.
+            caller, depth = (parent, parent.depth + 1) if kind == "delegation" else (source.caller, parent.depth)
+        agent = _Agent(key, name, depth, True)
         self.agents.append(agent)
         span.agent = agent
-        span.caller = parent  # None for a root run
+        span.caller = caller  # None for a root run
         props = self._tag({}, span)
         if instance_id != span.id:
             props["agent_id"] = instance_id
@@ -722,17 +784,34 @@ class _Trace:
             start = self.b.add(span.start, "message", USER, {"role": USER, "from": USER, "to": key, **props})
             self.b.link_to_first(start, key, "message")
         else:
-            parent.spawns = True
-            start = self.b.add(span.start, "spawn", parent.key, {"role": name, "to": key, **props})
-            self.b.link_to_first(start, key, "spawn")
-            if span.delegator is not None:
-                self.b.link(span.delegator.first, start, "causal")
-                span.delegator.delegations.append(_Delegation(span))  # counted when the tool ends
+            start = self._spawn(span, parent, key, name, props)
         span.first = start
 
+    def _spawn(self, span: _Span, parent: _Agent, key: str, role: str, props: dict) -> int:
+        """The spawn of `key` by `parent`: by a handoff, by a delegating tool, or by nesting."""
+        parent.spawns = True
+        handoff = span.handoff
+        if handoff is not None and handoff[2] == "handoff":
+            props["handoff"] = True
+        start = self.b.add(span.start, "spawn", parent.key, {"role": role, "to": key, **props})
+        self.b.link_to_first(start, key, "spawn")
+        if handoff is not None:
+            tool = handoff[1]
+            if tool is not None and tool.first is not None:
+                self.b.link(tool.first, start, "causal")
+        elif span.delegator is not None:
+            self.b.link(span.delegator.first, start, "causal")
+            span.delegator.delegations.append(_Delegation(span))  # counted when the tool ends
+        return start
+
     def _leave_agent(self, span: _Span) -> None:
+        if span.resumed_later:  # the instance goes on in a later run: it ends there
+            return
         agent, caller = span.agent, span.caller
-        props = self._tag({"role": agent.role, "from": agent.key, "to": caller.key if caller else USER}, span)
+        if span.handed_off:  # it handed control to another agent and is done: no answer of its own
+            props = self._tag({"role": agent.role, "from": agent.key, "handoff": True}, span)
+        else:
+            props = self._tag({"role": agent.role, "from": agent.key, "to": caller.key if caller else USER}, span)
         output = _get(span.attrs, "gen_ai.output.messages")
         self._content(props, output if output is not None else _get(span.attrs, "final_result"))
         if span.error:
@@ -740,10 +819,10 @@ class _Trace:
             if span.status_message:
                 props["error_message"] = span.status_message
         self._own_usage(span, props, AGENT_USAGE_KEYS)
-        end = self.b.add(span.end, "return", agent.key, props)
+        end = self.b.add(span.end, "despawn" if span.handed_off else "return", agent.key, props)
         span.last = end
-        if caller is not None:
-            if span.delegator is not None:
+        if caller is not None and not span.handed_off:
+            if span.delegator is not None and span.handoff is None:
                 for delegation in span.delegator.delegations:
                     if delegation.span is span:
                         delegation.returned = end
@@ -823,6 +902,7 @@ class _Trace:
         creator = span.agent if span.agent.real else None
         key = f"{name}#{agent_id or span.id}"
         self.used_keys.add(key)
+        self.created[name] = key  # its first run is this instance
         depth = creator.depth + 1 if creator else 1
         self.agents.append(_Agent(key, name, depth, True))
         props = self._tag({"role": name, "to": key}, span)
