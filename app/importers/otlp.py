@@ -191,6 +191,10 @@ def import_otlp(doc: dict, keep_content: bool = False) -> ImportResult:
     with paused_gc():
         by_trace = _read_spans(doc["resourceSpans"], result.warnings)
         _fold_created_agents(by_trace)
+        for dropped, kept in otlp_patterns.twins(by_trace, PATTERN_OPS).items():
+            del by_trace[dropped]
+            result.warnings.append(f"trace {dropped} holds the same model calls as trace {kept} (two "
+                                   f"instrumentations of one run): only {kept} is imported")
         rewards = _log_rewards(doc.get("resourceLogs"), result.warnings)
         for trace_id, spans in by_trace.items():
             trace = _Trace(trace_id, spans, keep_content, result.warnings).build(rewards.get(trace_id, []))
@@ -612,6 +616,8 @@ class _Trace:
             self.warnings.append(f"trace {self.trace_id}: no GenAI span, skipped")
             return None
         self._link_agents()
+        if not self.tokens and not self.llm_calls:
+            self.tokens = otlp_patterns.reported_tokens(self.spans) or 0
         root = min(roots, key=lambda span: span.start)
         origin = min(span.start for span in self.spans)
         events, edges = self.b.finish(origin, NS_PER_S)

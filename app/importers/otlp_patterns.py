@@ -30,6 +30,7 @@ import re
 TRANSFER = re.compile(r"^transfer_to_(.+)$")
 HANDOFF_TOOL = re.compile(r"^handoff to (.+)$")
 COWORKER_TOOLS = ("Delegate work to coworker", "Ask question to coworker")
+MAX_PAYLOAD_DEPTH = 16
 LANGGRAPH_SKIP = {"tools", "__start__", "__end__", "should_continue", "agent", "call_agent", "call_model"}
 
 
@@ -89,12 +90,54 @@ def apply(spans: list, roots: list, ops) -> None:
         span.children.sort(key=lambda s: s.start)
         if span.error and _control_flow(span):
             span.error = False
+    _nested_duplicates(spans, ops)
     _langgraph_agents(spans, roots, ops)
     _workflow_roots(spans, ops)
     _coworkers(spans, ops)
     _resumed_instances(spans, ops)
     _handoffs(spans, ops)
     _flat_parenting(spans, ops)
+
+
+def _nested_duplicates(spans: list, ops) -> None:
+    """A model call (or a tool run) inside another: the same call seen by two instrumentations (a framework's
+    own spans and a provider SDK's, say). The outer one stands for both."""
+    for span in spans:
+        if span.op is ops.INFERENCE or span.op is ops.TOOL:
+            outer = next((a for a in _ancestors(span) if a.op is span.op), None)
+            if outer is not None and (span.op is ops.INFERENCE or
+                                      _str(outer.attrs, "gen_ai.tool.name") == _str(span.attrs, "gen_ai.tool.name")):
+                span.op, span.operation = ops.STRUCTURE, "duplicate"
+
+
+def twins(traces: dict[str, list], ops) -> dict[str, str]:
+    """Traces that another trace of the document already holds: the same model calls (token counts), at
+    overlapping times, from other instrumentations (scopes), as when two instrumentations of one run each
+    start a trace. Maps dropped -> kept."""
+    signatures = {}
+    for trace_id, spans in traces.items():
+        calls = sorted((_str_int(s.attrs, "gen_ai.usage.input_tokens"), _str_int(s.attrs, "gen_ai.usage.output_tokens"))
+                       for s in spans if s.op is ops.INFERENCE)
+        if calls:
+            signatures[trace_id] = (tuple(calls), min(s.start for s in spans), max(s.end for s in spans), len(spans),
+                                    {s.scope for s in spans})
+    dropped: dict[str, str] = {}
+    ids = sorted(signatures, key=lambda t: -signatures[t][3])  # the fuller tree first
+    for i, kept in enumerate(ids):
+        if kept in dropped:
+            continue
+        calls, start, end, _, scopes = signatures[kept]
+        for other in ids[i + 1:]:
+            o_calls, o_start, o_end, _, o_scopes = signatures[other]
+            if other not in dropped and o_calls == calls and o_start < end and start < o_end \
+                    and not scopes & o_scopes:
+                dropped[other] = kept
+    return dropped
+
+
+def _str_int(attrs: dict, key: str):
+    value = attrs.get(key)
+    return str(value.get("intValue", value.get("doubleValue", ""))) if type(value) is dict else str(value)
 
 
 def _control_flow(span) -> bool:
@@ -247,3 +290,42 @@ def _tightest(candidates, span):
         if candidate is not span and (best is None or candidate.end - candidate.start < best.end - best.start):
             best = candidate
     return best
+
+
+def reported_tokens(spans: list) -> int | None:
+    """Tokens a run reports outside model-call spans, for runs whose model calls have no span: the usage
+    of AutoGen's runtime messages (each message counted once, though delivered to several agents) or
+    a CrewAI crew's `token_usage` summary. None when neither is there."""
+    autogen: dict[str, int] = {}
+    summary = None
+    for span in spans:
+        if "message" in span.attrs and span.name.startswith("autogen "):
+            for message in _with_usage(_json(span.attrs, "message")):
+                usage = message["models_usage"]
+                autogen[message["id"]] = _whole(usage.get("prompt_tokens")) + _whole(usage.get("completion_tokens"))
+        elif span.parent is None and "output.value" in span.attrs:
+            output = _json(span.attrs, "output.value")
+            usage = output.get("token_usage") if isinstance(output, dict) else None
+            if isinstance(usage, dict) and _whole(usage.get("total_tokens")):
+                summary = _whole(usage["total_tokens"])
+    if autogen:
+        return sum(autogen.values())
+    return summary
+
+
+def _with_usage(payload, depth: int = 0):
+    """The messages (objects with an `id` and a `models_usage` object) anywhere in an AutoGen payload."""
+    if depth > MAX_PAYLOAD_DEPTH:
+        return
+    if isinstance(payload, dict):
+        if isinstance(payload.get("models_usage"), dict) and isinstance(payload.get("id"), str):
+            yield payload
+        payload = payload.values()
+    if isinstance(payload, (list, type({}.values()))):
+        for item in payload:
+            if isinstance(item, (dict, list)):
+                yield from _with_usage(item, depth + 1)
+
+
+def _whole(value) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
