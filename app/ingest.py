@@ -12,6 +12,9 @@ from app.store import TracesExist, store_traces
 from app.validation import validate_trace
 
 
+MAX_LOGGED_PROBLEMS = 20  # of a refused upload, in the ingest log (the answer lists them all)
+
+
 class InvalidTraces(ValueError):
     """Some traces in a request break the format; `errors` lists every problem with its path."""
 
@@ -68,6 +71,9 @@ def ingest(db: Database, uploads: list[Upload], existing: str = "error", max_byt
         taken = set(queries.stored_trace_ids(db, [t["trace_id"] for t in result.traces]))
         stored, skipped = store_traces(db, result.traces, existing)
     except (DocumentError, ImportFailed, InvalidTraces, TracesExist, TooLarge) as exc:
+        for problem in getattr(exc, "errors", ())[:MAX_LOGGED_PROBLEMS]:
+            where = f"{problem['path']}: " if problem["path"] else ""
+            receipt.warnings.append(f"trace {problem['trace']}: {where}{problem['message']}")
         ingest_log.record(db, receipt.refused(status_of(exc), str(exc)))
         raise
     receipt.used = len(stored)

@@ -448,7 +448,8 @@ def live_traces_unbuilt(db: Database) -> list[tuple[str, str]]:
 
 def live_status(db: Database, trace_id: str) -> dict | None:
     """How a trace built from exporter batches stands: receiving until its root span arrived."""
-    rows = db.fetchall("SELECT source, items, root_seen, first_received_at, last_received_at, built_at, build_error "
+    rows = db.fetchall("SELECT source, items AS received, root_seen, first_received_at, last_received_at, built_at, "
+                       "build_error "
                        "FROM live_traces WHERE trace_id = ?", [trace_id])
     if not rows:
         return None
