@@ -66,13 +66,17 @@ def _ancestors(span):
         span = span.parent
 
 
+def _start(span) -> int:
+    return span.start
+
+
 def _move(span, new_parent) -> None:
     """Put `span` under `new_parent`, keeping children in start order."""
     if span.parent is not None:
         span.parent.children.remove(span)
     span.parent = new_parent
     new_parent.children.append(span)
-    new_parent.children.sort(key=lambda s: s.start)
+    new_parent.children.sort(key=_start)
 
 
 def langgraph_node(span) -> str | None:
@@ -87,10 +91,11 @@ def langgraph_node(span) -> str | None:
 def apply(spans: list, roots: list, ops) -> None:
     """Rewrite the span tree of one trace (see the module docstring); `ops` names the span operations."""
     for span in spans:
-        span.children.sort(key=lambda s: s.start)
+        if len(span.children) > 1:
+            span.children.sort(key=_start)
         if span.error and _control_flow(span):
             span.error = False
-    _nested_duplicates(spans, ops)
+    _nested_duplicates(roots, ops)
     _langgraph_agents(spans, roots, ops)
     _workflow_roots(spans, ops)
     _coworkers(spans, ops)
@@ -99,15 +104,23 @@ def apply(spans: list, roots: list, ops) -> None:
     _flat_parenting(spans, ops)
 
 
-def _nested_duplicates(spans: list, ops) -> None:
-    """A model call (or a tool run) inside another: the same call seen by two instrumentations (a framework's
-    own spans and a provider SDK's, say). The outer one stands for both."""
-    for span in spans:
-        if span.op is ops.INFERENCE or span.op is ops.TOOL:
-            outer = next((a for a in _ancestors(span) if a.op is span.op), None)
-            if outer is not None and (span.op is ops.INFERENCE or
-                                      _str(outer.attrs, "gen_ai.tool.name") == _str(span.attrs, "gen_ai.tool.name")):
+def _nested_duplicates(roots: list, ops) -> None:
+    """A model call (or a run of the same tool) inside another: the same call seen by two instrumentations
+    (a framework's own spans and a provider SDK's, say). The outer one stands for both."""
+    stack = [(root, False, None) for root in roots]  # (span, inside a model call, name of the tool it is in)
+    while stack:
+        span, in_call, in_tool = stack.pop()
+        if span.op is ops.INFERENCE:
+            if in_call:
                 span.op, span.operation = ops.STRUCTURE, "duplicate"
+            in_call = True
+        elif span.op is ops.TOOL:
+            name = _str(span.attrs, "gen_ai.tool.name")
+            if in_tool is not None and name == in_tool:
+                span.op, span.operation = ops.STRUCTURE, "duplicate"
+            in_tool = name
+        for child in span.children:
+            stack.append((child, in_call, in_tool))
 
 
 def twins(traces: dict[str, list], ops) -> dict[str, str]:
@@ -115,6 +128,8 @@ def twins(traces: dict[str, list], ops) -> dict[str, str]:
     overlapping times, from other instrumentations (scopes), as when two instrumentations of one run each
     start a trace. Maps dropped -> kept."""
     signatures = {}
+    if len(traces) < 2:
+        return {}
     for trace_id, spans in traces.items():
         calls = sorted((_str_int(s.attrs, "gen_ai.usage.input_tokens"), _str_int(s.attrs, "gen_ai.usage.output_tokens"))
                        for s in spans if s.op is ops.INFERENCE)
@@ -178,8 +193,8 @@ def _workflow_roots(spans: list, ops) -> None:
 
 
 def _coworkers(spans: list, ops) -> None:
-    for tool in list(spans):
-        if tool.op is not ops.TOOL or _str(tool.attrs, "gen_ai.tool.name") not in COWORKER_TOOLS:
+    for tool in [s for s in spans if s.op is ops.TOOL and s.name.startswith(COWORKER_TOOLS)]:
+        if _str(tool.attrs, "gen_ai.tool.name") not in COWORKER_TOOLS:
             continue
         arguments = _json(tool.attrs, "gen_ai.tool.call.arguments")
         coworker = arguments.get("coworker") if isinstance(arguments, dict) else None
@@ -206,7 +221,7 @@ def _instance_key(span) -> str | None:
 def _resumed_instances(spans: list, ops) -> None:
     first: dict[str, object] = {}
     last: dict[str, object] = {}
-    for span in sorted((s for s in spans if s.op is ops.AGENT), key=lambda s: s.start):
+    for span in sorted((s for s in spans if s.op is ops.AGENT), key=_start):
         key = _instance_key(span)
         if key is None:
             continue
@@ -219,8 +234,10 @@ def _resumed_instances(spans: list, ops) -> None:
 
 
 def _handoffs(spans: list, ops) -> None:
-    agents = sorted((s for s in spans if s.op is ops.AGENT), key=lambda s: s.start)
-    for span in sorted(spans, key=lambda s: s.start):
+    agents = sorted((s for s in spans if s.op is ops.AGENT), key=_start)
+    if len(agents) < 2:
+        return
+    for span in sorted((s for s in spans if s.op is ops.TOOL or s.operation == "handoff"), key=_start):
         target_name = delegation = None
         name = _str(span.attrs, "gen_ai.tool.name") or ""
         if span.op is ops.TOOL:
