@@ -1,14 +1,16 @@
 """Traces that exporters send in batches: OTLP on `/v1/traces`, the OpenAI Agents SDK on `/v1/traces/ingest`.
 
 Each batch keeps only the spans (or SDK records) not received before, as one part per trace, so a
-retried batch adds nothing. A trace is built from its parts, and stored replacing its previous version:
-at once when its root span arrives (the run has ended), otherwise once batches pause for
-`BUILD_DELAY_S`, so a long stream of batches costs one build, not one per batch. Until its root span
-arrives a trace is "receiving".
+retried batch adds nothing. A trace is built from its parts, and stored replacing its previous version,
+by one builder thread: at once when its root span arrives (the run has ended), otherwise once batches
+pause for `BUILD_DELAY_S`, so a long stream of batches costs one build, not one per batch, and no
+exporter waits for a build (a large one would pass its timeout). Until its root span arrives a trace
+is "receiving"; until the build after it, "building".
 """
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -17,6 +19,7 @@ import orjson
 from app import queries
 from app.db import Database
 from app.documents import dumps
+from app.gcpause import paused_gc
 from app.importers import openai_agents, otlp
 from app.importers.common import ImportFailed, show
 from app.ingest import problems_of
@@ -50,9 +53,12 @@ class LiveTraces:
     def __init__(self, db: Database, keep_content: bool = False):
         self.db = db
         self.keep_content = keep_content
-        self._lock = threading.Lock()
-        self._timers: dict[tuple[str, str], threading.Timer] = {}
-        self._building = threading.Lock()
+        self._due: dict[tuple[str, str], float] = {}  # trace -> when to build it (monotonic seconds)
+        self._busy = 0  # builds running
+        self._changed = threading.Condition()
+        self._stopping = False
+        self._worker = threading.Thread(target=self._work, name="live-trace-builder", daemon=True)
+        self._worker.start()
 
     # ---- receiving ----------------------------------------------------------------------------
 
@@ -112,7 +118,7 @@ class LiveTraces:
 
     def _receive(self, source: str, incoming: dict[str, _Incoming], receipt: Receipt, build: bool = True) -> None:
         now = _now()
-        ready: list[str] = []
+        due: dict[tuple[str, str], float] = {}
         with self.db.transaction() as cur:
             for source_trace, part in incoming.items():
                 seen = queries.live_items_seen(cur, source, source_trace, part.ids)
@@ -130,7 +136,7 @@ class LiveTraces:
                     (receipt.extended if known else receipt.created).append(trace_id)
                 cur.execute("INSERT INTO live_parts VALUES (?, ?, ?, ?)",
                             [source, source_trace, now, dumps(_part_body(source, part, set(new)))])
-                cur.executemany("INSERT INTO live_items VALUES (?, ?, ?)", [[source, source_trace, i] for i in new])
+                cur.execute("INSERT INTO live_items SELECT ?, ?, unnest(?::VARCHAR[])", [source, source_trace, new])
                 if known is None:
                     cur.execute("INSERT INTO live_traces VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
                                 [source, source_trace, trace_id, len(new), part.has_root, now, now])
@@ -138,23 +144,16 @@ class LiveTraces:
                     cur.execute("UPDATE live_traces SET items = items + ?, root_seen = root_seen OR ?, "
                                 "last_received_at = ? WHERE source = ? AND source_trace_id = ?",
                                 [len(new), part.has_root, now, source, source_trace])
-                if not build:
-                    continue
-                if part.has_root:
-                    ready.append(source_trace)
-                else:
-                    self._schedule(source, source_trace)
-        for source_trace in ready:
-            self._cancel(source, source_trace)
-            error = self.build(source, source_trace)
-            if error:
-                receipt.warnings.append(f"trace {source_trace}: {error}")
+                if build:
+                    due[(source, source_trace)] = 0 if part.has_root else BUILD_DELAY_S
+        for key, delay in due.items():  # once committed: the builder reads what this batch stored
+            self._schedule(key, delay)
 
     # ---- building -----------------------------------------------------------------------------
 
     def build(self, source: str, source_trace: str) -> str | None:
         """Build and store one trace from all its parts; returns why it could not be built, if so."""
-        with self._building:
+        with paused_gc():
             parts = queries.live_parts(self.db, source, source_trace)
             if not parts:
                 return None
@@ -202,46 +201,56 @@ class LiveTraces:
                 cur.execute(f"DELETE FROM {table} WHERE source = ? "  # table names are constants
                             "AND source_trace_id IN (SELECT unnest(?::VARCHAR[]))", [source, source_traces])
 
-    def _schedule(self, source: str, source_trace: str) -> None:
-        """Build after BUILD_DELAY_S without further batches of this trace."""
-        key = (source, source_trace)
-        with self._lock:
-            old = self._timers.pop(key, None)
-            if old is not None:
-                old.cancel()
-            timer = threading.Timer(BUILD_DELAY_S, self._due, key)
-            timer.daemon = True
-            self._timers[key] = timer
-            timer.start()
+    def _schedule(self, key: tuple[str, str], delay: float) -> None:
+        """Build `key` after `delay` seconds without further batches of it (0: as soon as the builder can)."""
+        with self._changed:
+            self._due[key] = time.monotonic() + delay
+            self._changed.notify_all()
 
-    def _cancel(self, source: str, source_trace: str) -> None:
-        with self._lock:
-            timer = self._timers.pop((source, source_trace), None)
-        if timer is not None:
-            timer.cancel()
-
-    def _due(self, source: str, source_trace: str) -> None:
-        with self._lock:
-            self._timers.pop((source, source_trace), None)
-        try:
-            self.build(source, source_trace)
-        except Exception:  # a background build must not die silently: the log says why
-            log.exception("building live trace %s/%s failed", source, source_trace)
-
-    def pending(self) -> list[tuple[str, str]]:
-        with self._lock:
-            return list(self._timers)
+    def _work(self) -> None:
+        """The builder thread: builds each trace when it is due, one at a time."""
+        while True:
+            with self._changed:
+                while True:
+                    if self._stopping and not self._due:
+                        return
+                    now = time.monotonic()
+                    ready = [key for key, when in self._due.items() if when <= now or self._stopping]
+                    if ready:
+                        key = min(ready, key=self._due.__getitem__)
+                        del self._due[key]
+                        self._busy += 1
+                        break
+                    self._changed.wait(min(self._due.values()) - now if self._due else None)
+            try:
+                self.build(*key)
+            except Exception:  # a background build must not die silently: the log says why
+                log.exception("building live trace %s/%s failed", *key)
+            finally:
+                with self._changed:
+                    self._busy -= 1
+                    self._changed.notify_all()
 
     def flush(self) -> None:
-        """Run every build still waiting for its delay (at shutdown, and in tests)."""
-        for key in self.pending():
-            self._cancel(*key)
-            self.build(*key)
+        """Build every trace still waiting for its delay, and wait for all builds to finish."""
+        with self._changed:
+            for key in self._due:
+                self._due[key] = 0
+            self._changed.notify_all()
+            while self._due or self._busy:
+                self._changed.wait()
+
+    def close(self) -> None:
+        """Run the builds still due, then stop the builder (at shutdown, before the database closes)."""
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+        self._worker.join()
 
     def recover(self) -> None:
         """Build the traces whose last batches arrived after their last build (e.g. before a restart)."""
-        for source, source_trace in queries.live_traces_unbuilt(self.db):
-            self.build(source, source_trace)
+        for key in queries.live_traces_unbuilt(self.db):
+            self._schedule(tuple(key), 0)
 
 
 def _part_body(source: str, part: _Incoming, new: set[str]):

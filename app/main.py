@@ -72,7 +72,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     async def lifespan(app: FastAPI):
         await run_in_threadpool(live.recover)
         yield
-        live.flush()
+        live.close()
         db.close()
 
     # No /docs or /redoc: their pages load Swagger UI from a CDN, and the app works offline.

@@ -447,14 +447,16 @@ def live_traces_unbuilt(db: Database) -> list[tuple[str, str]]:
 
 
 def live_status(db: Database, trace_id: str) -> dict | None:
-    """How a trace built from exporter batches stands: receiving until its root span arrived."""
+    """How a trace built from exporter batches stands: receiving until its root span arrived, then
+    building until it is stored with every span received, then complete."""
     rows = db.fetchall("SELECT source, items AS received, root_seen, first_received_at, last_received_at, built_at, "
                        "build_error "
                        "FROM live_traces WHERE trace_id = ?", [trace_id])
     if not rows:
         return None
     row = rows[0]
-    row["status"] = "complete" if row["root_seen"] else "receiving"
+    built = row["built_at"] is not None and row["built_at"] >= row["last_received_at"]
+    row["status"] = "receiving" if not row["root_seen"] else "complete" if built else "building"
     return row
 
 

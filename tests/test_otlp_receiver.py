@@ -1,9 +1,11 @@
 """`POST /v1/traces` (OTLP/HTTP protobuf and JSON) and `POST /v1/traces/ingest` (the Agents SDK's exporter):
 batches merge into one trace, retries add nothing, unusable spans are reported, every receipt is logged."""
 
+import base64
 import copy
 import gzip
 import json
+import time
 import zlib
 from pathlib import Path
 
@@ -44,7 +46,6 @@ def as_protobuf(doc: dict) -> bytes:
     """An OTLP/JSON document (hex ids) as the protobuf an SDK exporter sends."""
     from google.protobuf.json_format import ParseDict
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-    import base64
     doc = copy.deepcopy(doc)
     for span in spans_of(doc):
         for key in ("traceId", "spanId", "parentSpanId"):
@@ -73,11 +74,14 @@ def test_json_batches_merge_into_one_trace_and_a_retry_adds_nothing(client, app)
     assert queries.live_status(app.state.db, trace_id)["status"] == "receiving"
     r2 = client.post("/v1/traces", content=json.dumps(second), headers=JSON)
     assert r2.status_code == 200 and r2.json()["ingested"] == [trace_id]
-    assert queries.live_status(app.state.db, trace_id)["status"] == "complete"
+    app.state.live.flush()
+    live = client.get(f"/api/traces/{trace_id}/live").json()
+    assert live["status"] == "complete" and live["received"] == len(spans_of(doc)) and live["build_error"] is None
     stored = client.get(f"/api/traces/{trace_id}").json()
     assert stored == whole()
     retry = client.post("/v1/traces", content=json.dumps(second), headers=JSON)
     assert retry.status_code == 200 and len(retry.content) <= len(r2.content)
+    app.state.live.flush()
     assert client.get(f"/api/traces/{trace_id}").json() == stored
     log = client.get("/api/ingest-log").json()
     assert log["total"] == 3
@@ -86,7 +90,7 @@ def test_json_batches_merge_into_one_trace_and_a_retry_adds_nothing(client, app)
     assert newest["endpoint"] == "POST /v1/traces" and newest["format"] == "otlp/json"
 
 
-def test_protobuf_batches_with_gzip_and_deflate_answer_in_protobuf(client):
+def test_protobuf_batches_with_gzip_and_deflate_answer_in_protobuf(client, app):
     doc = json.loads(OTLP.read_text())
     first, second = split(doc)
     r1 = client.post("/v1/traces", content=gzip.compress(as_protobuf(first)),
@@ -96,6 +100,7 @@ def test_protobuf_batches_with_gzip_and_deflate_answer_in_protobuf(client):
     r2 = client.post("/v1/traces", content=zlib.compress(as_protobuf(second)),
                      headers={**PROTOBUF, "Content-Encoding": "deflate"})
     assert r2.status_code == 200
+    app.state.live.flush()
     assert client.get(f"/api/traces/{whole()['trace_id']}").json() == whole()
 
 
@@ -109,7 +114,7 @@ def test_spans_that_cannot_be_used_are_counted_in_partial_success_never_dropped_
     broken = keeping(doc, spans_of(doc)[:1])
     spans_of(broken)[0]["spanId"] = "not-an-id"
     http_only["resourceSpans"] += broken["resourceSpans"]
-    answer = client.post("/v1/traces", content=as_protobuf_or_json(http_only), headers=JSON)
+    answer = client.post("/v1/traces", content=json.dumps(http_only), headers=JSON)
     assert answer.status_code == 200
     partial = answer.json()["partialSuccess"]
     assert int(partial["rejectedSpans"]) == len(spans_of(doc)) + 1
@@ -118,10 +123,6 @@ def test_spans_that_cannot_be_used_are_counted_in_partial_success_never_dropped_
     entry = client.get("/api/ingest-log").json()["items"][0]
     assert entry["skipped"] == len(spans_of(doc)) + 1 and entry["used"] == 0
     assert {r["count"] for r in entry["reasons"]} == {len(spans_of(doc)), 1}
-
-
-def as_protobuf_or_json(doc: dict) -> str:
-    return json.dumps(doc)
 
 
 @pytest.mark.parametrize("headers, body, status, words", [
@@ -139,6 +140,20 @@ def test_bodies_that_cannot_be_read_are_refused_with_a_message_and_logged(client
     assert answer.status_code == status and words in answer.json()["error"]
     entry = client.get("/api/ingest-log").json()["items"][0]
     assert entry["status"] == status and words in entry["error"]
+
+
+def test_a_trace_without_its_root_span_is_built_once_batches_pause_and_stays_receiving(client, app, monkeypatch):
+    monkeypatch.setattr("app.live.BUILD_DELAY_S", 0.2)
+    first, _ = split(json.loads(OTLP.read_text()))
+    client.post("/v1/traces", content=json.dumps(first), headers=JSON)
+    trace_id = whole()["trace_id"]
+    deadline = time.monotonic() + 10
+    while client.get(f"/api/traces/{trace_id}").status_code == 404:
+        assert time.monotonic() < deadline, "the builder never built the trace"
+        time.sleep(0.05)
+    assert client.get(f"/api/traces/{trace_id}/live").json()["status"] == "receiving"
+    assert "receiving" in client.get(f"/traces/{trace_id}").text
+    assert client.get("/api/traces/nope/live").status_code == 404
 
 
 def test_the_decompressed_size_is_what_the_limit_applies_to(tmp_path):

@@ -73,6 +73,20 @@ def read_trace(trace_id: str, db: DbDep):
     return trace
 
 
+@router.get("/{trace_id}/live", responses={404: {"description": "no trace received from an exporter with this id"}})
+def read_live_status(trace_id: str, db: DbDep):
+    """How a trace sent by an exporter stands: `receiving` (its root span has not arrived), `building`
+    (stored once the builder has run), `complete`; with spans received and the last build's error."""
+    status = queries.live_status(db, trace_id)
+    if status is None:
+        raise HTTPException(404, f"no trace received from an exporter with id '{trace_id}'")
+    return {"status": status["status"], "source": status["source"], "received": status["received"],
+            "first_received_at": status["first_received_at"].isoformat() + "Z",
+            "last_received_at": status["last_received_at"].isoformat() + "Z",
+            "built_at": status["built_at"].isoformat() + "Z" if status["built_at"] else None,
+            "build_error": status["build_error"]}
+
+
 @router.get("/{trace_id}/figure")
 def read_figure(trace_id: str, db: DbDep, cache: CacheDep, group: Literal["auto", "role", "agent"] = "auto",
                 expand: list[str] = Query([])):

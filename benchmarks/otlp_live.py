@@ -1,0 +1,256 @@
+"""Live OTLP receive speed (issue 11): a 20,000-span run of 1,000 sub-agents sent to `POST /v1/traces` by the
+OpenTelemetry SDK's own OTLP/HTTP exporter, in the BatchSpanProcessor's default 512-span batches.
+
+The spans are real SDK spans (GenAI semantic conventions), made with explicit times and recorded in memory
+before the clock starts; then the standard `OTLPSpanExporter` (protobuf, no compression) is given them in
+512-span batches, oldest first, one after the other, exactly as a BatchSpanProcessor's worker does when spans
+come faster than it exports. The clock runs from the first export request to the moment the whole trace is
+stored and complete. Reference in the same run: the same spans as one OTLP/JSON document to `POST /api/traces`.
+Arize Phoenix took 226 s for this workload; the target is < 3 s.
+
+Run with `.venv/bin/python benchmarks/otlp_live.py`. Prints figures; asserts nothing.
+"""
+
+import argparse
+import base64
+import json
+import statistics
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from google.protobuf.json_format import MessageToDict  # noqa: E402
+from opentelemetry import trace  # noqa: E402
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: E402
+from opentelemetry.sdk.resources import Resource  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExportResult  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+from ingest import start_server  # noqa: E402
+
+PHOENIX_S = 226.0  # issue 11: Arize Phoenix, the same workload
+TARGET_S = 3.0
+MS = 1_000_000  # ns
+STORED_TIMEOUT_S = 600
+
+
+def calls(*pairs: tuple[str, str]) -> str:
+    """gen_ai.output.messages of a model answer asking for these tool calls (id, tool name)."""
+    return json.dumps([{"role": "assistant", "parts": [{"type": "tool_call", "id": call_id, "name": name,
+                                                         "arguments": {}} for call_id, name in pairs]}])
+
+
+ANSWER = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "done"}]}])
+
+
+def record_run(workers: int, wave: int, rounds: int) -> list:
+    """A run made with the SDK tracer: `invoke_agent orchestrator` asks in one model call for `wave`
+    `execute_tool delegate` calls at a time, each starting an `invoke_agent worker` sub-agent that does
+    `rounds` (or one more) chat + `execute_tool search` rounds and a final chat. The finished spans, in the
+    order they end (the order a BatchSpanProcessor queues them)."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "otlp-live-bench"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("orchestrace.benchmarks.otlp_live")
+    model = "gpt-bench"
+
+    def start(name: str, parent, t: int, kind=trace.SpanKind.INTERNAL, **attributes):
+        context = trace.set_span_in_context(parent) if parent is not None else None
+        return tracer.start_span(name, context=context, kind=kind, start_time=t, attributes=attributes)
+
+    def chat(parent, t: int, output: str, tokens_in: int) -> int:
+        start(f"chat {model}", parent, t, trace.SpanKind.CLIENT, **{
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": model, "gen_ai.output.messages": output,
+            "gen_ai.usage.input_tokens": tokens_in, "gen_ai.usage.output_tokens": 40}).end(end_time=t + 3 * MS)
+        return t + 3 * MS
+
+    t = time.time_ns() - 3600 * 1000 * MS
+    root = start("invoke_agent orchestrator", None, t, **{
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "orchestrator"})
+    t += MS
+    for first in range(0, workers, wave):
+        team = range(first, min(first + wave, workers))
+        t = chat(root, t, calls(*((f"delegate-{w}", "delegate") for w in team)), 500 + first)
+        ends = []
+        for w in team:  # the wave's sub-agents run side by side
+            s = t + (w - first) * MS // 10
+            tool = start("execute_tool delegate", root, s, **{
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "delegate",
+                "gen_ai.tool.call.id": f"delegate-{w}"})
+            s += MS // 10
+            agent = start("invoke_agent worker", tool, s, **{
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "worker"})
+            for r in range(rounds + w % 2):
+                call_id = f"search-{w}-{r}"
+                s = chat(agent, s, calls((call_id, "search")), 200 + r)
+                start("execute_tool search", agent, s, **{
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                    "gen_ai.tool.call.id": call_id}).end(end_time=s + MS)
+                s += 2 * MS
+            s = chat(agent, s, ANSWER, 300)
+            agent.end(end_time=s)
+            tool.end(end_time=s + MS // 10)
+            ends.append(s + MS // 10)
+        t = max(ends) + MS
+    t = chat(root, t, ANSWER, 1000)
+    root.end(end_time=t + MS)
+    spans = sorted(memory.get_finished_spans(), key=lambda span: span.end_time)  # stable: ties keep end() order
+    provider.shutdown()
+    return spans
+
+
+def otlp_json(spans, trace_hex: str | None = None) -> bytes:
+    """The spans as one OTLP/JSON document (hex ids), optionally under another trace id."""
+    doc = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for span in ss["spans"]:
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if span.get(key):
+                        span[key] = base64.b64decode(span[key]).hex()
+                if trace_hex:
+                    span["traceId"] = trace_hex
+    return json.dumps(doc).encode()
+
+
+def encode_seconds(batch) -> float:
+    """What the exporter spends encoding one batch to protobuf before sending it (included in its answer time)."""
+    start = time.perf_counter()
+    encode_spans(batch).SerializePartialToString()
+    return time.perf_counter() - start
+
+
+def get_json(url: str):
+    with urllib.request.urlopen(url) as response:
+        return json.loads(response.read())
+
+
+def live_status(url: str, trace_id: str) -> str | None:
+    """receiving / building / complete (`GET /api/traces/{id}/live`), or None before the first batch."""
+    try:
+        return get_json(f"{url}/api/traces/{urllib.parse.quote(trace_id)}/live")["status"]
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise
+
+
+def stored_events(url: str, trace_id: str) -> int | None:
+    """Events of the stored trace, from its summary (cheap), or None before it is stored."""
+    query = urllib.parse.urlencode({"q": trace_id, "limit": 1})
+    items = get_json(f"{url}/api/traces?{query}")["items"]
+    return items[0]["events"] if items and items[0]["trace_id"] == trace_id else None
+
+
+def send_live(url: str, spans: list, batch_size: int, events: int) -> dict:
+    """Export the spans in batches; seconds until the whole trace is stored, and each batch's answer time."""
+    trace_id = f"otlp-{spans[0].context.trace_id:032x}"
+    exporter = OTLPSpanExporter(endpoint=f"{url}/v1/traces")
+    batches = [spans[i:i + batch_size] for i in range(0, len(spans), batch_size)]
+    answers, failed = [], 0
+    start = time.perf_counter()
+    for batch in batches:
+        sent = time.perf_counter()
+        failed += exporter.export(batch) != SpanExportResult.SUCCESS
+        answers.append(time.perf_counter() - sent)
+    exported = time.perf_counter() - start
+    polls = 0
+    # the root span arrived and the trace was built after the last batch: stored whole
+    while live_status(url, trace_id) != "complete":
+        polls += 1
+        if time.perf_counter() - start > STORED_TIMEOUT_S:
+            break
+        time.sleep(0.01)
+    stored = time.perf_counter() - start
+    exporter.shutdown()
+    return {"trace_id": trace_id, "stored": stored, "exported": exported, "answers": answers, "failed": failed,
+            "batches": len(batches), "polls": polls, "complete": stored_events(url, trace_id) == events}
+
+
+def post_json(url: str, body: bytes) -> float:
+    """Seconds from sending the OTLP/JSON document to the 201 answer (the trace is stored by then)."""
+    request = urllib.request.Request(f"{url}/api/traces?format=otlp", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    start = time.perf_counter()
+    with urllib.request.urlopen(request) as response:
+        response.read()
+        assert response.status == 201
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=1000, help="sub-agents")
+    parser.add_argument("--wave", type=int, default=10, help="sub-agents the orchestrator starts at once")
+    parser.add_argument("--rounds", type=int, default=8, help="chat + tool rounds of a sub-agent (or one more)")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--url", help="measure this running server (e.g. one under py-spy) instead of starting one")
+    args = parser.parse_args()
+    batch_size = BatchSpanProcessor._default_max_export_batch_size()  # 512 unless OTEL_BSP_MAX_EXPORT_BATCH_SIZE
+
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, url = (None, args.url.rstrip("/")) if args.url else start_server(Path(tmp) / "server.duckdb")
+        try:
+            runs, references, checks = [], [], []
+            for run in range(args.repeat):
+                spans = record_run(args.workers, args.wave, args.rounds)  # a fresh trace id each run
+                live_hex = f"{spans[0].context.trace_id:032x}"
+                ref_hex = f"{spans[0].context.trace_id ^ 1:032x}"
+                body = otlp_json(spans, ref_hex)
+                encode_s = sum(encode_seconds(spans[i:i + batch_size]) for i in range(0, len(spans), batch_size))
+                references.append(post_json(url, body))  # also gives the number of events to wait for
+                reference_trace = get_json(f"{url}/api/traces/otlp-{ref_hex}")
+                n_events = len(reference_trace["events"])
+                result = send_live(url, spans, batch_size, n_events)
+                result["encode"] = encode_s
+                runs.append(result)
+                live = get_json(f"{url}/api/traces/{result['trace_id']}")
+                checks.append(json.dumps(live).replace(live_hex, ref_hex) == json.dumps(reference_trace))
+                if run == 0:
+                    spawns = sum(e["type"] == "spawn" for e in live["events"])
+                    agents = len({e["agent"] for e in live["events"] if e["type"] != "tool_result"})
+                    print(f"workload: {len(spans):,} spans ({len(body) / 1e6:.1f} MB as OTLP/JSON), "
+                          f"{args.workers:,} sub-agents -> {n_events:,} events, {len(live['edges']):,} edges, "
+                          f"{agents:,} agents, {spawns:,} spawns, "
+                          f"{live['costs']['tokens']:,} tokens")
+        finally:
+            if proc is not None:
+                proc.terminate()
+                proc.wait()
+
+    stored = sorted(r["stored"] for r in runs)
+    answers = [a for r in runs for a in r["answers"]]
+    last = [r["answers"][-1] for r in runs]  # the batch with the root span (the build runs after its answer)
+    reference = statistics.median(references)
+    live_s = statistics.median(stored)
+    print(f"OTLP/HTTP protobuf, {runs[0]['batches']} batches of <= {batch_size} spans per run "
+          f"(failed exports: {sum(r['failed'] for r in runs)}):")
+    issue_11 = args.workers == 1000 and args.rounds == 8  # the workload Phoenix was timed on
+    print(f"  first export request -> trace stored and complete: median {live_s:.2f} s over {args.repeat} runs "
+          f"(range {stored[0]:.2f}-{stored[-1]:.2f} s)"
+          + (f"; target < {TARGET_S:.0f} s, Phoenix {PHOENIX_S:.0f} s" if issue_11 else ""))
+    print(f"  per-batch answer time: median {statistics.median(answers) * 1000:.0f} ms "
+          f"(range {min(answers) * 1000:.0f}-{max(answers) * 1000:.0f} ms); the last batch (root span, build after "
+          f"the trace): median {statistics.median(last) * 1000:.0f} ms")
+    print(f"  of which the exporter's own protobuf encoding: median {statistics.median(r['encode'] for r in runs):.2f}"
+          f" s per run; all batches answered after {statistics.median(r['exported'] for r in runs):.2f} s (median)")
+    print(f"  every event stored when complete: {all(r['complete'] for r in runs)}; "
+          f"stored trace equal to the reference's: {all(checks)}")
+    print(f"reference: the same spans as one OTLP/JSON request to POST /api/traces -> stored: median "
+          f"{reference:.2f} s (range {min(references):.2f}-{max(references):.2f} s)")
+    print(f"ratio live / one request: {live_s / reference:.2f}"
+          + (f"; Phoenix / live: {PHOENIX_S / live_s:.0f}x" if issue_11 else ""))
+
+
+if __name__ == "__main__":
+    main()
