@@ -240,8 +240,8 @@ def main() -> None:
           f"(range {stored[0]:.2f}-{stored[-1]:.2f} s)"
           + (f"; target < {TARGET_S:.0f} s, Phoenix {PHOENIX_S:.0f} s" if issue_11 else ""))
     print(f"  per-batch answer time: median {statistics.median(answers) * 1000:.0f} ms "
-          f"(range {min(answers) * 1000:.0f}-{max(answers) * 1000:.0f} ms); the last batch (root span, build after "
-          f"the trace): median {statistics.median(last) * 1000:.0f} ms")
+          f"(range {min(answers) * 1000:.0f}-{max(answers) * 1000:.0f} ms); the last batch (the root span; "
+          f"the build runs after this answer): median {statistics.median(last) * 1000:.0f} ms")
     print(f"  of which the exporter's own protobuf encoding: median {statistics.median(r['encode'] for r in runs):.2f}"
           f" s per run; all batches answered after {statistics.median(r['exported'] for r in runs):.2f} s (median)")
     print(f"  every event stored when complete: {all(r['complete'] for r in runs)}; "
