@@ -33,8 +33,7 @@ OTLP, AGENTS = "otlp", "openai_agents"
 # own): held under this source until a run of those agents is built, which takes them in.
 CREATED = "otlp_created"
 BUILD_DELAY_S = 1.0
-NO_AGENT_SPAN = ("no agent, model or tool span so far in its trace (OpenTelemetry GenAI, OpenInference or "
-                 "OpenLLMetry conventions): nothing to build")
+
 
 
 @dataclass
@@ -128,7 +127,7 @@ class LiveTraces:
                     continue
                 known = queries.live_trace(cur, source, source_trace)
                 if known is None and not part.usable:
-                    receipt.skip(f"trace {source_trace}: {NO_AGENT_SPAN}", len(new))
+                    receipt.skip(f"trace {source_trace}: {otlp.NO_AGENT_SPAN} so far: nothing to build", len(new))
                     continue
                 receipt.used += len(new)
                 trace_id = _trace_id(source, source_trace)

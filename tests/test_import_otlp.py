@@ -18,7 +18,7 @@ import pytest
 
 from app.importers.common import ImportFailed
 from app.importers.openai_agents import looks_like_openai_agents
-from app.importers.otlp import import_otlp, looks_like_otlp
+from app.importers.otlp import NO_AGENT_SPAN, import_otlp, looks_like_otlp
 from app.validation import validate_trace
 from imported import edges, first_event, one, only_trace, timeline_pairs
 
@@ -373,7 +373,7 @@ def test_a_trace_without_genai_spans_is_skipped_with_a_warning():
     genai["resourceSpans"][0]["scopeSpans"][0]["spans"].append(other)
     result = import_otlp(genai)
     assert len(result.traces) == 1
-    assert f"trace {'0' * 31}1: no GenAI span, skipped" in result.warnings
+    assert f"trace {'0' * 31}1: {NO_AGENT_SPAN}, skipped" in result.warnings
     # an exporter batch may hold only such spans: nothing to import, but nothing malformed either
     assert import_otlp(document(other)).traces == []
     assert import_otlp({"resourceSpans": []}).warnings == ["the document has no spans"]

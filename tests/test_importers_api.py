@@ -108,6 +108,24 @@ def test_cli_import_reads_a_session_folder_and_other_formats(tmp_path, monkeypat
     assert main(["import", "--format", "otlp", str(SESSION)]) == 1
 
 
+def test_cli_import_that_imports_nothing_says_so_and_exits_1(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ORCHESTRACE_DB", str(tmp_path / "cli.duckdb"))
+    doc = json.loads(OTLP.read_text())
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for span in ss["spans"]:
+                span["name"], span["attributes"] = "GET /health", []
+    http_only = tmp_path / "http.json"
+    http_only.write_text(json.dumps(doc))
+    assert main(["import", str(http_only)]) == 1
+    out = capsys.readouterr()
+    assert "ingested 0 trace(s)" in out.out and "no agent, model or tool span" in out.out
+    assert "nothing imported" in out.err
+    assert main(["import", str(OTLP)]) == 0
+    assert main(["import", str(OTLP)]) == 0  # already stored: skipped, which is not nothing
+    assert "skipped 1 already stored" in capsys.readouterr().out
+
+
 def test_cli_posts_a_session_with_its_sub_agents_to_the_server_holding_the_database(tmp_path, capsys):
     db = tmp_path / "held.duckdb"
     with socket.socket() as sock:

@@ -36,7 +36,7 @@ Choices where the mapping is silent, made for an auditor who wants to trace ever
 - t = 0 and `wall_clock_s` are measured over all spans of the trace, GenAI or not. `costs.messages`
   counts LLM calls (spec), decisions included, so it can exceed the number of `message` events.
 - A duplicate spanId (an exporter retry) keeps the first span; a parent missing from the document
-  makes a root. Both are warnings. A trace with no GenAI span is skipped with a warning, and a
+  makes a root. Both are warnings. A trace with no agent, model or tool span is skipped with a warning, and a
   document with none (e.g. an exporter batch of HTTP spans) gives no trace: it is not malformed.
 - task_id: the root span's `gen_ai.conversation.id`, else the root agent's, else the workflow name,
   else the traceId. system: the scope name of the root agent span, else of the root span, else
@@ -71,6 +71,7 @@ INTERNAL, CLIENT, MAX_SPAN_KIND = 1, 3, 5
 STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 TRACE_ID_PREFIX = "otlp-"  # + the 32 hex digits of the traceId: the stored trace's id
 USER = "user"
+NO_AGENT_SPAN = "no agent, model or tool span (OpenTelemetry GenAI, OpenInference or OpenLLMetry conventions)"
 SYSTEM = "system"  # spawns by no agent, e.g. create_agent outside any agent span
 UNKNOWN_SERVICE = "unknown_service"
 
@@ -613,7 +614,7 @@ class _Trace:
             self.warnings.append(f"trace {self.trace_id}: {count} span(s) with unknown operation "
                                  f"{show(operation)} skipped")
         if not self.b.times:
-            self.warnings.append(f"trace {self.trace_id}: no GenAI span, skipped")
+            self.warnings.append(f"trace {self.trace_id}: {NO_AGENT_SPAN}, skipped")
             return None
         self._link_agents()
         if not self.tokens and not self.llm_calls:

@@ -59,7 +59,7 @@ async def create_upload(request: Request, db: DbDep, settings: SettingsDep):
     try:
         uploads = await read_uploads(request)
         result["ingested"], _, result["warnings"] = await run_in_threadpool(
-            ingest, db, uploads, "error", settings.max_body_bytes)
+            ingest, db, uploads, "error", settings.max_body_bytes, endpoint="POST /upload")
         status = 201
     except DocumentError as exc:
         result["error"], status = str(exc), 400
