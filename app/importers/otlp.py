@@ -102,6 +102,7 @@ AGENT_USAGE_KEYS = (USAGE_KEYS[0] + ("gen_ai.aggregated_usage.input_tokens",),
 CACHE_METRICS = {"gen_ai.usage.cache_read.input_tokens": "cache_read_input_tokens",
                  "gen_ai.usage.cache_creation.input_tokens": "cache_creation_input_tokens"}
 
+INSTRUMENTATION_PREFIX = re.compile(r"^(openinference|opentelemetry)\.instrumentation\.")
 _HEX = {TRACE_ID_BYTES: re.compile(r"[0-9a-fA-F]{32}"), SPAN_ID_BYTES: re.compile(r"[0-9a-fA-F]{16}")}
 _ENDS = itemgetter(0, 1)
 
@@ -1009,9 +1010,11 @@ class _Trace:
         return self.workflow or self.trace_id
 
     def _system(self, root: _Span) -> str:
+        """The framework: the scope of the root agent (or root) span, named without an instrumentation
+        package's prefix (`openinference.instrumentation.crewai` is crewai)."""
         for span in (self.root_agent_span, root):
             if span is not None and span.scope:
-                return span.scope
+                return INSTRUMENTATION_PREFIX.sub("", span.scope) or span.scope
         return root.service
 
 
