@@ -3,8 +3,10 @@
 The API, the CLI and every importer call this one validator, so a trace is
 accepted or rejected for the same reasons with the same messages everywhere.
 It reports every problem, in document order, with a path to the offending value.
-Large traces take a columnar fast path that only proves validity; any doubt about
-a chunk of events or edges falls back to the per-item walk that words the problems.
+Valid traces are the common case, so a columnar fast path first tries to prove the
+whole trace valid (a bulk load of many small traces pays for little else); failing
+that, large traces are proven valid a chunk of events or edges at a time, and any doubt
+about a chunk falls back to the per-item walk that words the problems.
 """
 
 import json
@@ -12,6 +14,7 @@ import math
 from collections.abc import Container
 from dataclasses import dataclass
 from itertools import count, repeat
+from operator import itemgetter
 
 from app.taxonomy import (
     EDGE_KEYS,
@@ -28,8 +31,14 @@ from app.taxonomy import (
 
 _EVENT_TYPE_SET = frozenset(EVENT_TYPES)
 _EDGE_TYPE_SET = frozenset(EDGE_TYPES)
+_TRACE_KEY_SET = frozenset(TRACE_KEYS)
+_TRACE_REQUIRED_SET = frozenset(TRACE_REQUIRED_KEYS)
+_REQUIRED_COST_SET = frozenset(REQUIRED_COSTS)
 _STR_ONLY = {str}
+_BOOL_ONLY = {bool}
 _NUMBER_TYPES = {int, float}
+_EVENT_REQUIRED = itemgetter(*EVENT_REQUIRED_KEYS)
+_EDGE_VALUES = itemgetter(*EDGE_KEYS)
 # Events and edges are proven valid a chunk at a time, so a few bad ones slow down only their chunks.
 _CHUNK = 512
 _SHOWN_CHARS = 60  # longer values are cut so one bad blob cannot flood a report
@@ -50,6 +59,11 @@ def format_problem(p: Problem) -> str:
 
 def validate_trace(obj) -> list[Problem]:
     """Return every problem of a parsed JSON trace in document order; [] when valid."""
+    return [] if _certainly_valid(obj) else _problems(obj)
+
+
+def _problems(obj) -> list[Problem]:
+    """The walk that finds and words every problem."""
     if not isinstance(obj, dict):
         return [Problem("", f"{_show(obj)} is not an object")]
     problems = _missing(obj, TRACE_REQUIRED_KEYS, "")
@@ -76,6 +90,30 @@ def validate_trace(obj) -> list[Problem]:
     return problems
 
 
+def _certainly_valid(trace) -> bool:
+    """True only for a valid trace; False leaves the verdict to the walk, which also words the problems."""
+    if type(trace) is not dict or not _TRACE_REQUIRED_SET <= trace.keys() <= _TRACE_KEY_SET:
+        return False
+    trace_id, task_id, costs = trace["trace_id"], trace["task_id"], trace["costs"]
+    events, edges = trace["events"], trace["edges"]
+    if not (type(trace_id) is str and trace_id and type(task_id) is str and task_id
+            and type(trace.get("system", "")) is str and trace.get("topology", TOPOLOGIES[0]) in TOPOLOGIES
+            and _numbers_look_valid(costs, non_negative=True) and _REQUIRED_COST_SET <= costs.keys()
+            and _numbers_look_valid(trace["rewards"]) and _numbers_look_valid(trace.get("metrics", {}))
+            and type(events) is list and events and type(edges) is list):
+        return False
+    ids = _valid_event_ids(events)
+    return ids is not None and (not edges or _edges_look_valid(edges, set(ids)))
+
+
+def _numbers_look_valid(value, non_negative=False) -> bool:
+    """True when value is an object of finite (and, if asked, non-negative) numbers."""
+    if type(value) is not dict:
+        return False
+    numbers = list(value.values())
+    return not numbers or (set(map(type, numbers)) <= _NUMBER_TYPES and _finite(numbers, non_negative))
+
+
 def _check_events(events) -> tuple[list[Problem], dict[str, int] | None]:
     """Problems of the events array, and where each valid id first appears (None if unknowable)."""
     if not isinstance(events, list):
@@ -95,57 +133,38 @@ def _check_events(events) -> tuple[list[Problem], dict[str, int] | None]:
     return problems, first_seen
 
 
-def _valid_event_ids(events: list) -> list[str] | None:
-    """The ids, unique among these events, when every event is certainly valid, else None."""
+def _valid_event_ids(events: list) -> tuple[str, ...] | None:
+    """The ids, unique among these events (at least one), when every event is certainly valid, else None."""
     # Each check is one C-level pass over a column: no Python bytecode runs per event.
-    if set(map(type, events)) != {dict}:
+    try:
+        # Only an object can be indexed by a key: a TypeError means an event is not one.
+        ids, ts, types, agents = zip(*map(_EVENT_REQUIRED, events))
+        for key in EVENT_STRING_KEYS:  # str.join takes nothing but strings
+            "".join(map(dict.get, events, repeat(key), repeat("")))
+        valid = (_all_strings(ids) and _all_strings(agents) and all(agents) and _EVENT_TYPE_SET.issuperset(types)
+                 and set(map(type, ts)) <= _NUMBER_TYPES and _finite(ts, non_negative=True)
+                 and all(set(map(type, map(dict.get, events, repeat(key), repeat(False)))) <= _BOOL_ONLY
+                         for key in EVENT_BOOLEAN_KEYS))
+    except (KeyError, TypeError):  # TypeError also for an unhashable type
         return None
-    ids = _column(events, "id")
-    if not _all_strings(ids):
+    if not valid:
         return None
     id_set = set(ids)
-    if "" in id_set or len(id_set) != len(ids):
-        return None
-    ts = _column(events, "t")
-    if not set(map(type, ts)) <= _NUMBER_TYPES or not _finite_non_negative(ts):
-        return None
-    if not _is_subset(_column(events, "type"), _EVENT_TYPE_SET):
-        return None
-    agents = _column(events, "agent")
-    if not _all_strings(agents) or not all(agents):
-        return None
-    for keys, absent in ((EVENT_STRING_KEYS, ""), (EVENT_BOOLEAN_KEYS, False)):
-        for key in keys:
-            if not set(map(type, _column(events, key, absent))) <= {type(absent)}:
-                return None
-    return ids
+    return ids if "" not in id_set and len(id_set) == len(ids) else None
 
 
-def _column(rows: list[dict], key: str, absent=None) -> list:
-    """The value of key in every row, absent where it is missing."""
-    return list(map(dict.get, rows, repeat(key), repeat(absent)))
-
-
-def _all_strings(values: list) -> bool:
+def _all_strings(values) -> bool:
     """True when every value is exactly a str."""
     return set(map(type, values)) <= _STR_ONLY
 
 
-def _is_subset(values: list, allowed: Container[str]) -> bool:
-    """True when every value is one of the allowed strings; nothing but a str can equal one."""
-    try:
-        return all(map(allowed.__contains__, values))
-    except TypeError:  # an unhashable value, such as a list
-        return False
-
-
-def _finite_non_negative(numbers: list) -> bool:
-    """True when every number is finite and >= 0; the sum is NaN or infinite if any term is."""
+def _finite(numbers, non_negative=False) -> bool:
+    """True when every number is finite (and >= 0 if asked); the sum is NaN or infinite if any term is."""
     try:
         total = sum(numbers)
     except OverflowError:  # a huge int beside a float: leave it to the exact walk
         return False
-    return total - total == 0 and min(numbers) >= 0
+    return total - total == 0 and (not non_negative or min(numbers) >= 0)
 
 
 def _event_problems(event, index: int, first_seen: dict) -> list[Problem]:
@@ -184,23 +203,23 @@ def _check_edges(edges, ids: Container[str] | None) -> list[Problem]:
     if not isinstance(edges, list):
         return [Problem("edges", f"{_show(edges)} is not an array")]
     problems = []
+    known = None if ids is None else set(ids)
     for start in range(0, len(edges), _CHUNK):
         chunk = edges[start : start + _CHUNK]
-        if ids is None or not _edges_look_valid(chunk, ids):
+        if known is None or not _edges_look_valid(chunk, known):
             for index, edge in enumerate(chunk, start):
-                problems += _edge_problems(edge, f"edges[{index}]", ids)
+                problems += _edge_problems(edge, f"edges[{index}]", known)
     return problems
 
 
-def _edges_look_valid(edges: list, ids: Container[str]) -> bool:
-    """True when every edge is certainly valid; exactly three keys, all present, rules out extras."""
-    if not set(map(type, edges)) <= {dict} or not set(map(len, edges)) <= {len(EDGE_KEYS)}:
+def _edges_look_valid(edges: list, ids: set[str]) -> bool:
+    """True when every edge (at least one) is certainly valid; exactly three keys, all present, rules out extras."""
+    try:
+        src, dst, types = zip(*map(_EDGE_VALUES, edges))  # a TypeError: an edge is not an object
+        return (set(map(len, edges)) == {len(EDGE_KEYS)} and ids.issuperset(src) and ids.issuperset(dst)
+                and _EDGE_TYPE_SET.issuperset(types))
+    except (KeyError, TypeError):  # TypeError also for an unhashable value
         return False
-    return (
-        _is_subset(_column(edges, "src"), ids)
-        and _is_subset(_column(edges, "dst"), ids)
-        and _is_subset(_column(edges, "type"), _EDGE_TYPE_SET)
-    )
 
 
 def _edge_problems(edge, path: str, ids: Container[str] | None) -> list[Problem]:

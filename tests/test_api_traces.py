@@ -41,6 +41,28 @@ def test_integers_at_the_64_bit_edges_stay_exact(client, value):
     assert json.dumps(back) == json.dumps(trace)
 
 
+def test_many_traces_in_one_request_round_trip_exactly(app, client):
+    """A bulk load keeps each event whole: key order, other properties (or none), and `t` as float or as an
+    integer no double holds; n_agents leaves tool results out."""
+    traces = []
+    for i in range(40):
+        trace = make_trace(f"v{i}")
+        events = trace["events"]
+        events[0] = {"agent": "lead", "t": 2**53 + i, "id": "e1", "type": "orchestrator_decision"}  # no double holds it
+        events[1]["t"] = float(i)
+        if i % 2:
+            events[5] = {"note": {"i": i}, **events[5]}  # another property first
+        traces.append(trace)
+    traces.append(make_trace("tool-only", edges=[],  # t beyond 64 bits
+                             events=[{"id": "e1", "t": 10**30, "type": "tool_result", "agent": "web.search"}]))
+    assert post_json(client, traces).status_code == 201
+    for trace in traces:
+        assert json.dumps(client.get(f"/api/traces/{trace['trace_id']}").json()) == json.dumps(trace)
+    counts = app.state.db.execute("SELECT trace_id, n_events, n_edges, n_agents, t_max FROM traces "
+                                  "WHERE trace_id IN ('v3', 'tool-only') ORDER BY trace_id").fetchall()
+    assert counts == [("tool-only", 1, 0, 0, 1e30), ("v3", 6, 4, 2, float(2**53 + 3))]
+
+
 def test_array_and_json_lines_bodies(client):
     array = [make_trace("a1"), make_trace("a2")]
     assert post_json(client, array).json()["ingested"] == ["a1", "a2"]

@@ -20,7 +20,7 @@ from app.taxonomy import (
     TRACE_KEYS,
     TRACE_REQUIRED_KEYS,
 )
-from app.validation import _CHUNK, Problem, format_problem, validate_trace
+from app.validation import _CHUNK, Problem, _certainly_valid, _problems, format_problem, validate_trace
 
 PROPERTY_SETTINGS = settings(max_examples=100, deadline=None)
 # Rules the published schema cannot express; only these may reject what jsonschema accepts.
@@ -286,6 +286,12 @@ def test_large_trace_problems_are_found_across_chunks():
     ]
 
 
+def test_valid_traces_take_the_fast_path():
+    example = json.loads(anchor("example_trace.json").read_text())
+    for trace in (small_trace(), large_trace(3 * _CHUNK), example):
+        assert _certainly_valid(trace)
+
+
 def test_format_problem():
     assert format_problem(Problem("costs.tokens", "-5 is below 0")) == "costs.tokens: -5 is below 0"
     assert format_problem(Problem("", "missing required key 'costs'")) == "missing required key 'costs'"
@@ -422,3 +428,10 @@ def test_mutated_traces_agree_with_published_schema(schema_validator, trace):
         assert all(beyond_schema(p) for p in problems), problems
     else:
         assert problems
+
+
+@PROPERTY_SETTINGS
+@given(mutated_traces())
+def test_fast_path_passes_only_traces_the_walk_finds_valid(trace):
+    if _certainly_valid(trace):
+        assert _problems(trace) == []
