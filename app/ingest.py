@@ -1,6 +1,6 @@
 """The one ingest path shared by the API, the CLI and `orchestrace demo`: parse, validate, store."""
 
-from app import ingest_log, queries
+from app import ingest_log
 from app.db import Database
 from app.documents import DEFAULT_MAX_BYTES, DocumentError, TooLarge, Upload
 from app.errors import status_of
@@ -68,18 +68,20 @@ def ingest(db: Database, uploads: list[Upload], existing: str = "error", max_byt
     try:
         result = load_uploads(uploads, max_bytes, fmt, keep_content)
         receipt.received, receipt.warnings = len(result.traces), result.warnings
-        taken = set(queries.stored_trace_ids(db, [t["trace_id"] for t in result.traces]))
-        stored, skipped = store_traces(db, result.traces, existing)
+
+        def log(cur, stored: list[str], before: set[str]) -> None:
+            receipt.used = len(stored)
+            receipt.created = [i for i in stored if i not in before]
+            receipt.extended = [i for i in stored if i in before]
+            if len(stored) < receipt.received:
+                receipt.skip("already stored (skipped: replace was not asked for)", receipt.received - len(stored))
+            ingest_log.insert(cur, receipt)
+
+        stored, skipped = store_traces(db, result.traces, existing, then=log)
     except (DocumentError, ImportFailed, InvalidTraces, TracesExist, TooLarge) as exc:
         for problem in getattr(exc, "errors", ())[:MAX_LOGGED_PROBLEMS]:
             where = f"{problem['path']}: " if problem["path"] else ""
             receipt.warnings.append(f"trace {problem['trace']}: {where}{problem['message']}")
         ingest_log.record(db, receipt.refused(status_of(exc), str(exc)))
         raise
-    receipt.used = len(stored)
-    receipt.created = [i for i in stored if i not in taken]
-    receipt.extended = [i for i in stored if i in taken]
-    if skipped:
-        receipt.skip("already stored (skipped: replace was not asked for)", len(skipped))
-    ingest_log.record(db, receipt)
     return stored, skipped, result.warnings

@@ -44,14 +44,17 @@ class Receipt:
         return self
 
 
-def record(db: Database, receipt: Receipt) -> str:
-    """Append the receipt to the log; returns its id."""
-    entry_id = uuid.uuid4().hex[:16]
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
+def record(db: Database, receipt: Receipt) -> None:
+    """Append the receipt to the log, in a transaction of its own."""
     with db.transaction() as cur:
-        cur.execute(
-            "INSERT INTO ingest_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [entry_id, now, receipt.endpoint, receipt.format, receipt.unit, receipt.received, receipt.used,
-             receipt.duplicates, receipt.skipped_count, json.dumps(receipt.reasons()), json.dumps(receipt.created),
-             json.dumps(receipt.extended), receipt.status, receipt.error])
-    return entry_id
+        insert(cur, receipt)
+
+
+def insert(cur, receipt: Receipt) -> None:
+    """Append the receipt to the log inside the caller's transaction (so it commits with what it logs)."""
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    cur.execute(
+        "INSERT INTO ingest_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [uuid.uuid4().hex[:16], now, receipt.endpoint, receipt.format, receipt.unit, receipt.received, receipt.used,
+         receipt.duplicates, receipt.skipped_count, json.dumps(receipt.reasons()), json.dumps(receipt.created),
+         json.dumps(receipt.extended), receipt.status, receipt.error])

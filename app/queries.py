@@ -94,13 +94,6 @@ def trace_exists(db: Database, trace_id: str) -> bool:
     return db.scalar("SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id]) > 0
 
 
-def stored_trace_ids(db: Database, trace_ids: list[str]) -> list[str]:
-    """Which of these trace ids are stored."""
-    rows = db.execute("SELECT trace_id FROM traces WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))",
-                      [trace_ids]).fetchall()
-    return [row[0] for row in rows]
-
-
 def read_trace(db: Database, trace_id: str) -> dict | None:
     """The trace as ingested: same keys, values, events and edges in their original order."""
     head = db.fetchone(

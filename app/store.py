@@ -7,6 +7,7 @@ Python step per event; counts and maxima per trace are aggregated by DuckDB.
 """
 
 import math
+from collections.abc import Callable
 from datetime import datetime, timezone
 from itertools import chain, repeat
 from operator import itemgetter
@@ -40,8 +41,10 @@ class TracesExist(Exception):
         super().__init__(f"already stored: {', '.join(trace_ids)} (use ?replace=true to replace)")
 
 
-def store_traces(db: Database, traces: list[dict], existing: str = "error") -> tuple[list[str], list[str]]:
-    """Store valid traces in one transaction; `existing` is "error", "replace" or "skip".
+def store_traces(db: Database, traces: list[dict], existing: str = "error",
+                 then: Callable[[object, list[str], set[str]], None] | None = None) -> tuple[list[str], list[str]]:
+    """Store valid traces in one transaction; `existing` is "error", "replace" or "skip". `then(cursor,
+    stored ids, ids that were stored before)` runs last in the same transaction (e.g. to log the receipt).
 
     Returns (stored ids, skipped ids). Raises TracesExist when `existing` is "error" and any id is taken.
     """
@@ -57,7 +60,9 @@ def store_traces(db: Database, traces: list[dict], existing: str = "error") -> t
             _delete(cur, sorted(taken))
         if traces:
             _insert(cur, traces)
-    stored = [trace["trace_id"] for trace in traces]
+        stored = [trace["trace_id"] for trace in traces]
+        if then is not None:
+            then(cur, stored, taken)
     kept = set(stored)
     return stored, [i for i in ids if i not in kept]
 
