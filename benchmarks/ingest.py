@@ -56,9 +56,9 @@ def start_server(db_path: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit("server did not start")
 
 
-def post(url: str, body: bytes) -> float:
+def post(url: str, body: bytes, path: str = "/api/traces") -> float:
     """Seconds from sending the body to the 201 answer (the traces are stored by then)."""
-    request = urllib.request.Request(url + "/api/traces", data=body, method="POST",
+    request = urllib.request.Request(url + path, data=body, method="POST",
                                      headers={"Content-Type": "application/json"})
     start = time.perf_counter()
     with urllib.request.urlopen(request) as response:

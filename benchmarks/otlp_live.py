@@ -12,7 +12,6 @@ Run with `.venv/bin/python benchmarks/otlp_live.py`. Prints figures; asserts not
 """
 
 import argparse
-import base64
 import json
 import statistics
 import sys
@@ -26,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "tests"))
 
-from google.protobuf.json_format import MessageToDict  # noqa: E402
 from opentelemetry import trace  # noqa: E402
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: E402
@@ -36,7 +35,8 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExportResult  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
-from ingest import start_server  # noqa: E402
+from imported import otlp_json_of  # noqa: E402
+from ingest import post, start_server  # noqa: E402
 
 PHOENIX_S = 226.0  # issue 11: Arize Phoenix, the same workload
 TARGET_S = 3.0
@@ -111,14 +111,11 @@ def record_run(workers: int, wave: int, rounds: int) -> list:
 
 def otlp_json(spans, trace_hex: str | None = None) -> bytes:
     """The spans as one OTLP/JSON document (hex ids), optionally under another trace id."""
-    doc = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
-    for rs in doc["resourceSpans"]:
-        for ss in rs["scopeSpans"]:
-            for span in ss["spans"]:
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if span.get(key):
-                        span[key] = base64.b64decode(span[key]).hex()
-                if trace_hex:
+    doc = otlp_json_of(spans)
+    if trace_hex:
+        for rs in doc["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
                     span["traceId"] = trace_hex
     return json.dumps(doc).encode()
 
@@ -177,17 +174,6 @@ def send_live(url: str, spans: list, batch_size: int, events: int) -> dict:
             "batches": len(batches), "polls": polls, "complete": stored_events(url, trace_id) == events}
 
 
-def post_json(url: str, body: bytes) -> float:
-    """Seconds from sending the OTLP/JSON document to the 201 answer (the trace is stored by then)."""
-    request = urllib.request.Request(f"{url}/api/traces?format=otlp", data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
-    start = time.perf_counter()
-    with urllib.request.urlopen(request) as response:
-        response.read()
-        assert response.status == 201
-    return time.perf_counter() - start
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=1000, help="sub-agents")
@@ -208,7 +194,7 @@ def main() -> None:
                 ref_hex = f"{spans[0].context.trace_id ^ 1:032x}"
                 body = otlp_json(spans, ref_hex)
                 encode_s = sum(encode_seconds(spans[i:i + batch_size]) for i in range(0, len(spans), batch_size))
-                references.append(post_json(url, body))  # also gives the number of events to wait for
+                references.append(post(url, body, "/api/traces?format=otlp"))  # also gives the number of events to wait for
                 reference_trace = get_json(f"{url}/api/traces/otlp-{ref_hex}")
                 n_events = len(reference_trace["events"])
                 result = send_live(url, spans, batch_size, n_events)

@@ -2,6 +2,12 @@
 
 import copy
 import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -84,3 +90,31 @@ def form_headers(client, target: str | None = None) -> dict:
     client.get("/")
     headers = {"HX-Request": "true", "X-CSRF-Token": client.cookies.get("orchestrace_csrf")}
     return headers | ({"HX-Target": target} if target else {})
+
+
+SERVER_START_TIMEOUT_S = 60
+
+
+@contextmanager
+def running_server(db_path: Path):
+    """A real `orchestrace serve` (uvicorn) over a DuckDB file on a free loopback port; its base URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--db", str(db_path), "--port", str(port)],
+                            cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/health").close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -33,3 +33,23 @@ def timeline_pairs(trace: dict) -> set[tuple[str, str]]:
         if e["type"] != "tool_result":
             timelines.setdefault(e["agent"], []).append(e["id"])
     return {pair for ids in timelines.values() for pair in zip(ids, ids[1:])}
+
+
+def otlp_json_of(spans, hex_ids: bool = True) -> dict:
+    """Finished SDK spans as the official OTLP encoder writes them, as a JSON document: OTLP/JSON proper
+    (hex ids, integer enums), or with hex_ids=False plain protobuf JSON as MessageToDict writes it (base64
+    ids, enum names), which the importer accepts too."""
+    import base64
+
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    doc = MessageToDict(encode_spans(spans), use_integers_for_enums=hex_ids)
+    if hex_ids:
+        for rs in doc["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if span.get(key):
+                            span[key] = base64.b64decode(span[key]).hex()
+    return doc

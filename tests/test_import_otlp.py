@@ -20,7 +20,7 @@ from app.importers.common import ImportFailed
 from app.importers.openai_agents import looks_like_openai_agents
 from app.importers.otlp import NO_AGENT_SPAN, import_otlp, looks_like_otlp
 from app.validation import validate_trace
-from imported import edges, first_event, one, only_trace, timeline_pairs
+from imported import edges, first_event, one, only_trace, otlp_json_of, timeline_pairs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "otlp"
 HAND_TRACE = "5b8efff798038103d269b633813fc60c"
@@ -54,15 +54,12 @@ def check_format_rules(trace: dict) -> None:
 # ---- real spans: pydantic-ai on its TestModel --------------------------------------------------
 
 def capture_otlp(run, include_content: bool = True, hex_ids: bool = True) -> dict:
-    """Run a pydantic-ai scenario with instrumentation into memory; the spans as an OTLP JSON document.
-
-    hex_ids=True gives OTLP/JSON proper (hex ids, integer enums); False gives plain protobuf JSON as
-    MessageToDict writes it (base64 ids, enum names), which the importer accepts too."""
+    """Run a pydantic-ai scenario with instrumentation into memory; the spans as an OTLP JSON document
+    (see otlp_json_of for hex_ids)."""
     pytest.importorskip("pydantic_ai", reason="pydantic-ai-slim emits GenAI spans offline with TestModel")
     pytest.importorskip("opentelemetry.sdk", reason="opentelemetry-sdk records the spans in memory")
-    encoder = pytest.importorskip("opentelemetry.exporter.otlp.proto.common.trace_encoder",
-                                  reason="opentelemetry-exporter-otlp-proto-common encodes OTLP")
-    from google.protobuf.json_format import MessageToDict
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.common.trace_encoder",
+                        reason="opentelemetry-exporter-otlp-proto-common encodes OTLP")
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -72,13 +69,7 @@ def capture_otlp(run, include_content: bool = True, hex_ids: bool = True) -> dic
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     run(InstrumentationSettings(tracer_provider=provider, include_content=include_content))
-    doc = MessageToDict(encoder.encode_spans(exporter.get_finished_spans()), use_integers_for_enums=hex_ids)
-    if hex_ids:
-        for span in spans_of(doc):
-            for key in ("traceId", "spanId", "parentSpanId"):
-                if span.get(key):
-                    span[key] = base64.b64decode(span[key]).hex()
-    return doc
+    return otlp_json_of(exporter.get_finished_spans(), hex_ids)
 
 
 def run_delegation(settings) -> None:

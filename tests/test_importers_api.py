@@ -5,11 +5,7 @@ import gc
 import io
 import json
 import random
-import socket
-import subprocess
-import sys
 import tarfile
-import time
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -21,7 +17,7 @@ from app.cli import main
 from app.documents import DocumentError, Upload
 from app.importers import convert, detect, _records
 from app.importers.common import ImportFailed
-from conftest import make_trace
+from conftest import make_trace, running_server
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 OTLP = FIXTURES / "otlp" / "pydantic_ai_delegation.json"
@@ -128,21 +124,7 @@ def test_cli_import_that_imports_nothing_says_so_and_exits_1(tmp_path, monkeypat
 
 def test_cli_posts_a_session_with_its_sub_agents_to_the_server_holding_the_database(tmp_path, capsys):
     db = tmp_path / "held.duckdb"
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--db", str(db), "--port", str(port)],
-                              cwd=Path(__file__).resolve().parent.parent, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/api/traces").close()
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, "the server did not start"
-                time.sleep(0.2)
+    with running_server(db) as url:
         assert main(["import", "--db", str(db), "--server", url, str(SESSION), str(OTLP)]) == 0
         out = capsys.readouterr()
         assert "held by a running server" in out.err and "ingested 2 trace(s)" in out.out
@@ -151,9 +133,6 @@ def test_cli_posts_a_session_with_its_sub_agents_to_the_server_holding_the_datab
         trace = json.load(urllib.request.urlopen(f"{url}/api/traces/{session['trace_id']}"))
         local = convert([Upload(name, data) for name, data in session_files()]).traces[0]
         assert trace == local  # the sub-agent files travelled with their session
-    finally:
-        server.terminate()
-        server.wait(30)
 
 
 @pytest.mark.parametrize("uploads", [

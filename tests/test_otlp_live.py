@@ -5,16 +5,11 @@ The same spans are kept in memory (an InMemorySpanExporter on the same TracerPro
 the stored trace must hold, and lets a batch be sent again by hand as an exporter's retry would.
 """
 
-import base64
 import json
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -33,38 +28,19 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic_ai.models.instrumented import InstrumentationSettings  # noqa: E402
 
 from app.importers.otlp import import_otlp  # noqa: E402
-from imported import only_trace  # noqa: E402
+from conftest import running_server  # noqa: E402
+from imported import only_trace, otlp_json_of  # noqa: E402
 from test_import_otlp import run_delegation  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 BATCH = 4  # the delegation run ends 13 spans: batches of 4, 4, 4 and 1 (the root span, which ends last)
-SERVER_START_TIMEOUT_S = 60
 BUILD_TIMEOUT_S = 30
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A real uvicorn over a fresh DuckDB file, as `orchestrace serve` starts it; its base URL."""
-    db = tmp_path_factory.mktemp("live") / "live.duckdb"
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--db", str(db), "--port", str(port)],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/api/health").close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "the server did not start"
-                time.sleep(0.1)
+    with running_server(tmp_path_factory.mktemp("live") / "live.duckdb") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def get(url: str) -> bytes:
@@ -110,20 +86,6 @@ def run_exported(url: str, **exporter_options):
     spans = memory.get_finished_spans()
     provider.shutdown()
     return exporter, spans, sent, encodings
-
-
-def as_otlp_json(spans) -> dict:
-    """The spans as one OTLP/JSON document (hex ids), encoded by the official OTLP encoder."""
-    from google.protobuf.json_format import MessageToDict
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    doc = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
-    for rs in doc["resourceSpans"]:
-        for ss in rs["scopeSpans"]:
-            for span in ss["spans"]:
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if span.get(key):
-                        span[key] = base64.b64decode(span[key]).hex()
-    return doc
 
 
 def receipts(url: str, trace_id: str | None = None) -> list[dict]:
@@ -204,7 +166,7 @@ def test_an_instrumented_run_sent_in_batches_is_stored_whole_and_a_retry_changes
     assert [r["created"] for r in log].count([trace_id]) == 1
     assert all(r["status"] == 200 and r["skipped"] == 0 and r["format"] == "otlp/protobuf" for r in log)
 
-    assert trace == only_trace(import_otlp(as_otlp_json(spans)))  # the batches merged: as if sent at once
+    assert trace == only_trace(import_otlp(otlp_json_of(spans)))  # the batches merged: as if sent at once
 
     for retried in (sent[1], spans):  # an exporter retrying a batch whose answer it did not get; then everything
         before = len(receipts(server))
