@@ -14,6 +14,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app import accounts, security
 from app.annotations import LabelError, LabelImportError, NotFound, StaleVersion
 from app.browser import csrf_cookie
 from app.cache import TraceCache
@@ -26,8 +27,8 @@ from app.importers.common import ImportFailed
 from app.importers.otlp_protobuf import NotProtobuf
 from app.live import LiveTraces
 from app.papers import CsvProblems
-from app.routes import (annotations, corpus_pages, ingest_log, labelling, otlp_receiver, pages, paper_pages, papers,
-                        traces)
+from app.routes import (accounts as account_pages, annotations, corpus_pages, ingest_log, labelling, otlp_receiver,
+                        pages, paper_pages, papers, traces)
 from app.settings import Settings
 from app.store import TracesExist
 
@@ -79,11 +80,15 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app = FastAPI(title="Orchestrace", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
     app.state.db = db
+    app.state.secret_key = accounts.secret_key(db, settings.secret_key)
+    app.state.open_mode = security.open_mode(settings)
+    app.state.allowed_hosts = security.allowed_hosts(settings)
     app.state.live = live
     app.state.cache = TraceCache()
     app.state.templates = make_templates(settings.templates_dir, PLOTLY_JS_URL)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.middleware("http")(csrf_cookie)
+    app.middleware("http")(security.guard)  # outside the form token: a refused request gets no cookie
     app.middleware("http")(security_headers)
     app.include_router(traces.router)
     app.include_router(otlp_receiver.router)
@@ -94,6 +99,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.include_router(labelling.router)
     app.include_router(paper_pages.router)
     app.include_router(corpus_pages.router)
+    app.include_router(account_pages.router)
 
     @app.get(PLOTLY_JS_URL, include_in_schema=False)
     def plotly_js():
@@ -146,6 +152,10 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(LabelImportError)
     async def import_error(request: Request, exc: LabelImportError):
         return JSONResponse({"error": str(exc), "errors": exc.errors}, status_code=exc.status)
+
+    @app.exception_handler(PermissionError)
+    async def not_permitted(request: Request, exc: PermissionError):
+        return JSONResponse({"error": str(exc)}, status_code=403)
 
     @app.exception_handler(NotProtobuf)
     async def not_protobuf(request: Request, exc: NotProtobuf):

@@ -50,6 +50,7 @@ class Annotation(SQLModel, table=True):
     role: str | None = None
     client_request_id: str | None = None
     created_at: NaiveDatetime  # UTC
+    imported_by: str | None = None  # the account that imported this version, if it was imported
 
 
 class Reviewer(SQLModel, table=True):

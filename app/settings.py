@@ -3,6 +3,8 @@
 import os
 from pathlib import Path
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,6 +20,15 @@ class Settings(BaseModel):
     templates_dir: Path = Field(ROOT / "templates", description="Folder of Jinja2 templates.")
     static_dir: Path = Field(ROOT / "static", description="Folder of stylesheets, scripts and vendored libraries.")
     sample_dir: Path = Field(ROOT / "sample_traces", description="Folder of sample traces loaded by `orchestrace demo`.")
+    auth: Literal["auto", "required"] = Field(
+        "auto", description="`required`: every page and API call needs a login or an API token. `auto`: open "
+                            "single-user mode while bound to a loopback address, `required` otherwise.")
+    allowed_hosts: str = Field(
+        "", description="Comma-separated Host names the server answers to (against DNS rebinding); by default "
+                        "the bind address, localhost, 127.0.0.1 and ::1.")
+    secret_key: str | None = Field(
+        None, description="Key that signs session cookies and form tokens; by default one is made on first start "
+                          "and kept in the database.")
 
     @classmethod
     def from_env(cls, **overrides) -> "Settings":

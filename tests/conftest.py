@@ -2,6 +2,7 @@
 
 import copy
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from fastapi.testclient import TestClient
 from app.db import Database
 from app.main import create_app
 from app.settings import Settings
+
+BASE_URL = "http://127.0.0.1"  # a host the server serves (the test client's default, testserver, is not)
 
 SMALL_TRACE = {
     "trace_id": "t-small",
@@ -71,7 +74,7 @@ def app(settings):
 
 @pytest.fixture
 def client(app):
-    with TestClient(app) as client:
+    with TestClient(app, base_url=BASE_URL) as client:
         yield client
 
 
@@ -85,10 +88,15 @@ def post_json(client, payload, **params):
                        headers={"Content-Type": "application/json"})
 
 
+def csrf_token(client) -> str:
+    """The form token a page hands this browser (in its body's hx-headers)."""
+    page = client.get("/").text
+    return re.search(r'"X-CSRF-Token": "([^"]+)"', page).group(1)
+
+
 def form_headers(client, target: str | None = None) -> dict:
     """Headers of an htmx form post: the CSRF token the pages hand out (and the swap target)."""
-    client.get("/")
-    headers = {"HX-Request": "true", "X-CSRF-Token": client.cookies.get("orchestrace_csrf")}
+    headers = {"HX-Request": "true", "X-CSRF-Token": csrf_token(client)}
     return headers | ({"HX-Target": target} if target else {})
 
 

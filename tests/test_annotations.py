@@ -5,7 +5,7 @@ import io
 
 import pytest
 
-from conftest import make_trace, post_json
+from conftest import BASE_URL, make_trace, post_json
 
 
 @pytest.fixture
@@ -133,7 +133,7 @@ def test_import_into_an_empty_database_restores_every_version(client, trace, tmp
     save(client, credit=0.5)
     save(client, credit=0.75, reviewer="bob")
     exported = client.get("/api/annotations/export", params={"format": "csv", "history": "true"}).content
-    with TestClient(create_app(Settings(db=tmp_path / "other.duckdb"))) as other:
+    with TestClient(create_app(Settings(db=tmp_path / "other.duckdb")), base_url=BASE_URL) as other:
         assert other.post("/api/annotations/import", content=exported,
                           headers={"Content-Type": "text/csv"}).json() == {"imported": 2, "unchanged": 0}
         assert other.get("/api/annotations/export", params={"format": "csv", "history": "true"}).content == exported

@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
-from conftest import make_trace, post_json
+from conftest import BASE_URL, make_trace, post_json
 from anchors import anchor
 
 
@@ -147,7 +147,7 @@ def test_malformed_bodies_are_400_naming_the_place(client, body, fragment):
 
 def test_body_over_limit_is_413(tmp_path):
     app = create_app(Settings(db=tmp_path / "small.duckdb", max_body_bytes=1000))
-    with TestClient(app) as client:
+    with TestClient(app, base_url=BASE_URL) as client:
         big = [make_trace(f"b{i}") for i in range(5)]
         assert post_json(client, big).status_code == 413
 
@@ -195,10 +195,10 @@ def test_unknown_trace_is_404_and_delete_removes(client):
 
 
 def test_traces_survive_a_restart_and_migrations_run_once(settings):
-    with TestClient(create_app(settings)) as client:  # leaving the block closes the database
+    with TestClient(create_app(settings), base_url=BASE_URL) as client:  # leaving the block closes the database
         post_json(client, make_trace("keep"))
     app = create_app(settings)
-    with TestClient(app) as client:
+    with TestClient(app, base_url=BASE_URL) as client:
         assert client.get("/api/traces/keep").json() == make_trace("keep")
         versions = app.state.db.fetchall("SELECT version, name FROM schema_migrations ORDER BY version")
         assert versions[0] == {"version": 1, "name": "0001_initial.sql"}

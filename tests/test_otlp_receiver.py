@@ -14,6 +14,7 @@ import pytest
 from app import queries
 from app.documents import Upload
 from app.importers import convert
+from conftest import BASE_URL
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 OTLP = FIXTURES / "otlp" / "pydantic_ai_delegation.json"
@@ -162,7 +163,7 @@ def test_the_decompressed_size_is_what_the_limit_applies_to(tmp_path):
     from app.main import create_app
     from app.settings import Settings
     app = create_app(Settings(db=tmp_path / "small.duckdb", max_body_bytes=10_000))
-    with TestClient(app) as client:
+    with TestClient(app, base_url=BASE_URL) as client:
         bomb = gzip.compress(b" " * 1_000_000)
         assert len(bomb) < 10_000
         answer = client.post("/v1/traces", content=bomb, headers={**JSON, "Content-Encoding": "gzip"})

@@ -9,6 +9,7 @@ from app import annotations, papers, queries
 from app.agreement import agreement
 from app.deps import DbDep
 from app.downloads import attachment
+from app.security import acting_reviewer
 from app.taxonomy import PAPER_FIELDS
 
 router = APIRouter(prefix="/api", tags=["annotations"])
@@ -34,19 +35,19 @@ def saved(label: dict, created: bool) -> JSONResponse:
 @router.post("/annotations", status_code=201)
 async def create_annotation(request: Request, db: DbDep):
     """Save a label version; omitted fields keep their previous value."""
-    return saved(*annotations.save_label(db, await json_object(request)))
+    return saved(*annotations.save_label(db, acting_reviewer(request, await json_object(request))))
 
 
 @router.post("/annotations/clear", status_code=201)
 async def clear_annotation(request: Request, db: DbDep):
     """A new version with every field empty."""
-    return saved(*annotations.clear_label(db, await json_object(request)))
+    return saved(*annotations.clear_label(db, acting_reviewer(request, await json_object(request))))
 
 
 @router.post("/annotations/undo", status_code=201)
 async def undo_annotation(request: Request, db: DbDep):
     """A new version restoring the version before the current one."""
-    return saved(*annotations.undo_label(db, await json_object(request)))
+    return saved(*annotations.undo_label(db, acting_reviewer(request, await json_object(request))))
 
 
 @router.get("/annotations")

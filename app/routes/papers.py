@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 from app import papers
 from app.deps import DbDep
 from app.downloads import attachment
+from app.security import acting_reviewer
 from app.routes.annotations import json_object
 from app.routes.traces import read_uploads
 from app.taxonomy import EXCLUSION_COLUMNS
@@ -53,7 +54,7 @@ def read_stats(db: DbDep, source: str = papers.POOL):
 @router.post("/{key}/tags", status_code=201)
 async def create_tags(key: str, request: Request, db: DbDep):
     """A reviewer's tags on a paper, as a new version (omitted fields keep their value)."""
-    return papers.save_tags(db, key, await json_object(request))
+    return papers.save_tags(db, key, acting_reviewer(request, await json_object(request)))
 
 
 @router.get("/{key}/tags")
