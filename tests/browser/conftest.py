@@ -82,7 +82,11 @@ def free_port() -> int:
 def live_server(tmp_path_factory):
     """Base URL of the app served by uvicorn in a thread, over a fresh database for this module."""
     db = tmp_path_factory.mktemp("live") / "browser.duckdb"
-    app = create_app(Settings(db=db))
+    yield from serve(create_app(Settings(db=db)))
+
+
+def serve(app):
+    """Serve `app` with uvicorn in a thread; yields its base URL, then stops it."""
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
