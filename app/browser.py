@@ -32,6 +32,12 @@ def reviewer_of(request: Request) -> str | None:
     return name or None
 
 
+def local_url(url: str) -> str:
+    """A redirect target on this server only: a path, never another site (`//host`, or `/\\host`, which
+    browsers read as `//host`)."""
+    return url if url.startswith("/") and not url.startswith(("//", "/\\")) else "/"
+
+
 def _binding(request: Request) -> str | None:
     key = request.app.state.secret_key
     session_id = session_id_of(request, key)

@@ -5,7 +5,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 
 from app import accounts, security
-from app.browser import require_csrf
+from app.browser import local_url, require_csrf
 from app.deps import DbDep
 from app.render import render
 
@@ -14,14 +14,9 @@ router = APIRouter(include_in_schema=False)
 SESSION_MAX_AGE_S = accounts.SESSION_DAYS * 24 * 3600
 
 
-def local(url: str) -> str:
-    """A redirect target on this server only (never another site)."""
-    return url if url.startswith("/") and not url.startswith("//") and "\\" not in url else "/"
-
-
 @router.get("/login")
 def read_login_page(request: Request, next: str = "/"):
-    return render(request, "login.html", {"next": local(next), "error": None})
+    return render(request, "login.html", {"next": local_url(next), "error": None})
 
 
 @router.post("/login", dependencies=[Depends(require_csrf)])
@@ -29,7 +24,7 @@ async def log_in(request: Request, db: DbDep):
     """Form fields `username` and `password`; sets the session cookie and goes to `next`."""
     form = await request.form()
     name, password = str(form.get("username", "")).strip(), str(form.get("password", ""))
-    next_url = local(str(form.get("next", "/")))
+    next_url = local_url(str(form.get("next", "/")))
     user = await run_in_threadpool(accounts.check_password, db, name, password)
     if user is None:
         return render(request, "login.html", {"next": next_url, "error": "wrong user name or password",

@@ -2,14 +2,13 @@
 the labels list with exports, and per-trace reviewer agreement."""
 
 import uuid
-from urllib.parse import urlparse
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import RedirectResponse
 
 from app import annotations, queries
 from app.agreement import agreement
-from app.browser import COOKIE_MAX_AGE_S, REVIEWER_COOKIE, require_csrf, reviewer_of
+from app.browser import COOKIE_MAX_AGE_S, REVIEWER_COOKIE, local_url, require_csrf, reviewer_of
 from app.deps import DbDep
 from app.render import render
 from app.taxonomy import CREDIT_UNITS, REWARD_FAMILIES, SUBDECISIONS
@@ -113,15 +112,20 @@ def read_label_history(request: Request, trace_id: str, event_id: str, db: DbDep
 
 @router.get("/reviewer")
 def read_reviewer_page(request: Request, db: DbDep, next: str = "/"):
-    return render(request, "reviewer.html", {"names": annotations.reviewers(db), "next": _local(next)})
+    """Pick a reviewer name: open single-user mode only; with accounts, you label as yourself."""
+    if not request.state.open_mode:
+        return RedirectResponse("/account", status_code=303)
+    return render(request, "reviewer.html", {"names": annotations.reviewers(db), "next": local_url(next)})
 
 
 @router.post("/reviewer", dependencies=[Depends(require_csrf)])
 async def set_reviewer(request: Request, db: DbDep):
     """Remember the reviewer name in a cookie (created in the reviewer list on first use)."""
+    if not request.state.open_mode:
+        raise HTTPException(409, "this server has accounts: labels are saved under the name you logged in with")
     form = await request.form()
     raw = (form.get("new_name") or "").strip() or (form.get("name") or "")
-    next_url = _local(form.get("next") or "/")
+    next_url = local_url(form.get("next") or "/")
     try:
         name = annotations.add_reviewer(db, raw)
     except annotations.LabelError as exc:
@@ -130,12 +134,6 @@ async def set_reviewer(request: Request, db: DbDep):
     response = RedirectResponse(next_url, status_code=303)
     response.set_cookie(REVIEWER_COOKIE, name, max_age=COOKIE_MAX_AGE_S, samesite="strict")
     return response
-
-
-def _local(url: str) -> str:
-    """Only same-site paths are followed after picking a name."""
-    parsed = urlparse(url)
-    return url if not parsed.scheme and not parsed.netloc and url.startswith("/") else "/"
 
 
 @router.get("/annotations")
