@@ -3,6 +3,7 @@
 import argparse
 import csv
 import json
+import os
 import sys
 import urllib.error
 import urllib.parse
@@ -304,6 +305,89 @@ def load_samples(db: Database, folder: Path) -> tuple[list[str], list[str]]:
     return stored, skipped
 
 
+def cmd_backup(args) -> int:
+    """Write a consistent copy of the database to PATH, one DuckDB file with every table; the server holding
+    the database writes it (on its machine). Refuses to replace an existing file unless --force."""
+    from app.backup import BackupError, backup
+
+    settings = Settings.from_env(db=args.db)
+    if not settings.db.exists():
+        print(f"error: no database at {settings.db}", file=sys.stderr)
+        return 2
+    try:
+        db = Database(settings.db)
+    except DatabaseLocked:
+        server = args.server or f"http://{settings.host}:{settings.port}"
+        print(f"{settings.db} is held by a running server; asking {server} to write the backup", file=sys.stderr)
+        return _backup_via_server(args, server, settings.db)
+    try:
+        result = backup(db, Path(args.path), args.force)
+    except BackupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        db.close()
+    print(f"wrote backup {result['path']} of {settings.db}: {_contents(result)}")
+    return 0
+
+
+def _backup_via_server(args, server: str, db_path: Path) -> int:
+    """POST /api/backup with PATH made absolute here: the server refuses relative paths, which it would read
+    from its own working folder."""
+    body = json.dumps({"path": str(Path(args.path).absolute()), "force": args.force}).encode()
+    headers = {"Content-Type": "application/json"}
+    token = args.token or os.environ.get("ORCHESTRACE_TOKEN")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(server.rstrip("/") + "/api/backup", data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(request) as response:
+            result = json.load(response)
+    except urllib.error.HTTPError as exc:
+        need_token = " (pass an admin's API token with --token or ORCHESTRACE_TOKEN)"
+        hint = {401: need_token, 403: need_token,
+                404: f" ({server} has no /api/backup: is it an older version of Orchestrace?)"}.get(exc.code, "")
+        print(f"error: {_error_of(exc)}{hint}", file=sys.stderr)
+        return 1
+    except urllib.error.URLError as exc:
+        print(f"error: no server answers at {server} ({exc.reason}); stop the process holding the "
+              f"database or pass --server", file=sys.stderr)
+        return 2
+    print(f"wrote backup {result['path']} of {db_path} (by the server at {server}): {_contents(result)}")
+    return 0
+
+
+def _error_of(exc: urllib.error.HTTPError) -> str:
+    """The `error` of a JSON error answer, else its status line."""
+    try:
+        return json.load(exc)["error"]
+    except (ValueError, KeyError, TypeError):
+        return f"{exc.code} {exc.reason}"
+
+
+def _contents(result: dict) -> str:
+    rows = ", ".join(f"{n} {table}" for table, n in result["rows"].items())
+    paused = f", writes paused {result['writes_paused_s']:.2f} s" if "writes_paused_s" in result else ""
+    return f"{result['bytes'] / 1e6:.1f} MB, migration {result['migration']}, {rows}{paused}"
+
+
+def cmd_restore(args) -> int:
+    """Replace the database file with BACKUP (a file `orchestrace backup` wrote), after checking it opens and
+    has schema_migrations; the replaced file is kept as FILE.before-restore. Stop the server first."""
+    from app.backup import BackupError, restore
+
+    settings = Settings.from_env(db=args.db)
+    try:
+        result = restore(Path(args.backup), settings.db, args.force)
+    except BackupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"restored {result['path']} from {result['source']}: {_contents(result)}")
+    if result["kept"]:
+        print(f"the database it replaced is kept as {result['kept']}")
+    return 0
+
+
 def _open(settings: Settings) -> Database:
     try:
         return Database(settings.db)
@@ -389,6 +473,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="audit every stored trace")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
     p.add_argument("--fail-on", choices=("error", "warning"), help="exit 1 when a finding at this level (or worse) exists")
+    p = add("backup", cmd_backup)
+    p.add_argument("path", metavar="PATH",
+                   help="file to write (on the server's machine when a server holds the database)")
+    p.add_argument("--force", action="store_true", help="replace PATH if it exists")
+    p.add_argument("--server", help="server to ask when it holds the database (default http://HOST:PORT)")
+    p.add_argument("--token",
+                   help="an admin's API token, when the server requires one (default $ORCHESTRACE_TOKEN)")
+    p = add("restore", cmd_restore)
+    p.add_argument("backup", metavar="BACKUP", help="a file written by `orchestrace backup`")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing database (kept as FILE.before-restore)")
     p = add("generate", cmd_generate, db=False)
     p.add_argument("--agents", type=int, default=1000)
     p.add_argument("--events", type=int, default=20000)

@@ -27,8 +27,8 @@ from app.importers.common import ImportFailed
 from app.importers.otlp_protobuf import NotProtobuf
 from app.live import LiveTraces
 from app.papers import CsvProblems
-from app.routes import (accounts as account_pages, annotations, corpus_pages, ingest_log, labelling, otlp_receiver,
-                        pages, paper_pages, papers, traces)
+from app.routes import (accounts as account_pages, annotations, backup, corpus_pages, ingest_log, labelling,
+                        otlp_receiver, pages, paper_pages, papers, traces)
 from app.settings import Settings
 from app.store import TracesExist
 
@@ -100,6 +100,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.include_router(paper_pages.router)
     app.include_router(corpus_pages.router)
     app.include_router(account_pages.router)
+    app.include_router(backup.router)
 
     @app.get(PLOTLY_JS_URL, include_in_schema=False)
     def plotly_js():
