@@ -29,11 +29,19 @@ def cmd_serve(args) -> int:
 
     from app.main import create_app
 
+    from app import accounts
+    from app.security import is_loopback
+
     settings = Settings.from_env(db=args.db, host=args.host, port=args.port)
     try:
         app = create_app(settings)
     except DatabaseLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not is_loopback(settings.host) and not accounts.has_admin(app.state.db):
+        print(f"error: serving on {settings.host} (not loopback) needs accounts, and {settings.db} has no admin "
+              "yet: run `orchestrace users add NAME --role admin` first", file=sys.stderr)
+        app.state.db.close()
         return 2
     uvicorn.run(app, host=settings.host, port=settings.port)
     return 0
@@ -166,7 +174,7 @@ def _ingest_via_server(args, server: str) -> int:
     for label, uploads in _batches(args.paths):
         body, content_type = _multipart(uploads)
         request = urllib.request.Request(server.rstrip("/") + "/api/traces" + query, data=body, method="POST",
-                                         headers={"Content-Type": content_type})
+                                         headers={"Content-Type": content_type, **auth_headers(args)})
         try:
             with urllib.request.urlopen(request) as response:
                 answer = json.load(response)
@@ -185,6 +193,12 @@ def _ingest_via_server(args, server: str) -> int:
             return 2
     _print_summary(summary)
     return _exit_code(summary, "orchestrace import" if args.command == "import" else "orchestrace ingest")
+
+
+def auth_headers(args) -> dict:
+    """The Authorization header of the API token given by --token or ORCHESTRACE_TOKEN, if any."""
+    token = getattr(args, "token", None) or os.environ.get("ORCHESTRACE_TOKEN")
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def _multipart(uploads: list[Upload]) -> tuple[bytes, str]:
@@ -335,11 +349,8 @@ def _backup_via_server(args, server: str, db_path: Path) -> int:
     """POST /api/backup with PATH made absolute here: the server refuses relative paths, which it would read
     from its own working folder."""
     body = json.dumps({"path": str(Path(args.path).absolute()), "force": args.force}).encode()
-    headers = {"Content-Type": "application/json"}
-    token = args.token or os.environ.get("ORCHESTRACE_TOKEN")
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(server.rstrip("/") + "/api/backup", data=body, method="POST", headers=headers)
+    request = urllib.request.Request(server.rstrip("/") + "/api/backup", data=body, method="POST",
+                                     headers={"Content-Type": "application/json", **auth_headers(args)})
     try:
         with urllib.request.urlopen(request) as response:
             result = json.load(response)
@@ -386,6 +397,78 @@ def cmd_restore(args) -> int:
     if result["kept"]:
         print(f"the database it replaced is kept as {result['kept']}")
     return 0
+
+
+def cmd_users(args) -> int:
+    """Manage accounts: `users add NAME --role admin|reviewer|viewer` (the password from a prompt, or the first
+    line of standard input with --password-stdin) and `users list`."""
+    from app import accounts
+
+    db = _open_migrated(args)
+    try:
+        if args.users_command == "list":
+            for user in accounts.list_users(db):
+                print(f"{user['username']}\t{user['role']}\t{user['created_at']:%Y-%m-%d %H:%M} UTC")
+            return 0
+        password = _read_password(args.password_stdin)
+        try:
+            user = accounts.add_user(db, args.name, args.role, password)
+        except accounts.AccountError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(f"added {user.role} '{user.name}' to {db.path}")
+        return 0
+    finally:
+        db.close()
+
+
+def _read_password(from_stdin: bool) -> str:
+    if from_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    import getpass
+
+    password = getpass.getpass("password: ")
+    if getpass.getpass("again: ") != password:
+        raise SystemExit("error: the two passwords differ")
+    return password
+
+
+def cmd_tokens(args) -> int:
+    """API tokens: `tokens create USER [--name N]` prints the token alone on its last line (shown once, stored
+    hashed); `tokens list [USER]`; `tokens revoke TOKEN_ID`."""
+    from app import accounts
+
+    db = _open_migrated(args)
+    try:
+        if args.tokens_command == "create":
+            try:
+                token = accounts.create_token(db, args.user, args.name or "")
+            except accounts.AccountError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+            print(f"API token for '{args.user}' in {db.path}; it is shown once: keep it now.")
+            print(token)
+        elif args.tokens_command == "list":
+            for t in accounts.list_tokens(db, args.user):
+                state = f"revoked {t['revoked_at']:%Y-%m-%d}" if t["revoked_at"] else (
+                    f"last used {t['last_used_at']:%Y-%m-%d %H:%M}" if t["last_used_at"] else "never used")
+                print(f"{t['token_id']}\t{t['username']}\t{t['name']}\t{state}")
+        elif not accounts.revoke_token(db, args.token_id):
+            print(f"error: no live token with id {args.token_id}", file=sys.stderr)
+            return 1
+        else:
+            print(f"revoked token {args.token_id}")
+        return 0
+    finally:
+        db.close()
+
+
+def _open_migrated(args) -> Database:
+    """The database file, migrated; accounts are managed on the file (stop the server, or run it beside)."""
+    settings = Settings.from_env(db=args.db)
+    db = _open(settings)
+    db.migrate(settings.migrations_dir)
+    return db
 
 
 def _open(settings: Settings) -> Database:
@@ -458,6 +541,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("paths", nargs="+", metavar="PATH", help="files, folders, or - for standard input")
         p.add_argument("--replace", action="store_true", help="replace traces already stored")
         p.add_argument("--server", help="server to post to when it holds the database (default http://HOST:PORT)")
+        p.add_argument("--token", help="API token for the server (default $ORCHESTRACE_TOKEN)")
         p.add_argument("--keep-content", action="store_true",
                        help="keep raw message and tool content (off: only hashes, as traces carry user data)")
         p.add_argument("--format", choices=("orchestrace", "otlp", "openai_agents", "claude_code"),
@@ -484,6 +568,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("backup", metavar="BACKUP", help="a file written by `orchestrace backup`")
     p.add_argument("--force", action="store_true",
                    help="replace an existing database (kept as FILE.before-restore)")
+    def add_under(group, name, func, help_):
+        p = group.add_parser(name, help=help_, description=help_)
+        p.set_defaults(func=func)
+        p.add_argument("--db", help="DuckDB file (default: $ORCHESTRACE_DB or data/orchestrace.duckdb)")
+        return p
+
+    users_sub = add("users", cmd_users, db=False).add_subparsers(dest="users_command", required=True)
+    p = add_under(users_sub, "add", cmd_users, "add an account")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--role", required=True, choices=("admin", "reviewer", "viewer"))
+    p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    add_under(users_sub, "list", cmd_users, "list the accounts")
+    tokens_sub = add("tokens", cmd_tokens, db=False).add_subparsers(dest="tokens_command", required=True)
+    p = add_under(tokens_sub, "create", cmd_tokens, "make an API token for USER (printed alone on the last line)")
+    p.add_argument("user", metavar="USER")
+    p.add_argument("--name", help="what the token is for (shown in lists)")
+    p = add_under(tokens_sub, "list", cmd_tokens, "list tokens (of USER)")
+    p.add_argument("user", metavar="USER", nargs="?")
+    p = add_under(tokens_sub, "revoke", cmd_tokens, "revoke a token by its id")
+    p.add_argument("token_id", metavar="TOKEN_ID")
     p = add("generate", cmd_generate, db=False)
     p.add_argument("--agents", type=int, default=1000)
     p.add_argument("--events", type=int, default=20000)

@@ -180,3 +180,50 @@ def test_auto_mode_is_open_on_loopback_and_required_elsewhere(tmp_path):
     public = create_app(Settings(db=tmp_path / "b.duckdb", host="0.0.0.0", allowed_hosts="127.0.0.1"))
     with TestClient(public, base_url=BASE_URL) as client:
         assert client.get("/api/traces").status_code == 401
+
+
+def test_cli_adds_users_and_makes_tokens_that_the_server_takes(tmp_path, monkeypatch, capsys):
+    import io
+
+    from app.cli import main
+    db = str(tmp_path / "cli.duckdb")
+    monkeypatch.setattr("sys.stdin", io.StringIO(PASSWORD + "\n"))
+    assert main(["users", "add", "ada", "--role", "admin", "--password-stdin", "--db", db]) == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO("short\n"))
+    assert main(["users", "add", "bob", "--role", "reviewer", "--password-stdin", "--db", db]) == 1
+    assert "at least 8 characters" in capsys.readouterr().err
+    assert main(["tokens", "create", "ada", "--name", "ci", "--db", db]) == 0
+    token = capsys.readouterr().out.strip().splitlines()[-1]  # the token alone on the last line
+    assert main(["tokens", "create", "nobody", "--db", db]) == 1
+    app = create_app(Settings(db=db, auth="required"))
+    with TestClient(app, base_url=BASE_URL) as client:
+        assert client.get("/api/traces", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    token_id = token.split("_")[1]
+    assert main(["tokens", "revoke", token_id, "--db", db]) == 0
+    assert main(["tokens", "list", "ada", "--db", db]) == 0
+    assert "revoked" in capsys.readouterr().out
+
+
+def test_serving_beyond_loopback_without_an_admin_refuses_to_start(tmp_path, capsys):
+    from app.cli import main
+    assert main(["serve", "--host", "0.0.0.0", "--db", str(tmp_path / "public.duckdb")]) == 2
+    assert "orchestrace users add NAME --role admin" in capsys.readouterr().err
+
+
+def test_the_cli_sends_its_token_to_a_server_that_requires_one(tmp_path, monkeypatch, capsys):
+    from app.cli import main
+    from conftest import running_server
+    db = tmp_path / "held.duckdb"
+    app = create_app(Settings(db=db))
+    accounts.add_user(app.state.db, "rita", "reviewer", PASSWORD)
+    token = accounts.create_token(app.state.db, "rita")
+    app.state.db.close()
+    monkeypatch.setenv("ORCHESTRACE_AUTH", "required")
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(make_trace()))
+    with running_server(db) as url:
+        assert main(["ingest", "--db", str(db), "--server", url, str(trace)]) == 1
+        assert "Bearer" in capsys.readouterr().out
+        monkeypatch.setenv("ORCHESTRACE_TOKEN", token)
+        assert main(["ingest", "--db", str(db), "--server", url, str(trace)]) == 0
+        assert "ingested 1 trace(s)" in capsys.readouterr().out
