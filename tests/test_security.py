@@ -227,3 +227,23 @@ def test_the_cli_sends_its_token_to_a_server_that_requires_one(tmp_path, monkeyp
         monkeypatch.setenv("ORCHESTRACE_TOKEN", token)
         assert main(["ingest", "--db", str(db), "--server", url, str(trace)]) == 0
         assert "ingested 1 trace(s)" in capsys.readouterr().out
+
+
+def test_a_backup_through_a_server_that_requires_accounts_needs_an_admin_token(tmp_path, monkeypatch, capsys):
+    from app.cli import main
+    from conftest import running_server
+    db = tmp_path / "held.duckdb"
+    app = create_app(Settings(db=db))
+    accounts.add_user(app.state.db, "ada", "admin", PASSWORD)
+    accounts.add_user(app.state.db, "rita", "reviewer", PASSWORD)
+    admin, reviewer = (accounts.create_token(app.state.db, n) for n in ("ada", "rita"))
+    app.state.db.close()
+    monkeypatch.setenv("ORCHESTRACE_AUTH", "required")
+    with running_server(db) as url:
+        target = tmp_path / "copy.duckdb"
+        assert main(["backup", str(target), "--db", str(db), "--server", url]) == 1
+        assert "--token" in capsys.readouterr().err
+        assert main(["backup", str(target), "--db", str(db), "--server", url, "--token", reviewer]) == 1
+        assert "needs the admin role" in capsys.readouterr().err and not target.exists()
+        assert main(["backup", str(target), "--db", str(db), "--server", url, "--token", admin]) == 0
+        assert target.exists()
