@@ -8,13 +8,17 @@ import csv
 import io
 import json
 import math
+from collections import namedtuple
 from datetime import datetime, timezone
 
-from sqlmodel import Session, col, func, select
+from sqlmodel import Session, select
 
+from app import csvsafe
 from app.db import Database
+from app.documents import KeyedTwice, strict_loads
 from app.models import Annotation, Reviewer
 from app.taxonomy import CREDIT_RANGE, LABEL_TAXONOMY_FIELDS
+from app.validation import escaped, is_text
 
 LABEL_FIELDS = ("credit", "reward_family", "credit_unit", "subdecision", "safety", "tags", "note", "paper")
 EMPTY_LABEL = {"credit": None, "reward_family": None, "credit_unit": None, "subdecision": None,
@@ -25,14 +29,20 @@ EXPORT_COLUMNS = ("trace_id", "event_id", "event_type", "agent", "role", "review
 ANNOTATOR_KINDS = ("human", "model", "rule", "import")
 TAG_SEPARATOR = ";"
 MAX_TEXT = 10_000
+MAX_VERSION = 2**31 - 1  # a 32-bit INTEGER column
+# Label versions read with plain SQL come back as these records (what to_dict needs): an ORM object costs
+# about 50 us a row to build, more than the query; saves and label reads are the busiest requests.
+LabelRow = namedtuple("LabelRow", Annotation.model_fields)
+ANNOTATION_COLUMNS = ", ".join(LabelRow._fields)
 
 
 class LabelError(ValueError):
-    """A value a label cannot hold; `field` names it and the message lists what is allowed."""
+    """A value a label cannot hold; `field` names it and the message lists what is allowed (lone surrogates
+    written as escapes, so the refusal itself can always be sent)."""
 
     def __init__(self, field: str, message: str):
-        self.field = field
-        super().__init__(f"{field}: {message}")
+        self.field = escaped(str(field))
+        super().__init__(f"{self.field}: {escaped(message)}")
 
 
 class NotFound(LookupError):
@@ -51,6 +61,17 @@ class StaleVersion(Exception):
 
 def now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def check_request(data: dict) -> None:
+    """Refuse a key given twice (app.documents marks the object) or a string that is not text (JSON's lone
+    "\\ud800" escape) in a label request or imported row, naming the field: neither can be kept as sent."""
+    if isinstance(data, KeyedTwice):
+        raise LabelError(data.twice[0], "is given more than once (keys must be unique)")
+    for field, value in data.items():
+        strings = value if isinstance(value, list) else (value,)
+        if not is_text(s for s in (field, *strings) if isinstance(s, str)):
+            raise LabelError(field, "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not text")
 
 
 def clean_values(data: dict) -> dict:
@@ -111,6 +132,8 @@ def _tags(value) -> list[str]:
 def clean_reviewer(value) -> str:
     if not isinstance(value, str) or not value.strip():
         raise LabelError("reviewer", "must be a non-empty name")
+    if not is_text((value,)):
+        raise LabelError("reviewer", f"{value!r} holds a lone surrogate, which is not text")
     if len(value.strip()) > 100:
         raise LabelError("reviewer", "must be at most 100 characters")
     return value.strip()
@@ -128,22 +151,13 @@ def to_dict(row: Annotation) -> dict:
     }
 
 
-def _current(session: Session, trace_id: str, event_id: str, reviewer: str) -> Annotation | None:
-    return session.exec(
-        select(Annotation)
-        .where(Annotation.trace_id == trace_id, Annotation.event_id == event_id, Annotation.reviewer == reviewer)
-        .order_by(col(Annotation.version).desc())
-        .limit(1)
-    ).first()
-
-
 def _event_snapshot(db: Database, trace_id: str, event_id: str) -> dict:
+    row = db.fetchone("SELECT type, agent, role FROM events WHERE trace_id = ? AND event_id = ?", [trace_id, event_id])
+    if row is not None:
+        return {"event_type": row["type"], "agent": row["agent"], "role": row["role"]}
     if db.scalar("SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id]) == 0:
         raise NotFound(f"no trace with id '{trace_id}'")
-    row = db.fetchone("SELECT type, agent, role FROM events WHERE trace_id = ? AND event_id = ?", [trace_id, event_id])
-    if row is None:
-        raise NotFound(f"trace '{trace_id}' has no event '{event_id}'")
-    return {"event_type": row["type"], "agent": row["agent"], "role": row["role"]}
+    raise NotFound(f"trace '{trace_id}' has no event '{event_id}'")
 
 
 def save_label(db: Database, data: dict) -> tuple[dict, bool]:
@@ -152,6 +166,7 @@ def save_label(db: Database, data: dict) -> tuple[dict, bool]:
     A repeated `client_request_id` returns the label it created before (created False).
     Raises LabelError, NotFound or StaleVersion.
     """
+    check_request(data)
     reviewer = clean_reviewer(data.get("reviewer"))
     trace_id, event_id = str(data.get("trace_id") or ""), str(data.get("event_id") or "")
     values = clean_values(data)
@@ -163,27 +178,29 @@ def save_label(db: Database, data: dict) -> tuple[dict, bool]:
         raise LabelError("base_version", "must be an integer (0 for a label that does not exist yet)")
     request_id = data.get("client_request_id") or None
     snapshot = _event_snapshot(db, trace_id, event_id)
-    with db.write_lock, Session(db.engine) as session:
-        if request_id:
-            done = session.exec(select(Annotation).where(
-                Annotation.client_request_id == request_id, Annotation.reviewer == reviewer,
-                Annotation.trace_id == trace_id, Annotation.event_id == event_id)).first()
-            if done is not None:
-                return to_dict(done), False
-        current = _current(session, trace_id, event_id, reviewer)
+    # Plain SQL on one cursor: the ORM took twice the statements, each compiled anew, and saves queue on this lock.
+    with db.transaction() as cur:
+        # The current version, and the one this request made before if it is a retry.
+        rows = [LabelRow._make(row) for row in cur.execute(
+            f"SELECT {ANNOTATION_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
+            "QUALIFY version = max(version) OVER () OR client_request_id = ?",
+            [trace_id, event_id, reviewer, request_id]).fetchall()]
+        done = next((row for row in rows if request_id and row.client_request_id == request_id), None)
+        if done is not None:
+            return to_dict(done), False
+        current = max(rows, key=lambda row: row.version, default=None)
         have = current.version if current else 0
         if base_version is not None and base_version != have:
             raise StaleVersion(to_dict(current) if current else None, base_version)
-        merged = _values_of(current) | values
-        row = Annotation(trace_id=trace_id, event_id=event_id, reviewer=reviewer, version=have + 1,
-                         annotator_kind=annotator_kind, client_request_id=request_id, created_at=now(),
-                         **snapshot, **_columns(merged))
-        session.add(row)
-        if session.get(Reviewer, reviewer) is None:
-            session.add(Reviewer(name=reviewer, created_at=now()))
-        session.commit()
-        session.refresh(row)
-        return to_dict(row), True
+        stamp = now()
+        new = {"trace_id": trace_id, "event_id": event_id, "reviewer": reviewer, "version": have + 1,
+               "annotator_kind": annotator_kind, "client_request_id": request_id, "created_at": stamp,
+               **snapshot, **_columns(_values_of(current) | values)}
+        row = LabelRow._make(cur.execute(
+            f"INSERT INTO annotations ({', '.join(new)}) VALUES ({', '.join('?' * len(new))}) "
+            f"RETURNING {ANNOTATION_COLUMNS}", list(new.values())).fetchone())
+        cur.execute("INSERT OR IGNORE INTO reviewers (name, created_at) VALUES (?, ?)", [reviewer, stamp])
+    return to_dict(row), True
 
 
 def clear_label(db: Database, data: dict) -> tuple[dict, bool]:
@@ -193,15 +210,16 @@ def clear_label(db: Database, data: dict) -> tuple[dict, bool]:
 
 def undo_label(db: Database, data: dict) -> tuple[dict, bool]:
     """A new version restoring the values of the version before the current one (empty before v1)."""
+    check_request(data)
     reviewer = clean_reviewer(data.get("reviewer"))
     trace_id, event_id = str(data.get("trace_id") or ""), str(data.get("event_id") or "")
-    with Session(db.engine) as session:
-        current = _current(session, trace_id, event_id, reviewer)
-        if current is None:
-            raise NotFound(f"{reviewer} has no label on event '{event_id}' of trace '{trace_id}' to undo")
-        previous = session.exec(select(Annotation).where(
-            Annotation.trace_id == trace_id, Annotation.event_id == event_id, Annotation.reviewer == reviewer,
-            Annotation.version == current.version - 1)).first()
+    latest = [LabelRow._make(row) for row in db.execute(
+        f"SELECT {ANNOTATION_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
+        "ORDER BY version DESC LIMIT 2", [trace_id, event_id, reviewer]).fetchall()]
+    if not latest:
+        raise NotFound(f"{reviewer} has no label on event '{event_id}' of trace '{trace_id}' to undo")
+    current = latest[0]
+    previous = next((row for row in latest[1:] if row.version == current.version - 1), None)
     restored = _values_of(previous)
     return save_label(db, {**data, **restored, "base_version": data.get("base_version", current.version)})
 
@@ -225,24 +243,13 @@ def is_empty(label: dict) -> bool:
 
 def list_labels(db: Database, trace_id=None, event_id=None, reviewer=None, history=False) -> list[dict]:
     """Current labels (or every version) matching the filters, in trace, event, reviewer, version order."""
-    with Session(db.engine) as session:
-        query = select(Annotation)
-        if trace_id:
-            query = query.where(Annotation.trace_id == trace_id)
-        if event_id:
-            query = query.where(Annotation.event_id == event_id)
-        if reviewer:
-            query = query.where(Annotation.reviewer == reviewer)
-        if not history:
-            latest = (select(Annotation.trace_id, Annotation.event_id, Annotation.reviewer,
-                             func.max(Annotation.version).label("version"))
-                      .group_by(Annotation.trace_id, Annotation.event_id, Annotation.reviewer).subquery())
-            query = query.join(latest, (Annotation.trace_id == latest.c.trace_id)
-                               & (Annotation.event_id == latest.c.event_id)
-                               & (Annotation.reviewer == latest.c.reviewer)
-                               & (Annotation.version == latest.c.version))
-        query = query.order_by(Annotation.trace_id, Annotation.event_id, Annotation.reviewer, Annotation.version)
-        return [to_dict(row) for row in session.exec(query).all()]
+    filters = {column: value for column, value in
+               (("trace_id", trace_id), ("event_id", event_id), ("reviewer", reviewer)) if value}
+    where = " WHERE " + " AND ".join(f"{column} = ?" for column in filters) if filters else ""
+    latest = "" if history else " QUALIFY version = max(version) OVER (PARTITION BY trace_id, event_id, reviewer)"
+    rows = db.execute(f"SELECT {ANNOTATION_COLUMNS} FROM annotations{where}{latest} "
+                      "ORDER BY trace_id, event_id, reviewer, version", list(filters.values())).fetchall()
+    return [to_dict(LabelRow._make(row)) for row in rows]
 
 
 def reviewers(db: Database) -> list[str]:
@@ -266,9 +273,10 @@ def export_rows(labels: list[dict]) -> list[dict]:
 
 
 def to_csv(labels: list[dict]) -> str:
-    """RFC 4180 CSV (CRLF, quotes doubled), tags joined by ';', empty cells for nulls."""
+    """RFC 4180 CSV (CRLF, quotes doubled), tags joined by ';', empty cells for nulls, formula-like cells
+    neutralised (app.csvsafe)."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
+    writer = csvsafe.writer(out, lineterminator="\r\n")
     writer.writerow(EXPORT_COLUMNS)
     for row in export_rows(labels):
         writer.writerow([_csv_cell(column, row[column]) for column in EXPORT_COLUMNS])
@@ -294,7 +302,7 @@ class LabelImportError(ValueError):
 
 
 def parse_import(body: bytes, content_type: str) -> list[tuple[str, dict]]:
-    """(location, raw row) pairs from our JSON or CSV export."""
+    """(location, raw row) pairs from our JSON or CSV export; CSV cells as app.csvsafe reads them back."""
     try:
         text = body.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -302,20 +310,33 @@ def parse_import(body: bytes, content_type: str) -> list[tuple[str, dict]]:
     stripped = text.lstrip()
     if "json" in content_type or stripped.startswith(("[", "{")):
         try:
-            doc = json.loads(text)
+            doc = strict_loads(text)
         except json.JSONDecodeError as exc:
             raise LabelImportError([{"where": f"line {exc.lineno}, column {exc.colno}", "message": exc.msg}], 400) from exc
+        except ValueError as exc:  # NaN or Infinity, or nested too deeply to read
+            raise LabelImportError([{"where": "body", "message": str(exc)}], 400) from exc
         items = doc.get("items") if isinstance(doc, dict) else doc
         if not isinstance(items, list):
             raise LabelImportError([{"where": "body", "message": "expected a list of labels or {\"items\": [...]}"}], 400)
         return [(f"item {i}", item) for i, item in enumerate(items)]
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    missing = [c for c in EXPORT_COLUMNS if c not in (reader.fieldnames or [])]
-    if missing:
-        raise LabelImportError([{"where": "line 1", "message": f"missing column(s): {', '.join(missing)}"}], 400)
-    rows = []
-    for row in reader:
-        rows.append((f"line {reader.line_num}", _from_csv(row)))
+    reader = csvsafe.reader(io.StringIO(text, newline=""))
+    rows, errors = [], []
+    try:
+        header = next(reader, [])
+        missing = [c for c in EXPORT_COLUMNS if c not in header]
+        if missing:
+            raise LabelImportError([{"where": "line 1", "message": f"missing column(s): {', '.join(missing)}"}], 400)
+        for cells in reader:
+            where = f"line {reader.line_num}"
+            if len(cells) == len(header):
+                rows.append((where, _from_csv(dict(zip(header, cells)))))
+            elif cells:  # blank lines are skipped
+                errors.append({"where": where, "message": f"has {len(cells)} fields, the header has {len(header)}"})
+    except csv.Error as exc:
+        where = f"line {reader.line_num}"
+        raise LabelImportError([{"where": where, "message": f"unreadable CSV ({exc})"}], 400) from exc
+    if errors:
+        raise LabelImportError(errors)
     return rows
 
 
@@ -366,6 +387,7 @@ def import_labels(db: Database, rows: list[tuple[str, dict]]) -> dict:
 def _import_row(raw: dict) -> Annotation:
     if not isinstance(raw, dict):
         raise ValueError("a label must be an object")
+    check_request(raw)
     credit = raw.get("credit")
     if isinstance(credit, str):
         try:
@@ -376,9 +398,7 @@ def _import_row(raw: dict) -> Annotation:
     values.setdefault("safety", False)
     if values.get("safety") is None:
         values["safety"] = False
-    version = int(raw["version"])
-    if version < 1:
-        raise LabelError("version", "must be 1 or more")
+    version = _version(raw["version"])
     kind = raw.get("annotator_kind") or "human"
     if kind not in ANNOTATOR_KINDS:
         raise LabelError("annotator_kind", f"{kind!r} is not one of {', '.join(ANNOTATOR_KINDS)}")
@@ -390,6 +410,15 @@ def _import_row(raw: dict) -> Annotation:
         version=version, annotator_kind=kind, event_type=raw.get("event_type") or None,
         agent=raw.get("agent") or None, role=raw.get("role") or None,
         created_at=datetime.fromisoformat(str(raw["created_at"])).replace(tzinfo=None), **_columns(values))
+
+
+def _version(value) -> int:
+    """An imported version: a whole number, or its text (CSV), from 1 to MAX_VERSION; never rounded."""
+    if isinstance(value, str) and value.strip().isdecimal():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_VERSION:
+        raise LabelError("version", f"{value!r} is not a whole number from 1 to {MAX_VERSION}")
+    return value
 
 
 def _same(a: Annotation, b: Annotation) -> bool:

@@ -1,4 +1,4 @@
-"""The embedded DuckDB database: one connection per process, a cursor per call, migrations.
+"""The embedded DuckDB database: one connection per process, a cursor per call or ORM session, migrations.
 
 All SQL passes through `Database.execute`, which logs each statement with its time.
 """
@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import duckdb_engine
 from sqlalchemy import Engine
+from sqlalchemy.pool import NullPool
 from sqlmodel import create_engine
 
 log = logging.getLogger("orchestrace.sql")
@@ -41,11 +42,18 @@ class Database:
             raise
         # DuckDB takes one writer at a time; serialising our own writers turns conflicts into waits.
         self.write_lock = threading.Lock()
-        self._engine: Engine | None = None
+        # The ORM's engine over this same database. A DuckDB cursor serves one call at a time, so every
+        # session gets a cursor of its own, closed when the session ends (closing it ends its transaction, so
+        # no reset is needed). A cursor costs about 10 us; a pool would have to be as large as the server's
+        # thread pool, and the ":memory:" URL's default pool (5 per-thread connections) closes the connections
+        # of other threads while they are in use.
+        self.engine: Engine = create_engine(
+            "duckdb:///:memory:", creator=lambda: duckdb_engine.ConnectionWrapper(self.cursor()),
+            poolclass=NullPool, pool_reset_on_return=None,
+        )
 
     def close(self) -> None:
-        if self._engine is not None:
-            self._engine.dispose()
+        self.engine.dispose()
         self._conn.close()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -88,15 +96,6 @@ class Database:
                 cur.execute("COMMIT")
             finally:
                 cur.close()
-
-    @property
-    def engine(self) -> Engine:
-        """A SQLAlchemy engine over this same DuckDB database, for SQLModel row classes."""
-        if self._engine is None:
-            self._engine = create_engine(
-                "duckdb:///:memory:", creator=lambda: duckdb_engine.ConnectionWrapper(self.cursor())
-            )
-        return self._engine
 
     def migrate(self, migrations_dir: Path) -> list[str]:
         """Apply the numbered migrations not yet recorded in schema_migrations; return their names."""

@@ -1,9 +1,12 @@
 """Turn uploaded bytes (JSON object, JSON array, JSON Lines, optionally gzipped) into trace objects.
 
-Parse errors name the line and column so a user can find the fault in a large file.
+Parse errors name the line and column so a user can find the fault in a large file. An object that
+gives a key twice is read as a KeyedTwice, so validation refuses it and names its path rather than
+keeping the last value without a word; JSON nested too deeply to read is a parse error, never a 500.
 """
 
 import json
+import re
 import zlib
 from dataclasses import dataclass
 
@@ -16,6 +19,8 @@ DEFAULT_MAX_BYTES = 2 * 1024**3
 # (19-digit runs alone are common and safe: OTLP's nanosecond timestamps have them.)
 DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 LONG_DIGIT_RUNS = (b"0" * 20, b"-" + b"0" * 19)
+ESCAPED_COLON_PREFIX = b"\\u003"  # found at C speed; the pattern then rules out \u003c (<) and the like
+ESCAPED_COLON = re.compile(rb"\\u003[aA]")
 
 
 @dataclass
@@ -42,9 +47,35 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
-def strict_loads(text: str):
-    """json.loads that refuses NaN and Infinity, which are not JSON."""
-    return json.loads(text, parse_constant=_reject_constant)
+class KeyedTwice(dict):
+    """A JSON object whose text gives a key more than once. It holds the last value, as every JSON parser
+    keeps; `twice` names the repeated keys, so a validator can refuse it and say where it is."""
+
+    __slots__ = ("twice",)
+
+
+def _object(pairs: list[tuple]) -> dict:
+    """The json module's object hook: a dict, or a KeyedTwice when a key repeats."""
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    seen, twice = set(), []
+    for key, _ in pairs:
+        if key in seen:
+            twice.append(key)
+        seen.add(key)
+    repeated = KeyedTwice(obj)
+    repeated.twice = list(dict.fromkeys(twice))
+    return repeated
+
+
+def strict_loads(text: str | bytes):
+    """json.loads that refuses NaN and Infinity, which are not JSON, and nesting too deep for it to read (a
+    ValueError, not the RecursionError the parser raises); objects with a repeated key are KeyedTwice."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_object)
+    except RecursionError:
+        raise ValueError("arrays and objects nested too deeply to read") from None
 
 
 class TooLarge(ValueError):
@@ -84,16 +115,33 @@ def dumps(obj) -> str:
 
 
 def fast_loads(data: bytes):
-    """The JSON value of `data` by orjson, or None when it must go the exact (and explaining) json path."""
+    """The JSON value of `data` by orjson, or None when it must go the exact (and explaining) json path:
+    gzip, integers beyond 64 bits, a repeated key, or anything orjson refuses (lone surrogates, numbers
+    beyond a double, nesting deeper than 1024)."""
     if data[:2] == GZIP_MAGIC:
         return None
     zeroed = data.translate(DIGITS_AS_ZERO)
     if any(run in zeroed for run in LONG_DIGIT_RUNS):
         return None
     try:
-        return orjson.loads(data)
+        doc = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
+    return doc if _keys_unique(data, doc) else None
+
+
+def _keys_unique(data: bytes, doc) -> bool:
+    """True when no object in `data` repeats a key, which orjson would drop without a word. Outside strings
+    a colon follows each key, and writing `doc` back gives every key it kept and every colon of its strings:
+    the colon counts differ exactly when a key was dropped. A colon spelt as an escape would hide from the
+    count, so such a document, as one too deep for orjson to write, takes the exact path. About 14 ms for
+    the 6.4 MB, 20,000-event benchmark trace; reading every document by the exact path would cost 27 ms."""
+    if ESCAPED_COLON_PREFIX in data and ESCAPED_COLON.search(data):
+        return False
+    try:
+        return data.count(b":") == orjson.dumps(doc).count(b":")
+    except orjson.JSONEncodeError:
+        return False
 
 
 def parse_documents(data: bytes, source: str = "", max_bytes: int = DEFAULT_MAX_BYTES) -> list:

@@ -1,7 +1,8 @@
 """The paper pool and exclusion log: CSV import with line-numbered errors, reviewer tags with history,
 lossless export, corpus statistics and reviewer/pool comparisons.
 
-Cells are kept as their CSV text, so exporting an imported file gives it back unchanged.
+Cells are kept as their CSV text, so exporting an imported file gives it back unchanged (cells a
+spreadsheet would run as formulas are written neutralised, and read back, as app.csvsafe says).
 """
 
 import csv
@@ -10,6 +11,7 @@ from collections import Counter
 
 from sqlmodel import Session, col, select
 
+from app import csvsafe
 from app.annotations import LabelError, NotFound, clean_reviewer, now
 from app.db import Database
 from app.models import ExcludedRecord, Paper, PaperTag, Reviewer
@@ -44,7 +46,7 @@ def read_csv(body: bytes) -> tuple[str, list[tuple[int, dict]]]:
         raise CsvProblems([_problem(line, None, f"not UTF-8 text (byte {exc.start})")]) from exc
     if not text.strip():
         raise CsvProblems([_problem(1, None, "empty file: expected the paper pool or the exclusion log header")])
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csvsafe.reader(io.StringIO(text, newline=""))
     try:
         return _records(reader)
     except csv.Error as exc:
@@ -213,9 +215,10 @@ def excluded_rows(db: Database) -> list[dict]:
 
 
 def to_csv(rows: list[dict], columns=PAPER_COLUMNS) -> str:
-    """CSV with the published columns and order, minimal quoting and LF lines, as the published file."""
+    """CSV with the published columns and order, minimal quoting and LF lines, as the published file;
+    formula-like cells neutralised (app.csvsafe)."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csvsafe.writer(out, lineterminator="\n")
     writer.writerow(columns)
     writer.writerows([row[c] for c in columns] for row in rows)
     return out.getvalue()

@@ -6,7 +6,6 @@ reads the column properties of each event straight from its dict; only `extra` a
 Python step per event; counts and maxima per trace are aggregated by DuckDB.
 """
 
-import math
 from collections.abc import Callable
 from datetime import datetime, timezone
 from itertools import chain, repeat
@@ -180,18 +179,12 @@ def _extras(events: list[dict], ts: list) -> tuple[list, list[int], list]:
 
 
 def _doubles(ts: list) -> pa.Array:
-    """`t` as DOUBLE for sorting and plotting; integers too large for one become infinity."""
+    """`t` as DOUBLE for sorting and plotting: rounded when an integer is beyond 2**53 (validation keeps
+    integers below 2**63, and `extra` keeps the exact one)."""
     try:
         return pa.array(ts, pa.float64())
     except pa.ArrowInvalid:  # an integer that a double holds only rounded
-        return pa.array(list(map(_as_double, ts)), pa.float64())
-
-
-def _as_double(t: float) -> float:
-    try:
-        return float(t)
-    except OverflowError:
-        return math.inf
+        return pa.array(list(map(float, ts)), pa.float64())
 
 
 def _edge_table(traces: list[dict]) -> pa.Table:

@@ -53,14 +53,14 @@ def test_many_traces_in_one_request_round_trip_exactly(app, client):
         if i % 2:
             events[5] = {"note": {"i": i}, **events[5]}  # another property first
         traces.append(trace)
-    traces.append(make_trace("tool-only", edges=[],  # t beyond 64 bits
-                             events=[{"id": "e1", "t": 10**30, "type": "tool_result", "agent": "web.search"}]))
+    traces.append(make_trace("tool-only", edges=[],  # the largest t: 64 bits, which a double rounds
+                             events=[{"id": "e1", "t": 2**63 - 1, "type": "tool_result", "agent": "web.search"}]))
     assert post_json(client, traces).status_code == 201
     for trace in traces:
         assert json.dumps(client.get(f"/api/traces/{trace['trace_id']}").json()) == json.dumps(trace)
     counts = app.state.db.execute("SELECT trace_id, n_events, n_edges, n_agents, t_max FROM traces "
                                   "WHERE trace_id IN ('v3', 'tool-only') ORDER BY trace_id").fetchall()
-    assert counts == [("tool-only", 1, 0, 0, 1e30), ("v3", 6, 4, 2, float(2**53 + 3))]
+    assert counts == [("tool-only", 1, 0, 0, float(2**63 - 1)), ("v3", 6, 4, 2, float(2**53 + 3))]
 
 
 def test_array_and_json_lines_bodies(client):

@@ -1,5 +1,6 @@
 """The trace validator: a table of broken traces, and properties cross-checked with the published schema."""
 
+import functools
 import json
 import math
 
@@ -20,11 +21,12 @@ from app.taxonomy import (
     TRACE_KEYS,
     TRACE_REQUIRED_KEYS,
 )
-from app.validation import _CHUNK, Problem, _certainly_valid, _problems, format_problem, validate_trace
+from app.validation import MAX_DEPTH, _CHUNK, Problem, _certainly_valid, _problems, format_problem, validate_trace
 
 PROPERTY_SETTINGS = settings(max_examples=100, deadline=None)
-# Rules the published schema cannot express; only these may reject what jsonschema accepts.
-BEYOND_SCHEMA = ("duplicate id", "is not an event id", "is not a valid JSON number")
+# Rules the published schema cannot express (or does not state); only these may reject what jsonschema accepts.
+BEYOND_SCHEMA = ("duplicate id", "is not an event id", "is not a valid JSON number", "must be below 2**63",
+                 "lone surrogate", "given more than once", "levels of objects and arrays deep")
 
 
 def small_trace() -> dict:
@@ -304,7 +306,8 @@ def beyond_schema(problem: Problem) -> bool:
 
 
 finite_numbers = st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-non_negative_numbers = st.integers(min_value=0) | st.floats(0, allow_nan=False, allow_infinity=False)
+# `t` and `costs` hold integers below 2**63 (a double or a 64-bit column); other numbers any integer.
+non_negative_numbers = st.integers(0, 2**63 - 1) | st.floats(0, allow_nan=False, allow_infinity=False)
 json_values = st.recursive(
     st.none() | st.booleans() | finite_numbers | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
@@ -377,6 +380,10 @@ KNOWN_KEYS = (*TRACE_KEYS, *KNOWN_EVENT_KEYS, *EDGE_KEYS, *REQUIRED_COSTS, "tool
 # Immutable on purpose: later edits may reach into an inserted value, and json_values supplies fresh containers.
 PLAUSIBLE_VALUES = ("", -1, -0.5, 0, 1.5, True, False, None, math.nan, math.inf, "x")
 PLAUSIBLE_VALUES += (*EVENT_TYPES[:2], *EDGE_TYPES[:2], *TOPOLOGIES[:2])
+# What JSON can say but the store cannot keep as sent: a lone surrogate, arrays nested one level too deep,
+# and (in `t` or `costs` only) integers a double or a 64-bit column would change.
+ODD_VALUES = st.sampled_from(("\ud800", "a\udfff", 2**63, 10**30)) | st.builds(
+    lambda: functools.reduce(lambda inner, _: [inner], range(MAX_DEPTH + 1), 0))
 
 
 @st.composite
@@ -384,7 +391,7 @@ def mutated_traces(draw) -> dict:
     """A valid trace after one to three random edits: set, delete or add a key or an item anywhere."""
     trace = draw(valid_traces())
     ids = [event["id"] for event in trace["events"]]
-    values = st.sampled_from(PLAUSIBLE_VALUES) | st.sampled_from(ids) | json_values | st.floats()
+    values = st.sampled_from(PLAUSIBLE_VALUES) | st.sampled_from(ids) | json_values | st.floats() | ODD_VALUES
     for _ in range(draw(st.integers(1, 3))):
         target = draw(st.sampled_from(list(containers(trace))))
         action = draw(st.sampled_from(("set", "delete", "add")))

@@ -14,7 +14,8 @@ from pathlib import PurePosixPath
 from app.documents import (DEFAULT_MAX_BYTES, GZIP_MAGIC, DocumentError, TooLarge, Upload, decode, fast_loads, gunzip,
                            parse_documents, strict_loads)
 from app.importers import claude_code, openai_agents, otlp
-from app.importers.common import ImportFailed, ImportResult
+from app.importers.common import ImportFailed, ImportResult, show
+from app.validation import is_text
 
 FORMATS = ("orchestrace", "otlp", "openai_agents", "claude_code")
 ZIP_MAGIC = b"PK\x03\x04"
@@ -22,43 +23,63 @@ TAR_MAGIC_OFFSET = 257
 
 
 def unpack(uploads: list[Upload], max_bytes: int) -> list[Upload]:
-    """Uploads with every .zip or .tar(.gz) replaced by its files (paths kept in the names)."""
+    """Uploads gunzipped, with every .zip or .tar(.gz) replaced by its files (paths kept in the names, and
+    gzipped members gunzipped too). The limit is the request's, not each file's: all the files together
+    expand to at most `max_bytes`, so ten gzip parts cannot take ten times the memory."""
+    left = max_bytes
+    too_large = f"the request's files expand to more than {max_bytes} bytes together"
+
+    def gunzipped(data: bytes, source: str) -> bytes:
+        """One gzip layer undone within what is left of the limit; gzip inside gzip is refused."""
+        if data[:2] != GZIP_MAGIC:
+            return data
+        try:
+            data = gunzip(data, left, source)
+        except TooLarge:
+            raise TooLarge(f"{source}: {too_large}") from None
+        if data[:2] == GZIP_MAGIC:
+            raise DocumentError("gzip inside gzip: send it compressed once", source)
+        return data
+
+    def counted(upload: Upload) -> Upload:
+        nonlocal left
+        if len(upload.data) > left:
+            raise TooLarge(f"{upload.source}: {too_large}")
+        left -= len(upload.data)
+        return upload
+
     out = []
     for upload in uploads:
-        data = upload.data
-        if data[:4] == ZIP_MAGIC:
-            out += _unzip(upload, max_bytes)
-            continue
-        raw = decode_bytes(data, upload.source, max_bytes)
-        if len(raw) > TAR_MAGIC_OFFSET + 5 and raw[TAR_MAGIC_OFFSET:TAR_MAGIC_OFFSET + 5] == b"ustar":
-            out += _untar(upload, raw, max_bytes)
+        if upload.data[:4] == ZIP_MAGIC:
+            members = _unzip(upload, left, too_large)
         else:
-            out.append(Upload(upload.source, raw))
+            raw = gunzipped(upload.data, upload.source)
+            if len(raw) > TAR_MAGIC_OFFSET + 5 and raw[TAR_MAGIC_OFFSET:TAR_MAGIC_OFFSET + 5] == b"ustar":
+                members = _untar(upload, raw, left, too_large)
+            else:
+                out.append(counted(Upload(upload.source, raw)))
+                continue
+        out += [counted(Upload(member.source, gunzipped(member.data, member.source))) for member in members]
     return out
 
 
-def decode_bytes(data: bytes, source: str, max_bytes: int) -> bytes:
-    """Gunzipped bytes when gzipped, else the bytes themselves."""
-    return gunzip(data, max_bytes, source) if data[:2] == GZIP_MAGIC else data
-
-
-def _unzip(upload: Upload, max_bytes: int) -> list[Upload]:
+def _unzip(upload: Upload, max_bytes: int, too_large: str) -> list[Upload]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(upload.data))
         members = [m for m in archive.infolist() if not m.is_dir()]
         if sum(m.file_size for m in members) > max_bytes:
-            raise TooLarge(f"{upload.source} expands to more than {max_bytes} bytes")
+            raise TooLarge(f"{upload.source}: {too_large}")
         return [Upload(f"{upload.source}:{m.filename}", archive.read(m)) for m in members]
     except zipfile.BadZipFile as exc:
         raise DocumentError(f"not a readable zip file ({exc})", upload.source) from exc
 
 
-def _untar(upload: Upload, raw: bytes, max_bytes: int) -> list[Upload]:
+def _untar(upload: Upload, raw: bytes, max_bytes: int, too_large: str) -> list[Upload]:
     try:
         with tarfile.open(fileobj=io.BytesIO(raw)) as archive:
             members = [m for m in archive.getmembers() if m.isfile()]
             if sum(m.size for m in members) > max_bytes:
-                raise TooLarge(f"{upload.source} expands to more than {max_bytes} bytes")
+                raise TooLarge(f"{upload.source}: {too_large}")
             return [Upload(f"{upload.source}:{m.name}", archive.extractfile(m).read()) for m in members]
     except tarfile.TarError as exc:
         raise DocumentError(f"not a readable tar file ({exc})", upload.source) from exc
@@ -108,10 +129,25 @@ def is_subagent_file(name: str) -> bool:
 
 def convert(uploads: list[Upload], fmt: str | None = None, keep_content: bool = False,
             max_bytes: int = DEFAULT_MAX_BYTES) -> ImportResult:
-    """Traces and warnings from every upload; `fmt` forces a format, otherwise each file is detected."""
+    """Traces and warnings from every upload; `fmt` forces a format, otherwise each file is detected.
+
+    A trace id that is not text (a lone surrogate) is refused here: every later report names a trace by
+    its id, and no response or log could carry that one."""
     if fmt is not None and fmt not in FORMATS:
         raise ImportFailed(f"unknown format '{fmt}'; formats: {', '.join(FORMATS)}")
-    files = unpack(uploads, max_bytes)
+    try:
+        result = _convert(unpack(uploads, max_bytes), fmt, keep_content, max_bytes)
+    except RecursionError:  # an importer's walk of a value nested deeper than Python's stack
+        raise ImportFailed("arrays and objects nested too deeply to read") from None
+    for index, trace in enumerate(result.traces):
+        trace_id = trace.get("trace_id") if isinstance(trace, dict) else None
+        if isinstance(trace_id, str) and not is_text((trace_id,)):
+            raise ImportFailed(f"trace {index}: trace_id {show(trace_id)} holds a lone surrogate (an unpaired "
+                               "\\ud800-\\udfff escape), which is not text")
+    return result
+
+
+def _convert(files: list[Upload], fmt: str | None, keep_content: bool, max_bytes: int) -> ImportResult:
     result = ImportResult()
     sessions: list[Upload] = []
     helpers: list[Upload] = []

@@ -6,13 +6,23 @@ from app import queries
 from app.deps import DbDep
 from app.paging import MAX_OFFSET, fetch_page
 from app.render import render
+from app.routes.traces import COUNT, INVALID, OBJECT, READ_REFUSALS, TEXT, TEXTS, object_schema, reply
 
 router = APIRouter(tags=["ingest log"])
 
 ENTRIES_PER_PAGE = 50
 
 
-@router.get("/api/ingest-log")
+RECEIPT = object_schema({
+    "id": TEXT, "received_at": TEXT, "endpoint": TEXT, "format": TEXT, "unit": TEXT, "received": COUNT,
+    "used": COUNT, "duplicates": COUNT, "skipped": COUNT, "reasons": {"type": "array", "items": OBJECT},
+    "created": TEXTS, "extended": TEXTS, "status": {"type": "integer"}, "error": {"type": ["string", "null"]}},
+    "id", "received_at", "endpoint", "status")
+
+
+@router.get("/api/ingest-log", responses=READ_REFUSALS | INVALID | {
+    200: reply("one page of receipts, newest first, and how many match",
+               object_schema({"items": {"type": "array", "items": RECEIPT}, "total": COUNT}, "items", "total"))})
 def read_ingest_log(db: DbDep, endpoint: str | None = None, trace_id: str | None = None,
                     limit: int = Query(50, ge=1, le=1000), offset: int = Query(0, ge=0, le=MAX_OFFSET)):
     """Receipts, newest first: what came, what was used, duplicates, what was skipped and why."""

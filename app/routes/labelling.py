@@ -60,6 +60,19 @@ def form_values(form) -> dict:
     }
 
 
+def form_base_version(form) -> int | None:
+    """The version the form edited (none for a first save); text that is not a whole number is a field
+    error shown in the form, not a 500."""
+    base = form.get("base_version")
+    if base is None or base == "":
+        return None
+    try:
+        return int(base)
+    except (TypeError, ValueError):  # an uploaded file, or text such as "abc"
+        message = f"{base!r} is not a whole number (0 for a first label)"
+        raise annotations.LabelError("base_version", message) from None
+
+
 @router.post("/traces/{trace_id}/events/{event_id}/label", dependencies=[Depends(require_csrf)])
 async def save_label_form(request: Request, trace_id: str, event_id: str, db: DbDep):
     """Save, clear or undo from the inspector's form; answers with the form showing the outcome."""
@@ -69,9 +82,8 @@ async def save_label_form(request: Request, trace_id: str, event_id: str, db: Db
     try:
         if reviewer is None:
             raise annotations.LabelError("reviewer", "pick a reviewer name first (top right)")
-        base = form.get("base_version")
         data = {"trace_id": trace_id, "event_id": event_id, "reviewer": reviewer,
-                "base_version": int(base) if base not in (None, "") else None,
+                "base_version": form_base_version(form),
                 "client_request_id": form.get("client_request_id") or None}
         action = form.get("action", "save")
         if action == "clear":

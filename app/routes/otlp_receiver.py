@@ -14,6 +14,7 @@ from app.importers.common import ImportFailed
 from app.importers.otlp_protobuf import NotProtobuf, decode_request, encode_response
 from app.ingest_log import Receipt
 from app.limits import UnsupportedEncoding, decode_content
+from app.routes.traces import BINARY, COUNT, DOCUMENT_ERROR, OBJECT, READ_REFUSALS, TEXT, TEXTS, object_schema, reply
 
 router = APIRouter(tags=["otlp"])
 
@@ -21,6 +22,14 @@ PROTOBUF = "application/x-protobuf"
 OTLP_MEDIA_TYPES = {PROTOBUF: "otlp/protobuf", "application/protobuf": "otlp/protobuf",
                     "application/json": "otlp/json"}
 MAX_MESSAGE_CHARS = 2000
+# What an exporter's request may meet besides READ_REFUSALS.
+REFUSALS = READ_REFUSALS | {
+    400: reply("the body cannot be decoded (or the Host is not served here)", DOCUMENT_ERROR),
+    403: reply("a cross-site request, or a role that may not write"),
+    413: reply("the body, or what it decompresses to, is larger than the server's limit"),
+    415: reply("a Content-Type or Content-Encoding this endpoint does not take"),
+}
+ENCODED = "optionally gzip- or deflate-compressed (Content-Encoding)"
 
 
 def media_type(request: Request) -> str:
@@ -65,10 +74,17 @@ def skipped_message(receipt: Receipt) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "..."
 
 
-@router.post("/v1/traces", responses={
-    200: {"description": "ExportTraceServiceResponse, in the request's encoding"},
-    400: {"description": "the body cannot be decoded"},
-    415: {"description": "unsupported Content-Type or Content-Encoding"}})
+@router.post("/v1/traces", openapi_extra={"requestBody": {"required": True, "description": (
+    f"An OTLP ExportTraceServiceRequest, {ENCODED}"), "content": {
+    PROTOBUF: {"schema": BINARY}, "application/protobuf": {"schema": BINARY},
+    "application/json": {"schema": object_schema({"resourceSpans": {"type": "array", "items": OBJECT}},
+                                                  "resourceSpans")},
+}}}, responses=REFUSALS | {200: {
+    "description": "ExportTraceServiceResponse, in the request's encoding: unusable spans are counted in "
+                   "partial_success, with why",
+    "content": {PROTOBUF: {"schema": BINARY}, "application/json": {"schema": object_schema({
+        "partialSuccess": object_schema({"rejectedSpans": TEXT, "errorMessage": TEXT}), "ingested": TEXTS,
+        "warnings": TEXTS}, "partialSuccess")}}}})
 async def export_traces(request: Request, db: DbDep, settings: SettingsDep, live: LiveDep):
     """OTLP/HTTP traces as every OpenTelemetry SDK's exporter sends them: protobuf (the default) or JSON,
     optionally gzip- or deflate-compressed. Unusable spans are counted in `partial_success`."""
@@ -94,9 +110,17 @@ async def export_traces(request: Request, db: DbDep, settings: SettingsDep, live
     return {"partialSuccess": partial, "ingested": receipt.created + receipt.extended, "warnings": receipt.warnings}
 
 
-@router.post("/v1/traces/ingest", responses={
-    400: {"description": "the body is not JSON or not an Agents SDK export"},
-    415: {"description": "unsupported Content-Type or Content-Encoding"}})
+@router.post("/v1/traces/ingest", openapi_extra={"requestBody": {"required": True, "description": (
+    f"The Agents SDK's export, {ENCODED}"), "content": {
+    "application/json": {"schema": object_schema({"data": {"type": "array", "description": (
+        "trace and span records; one that is not is skipped and counted")}}, "data")},
+}}}, responses=REFUSALS | {
+    200: reply("what was received, used, already had, skipped and why", object_schema({
+        "received": COUNT, "used": COUNT, "duplicates": COUNT, "skipped": {"type": "array", "items": object_schema(
+            {"reason": TEXT, "count": COUNT}, "reason", "count")}, "ingested": TEXTS, "warnings": TEXTS},
+        "received", "used", "duplicates", "skipped", "ingested", "warnings")),
+    400: reply("the body is not JSON or not an Agents SDK export (or the Host is not served here)",
+               DOCUMENT_ERROR)})
 async def ingest_agents_export(request: Request, db: DbDep, settings: SettingsDep, live: LiveDep):
     """The OpenAI Agents SDK's `BackendSpanExporter` body, `{"data": [trace and span records]}`: point the
     exporter's endpoint here. Batches of one run merge into one trace; retries add nothing."""

@@ -1,4 +1,8 @@
-"""JSON API of traces: ingest, list, read whole, delete."""
+"""JSON API of traces: ingest, list, read whole, delete.
+
+The OpenAPI description names every body, status and media type a route answers with; the JSON schemas
+of the answers are written here (`responses=`), since the routes return plain dicts.
+"""
 
 from typing import Literal
 
@@ -17,6 +21,68 @@ from app.store import delete_trace
 router = APIRouter(prefix="/api/traces", tags=["traces"])
 
 
+def object_schema(properties: dict, *required: str) -> dict:
+    """A JSON schema of an object with these properties (others allowed), the `required` ones always there."""
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+TEXT = {"type": "string"}
+TEXTS = {"type": "array", "items": TEXT}
+COUNT = {"type": "integer", "minimum": 0}
+NUMBER = {"type": "number"}
+OBJECT = {"type": "object"}
+BINARY = {"type": "string", "format": "binary"}
+ERROR = object_schema({"error": TEXT}, "error")
+PROBLEMS = object_schema({"error": TEXT, "errors": {"type": "array", "items": OBJECT}}, "error")
+MAYBE_TEXT = {"type": ["string", "null"]}
+MAYBE_COUNT = {"type": ["integer", "null"]}
+DOCUMENT_ERROR = object_schema({"error": TEXT, "source": MAYBE_TEXT, "line": MAYBE_COUNT, "column": MAYBE_COUNT},
+                               "error")
+
+
+def reply(description: str, schema: dict = ERROR, media_type: str = "application/json") -> dict:
+    """One entry of a route's `responses`: what the status means and the body it carries."""
+    return {"description": description, "content": {media_type: {"schema": schema}}}
+
+
+# What every API route may answer before it runs (app.security: the Host allow-list, and a login or token
+# when ORCHESTRACE_AUTH=required); INVALID for a route with query parameters.
+READ_REFUSALS = {
+    400: reply("the Host header names a host this server does not answer to"),
+    401: reply("a login or an API token is needed"),
+}
+INVALID = {422: reply("a parameter is not valid: each problem with its path", PROBLEMS)}
+# ... and what a write may also meet: a cross-site request, a role that may not write, a body too large.
+WRITE_REFUSALS = READ_REFUSALS | INVALID | {
+    403: reply("a cross-site request, or a role that may not do this"),
+    413: reply("the body, or what it decompresses to, is larger than the server's limit",
+               object_schema({"error": TEXT, "max_bytes": COUNT}, "error")),
+}
+NO_TRACE = {404: reply("no trace with this id")}
+TRACE_SUMMARY = object_schema({
+    "trace_id": TEXT, "task_id": TEXT, "system": MAYBE_TEXT, "topology": MAYBE_TEXT,
+    "rewards": OBJECT, "costs": OBJECT, "metrics": {"type": ["object", "null"]}, "events": COUNT, "edges": COUNT,
+    "agents": COUNT, "tokens": NUMBER, "wall_clock_s": NUMBER, "ingested_at": TEXT}, "trace_id", "task_id")
+EVENT = object_schema({"id": TEXT, "t": NUMBER, "type": TEXT, "agent": TEXT}, "id", "t", "type", "agent")
+EDGE = object_schema({"src": TEXT, "dst": TEXT, "type": TEXT}, "src", "dst", "type")
+TRACE = object_schema({"trace_id": TEXT, "task_id": TEXT, "system": TEXT, "topology": TEXT,
+                       "events": {"type": "array", "items": EVENT}, "edges": {"type": "array", "items": EDGE},
+                       "rewards": OBJECT, "costs": OBJECT, "metrics": OBJECT},
+                      "trace_id", "task_id", "events", "edges", "rewards", "costs")
+UPLOAD_BODY = {"requestBody": {"required": True, "description": (
+    "One trace object, a JSON array of traces, JSON Lines (one per line), or an export in an industrial "
+    "format (OTLP/JSON, an OpenAI Agents SDK export, a Claude Code session): as the body, gzipped or not, "
+    "or as multipart `file` parts (also .zip and .tar.gz archives). The format is recognised from the "
+    "content, or named by `format`."), "content": {
+    "application/json": {"schema": {"description": "a trace, an array of traces, or an industrial export"}},
+    "application/x-ndjson": {"schema": {"description": "JSON Lines: one trace (or record) per line"}},
+    "application/gzip": {"schema": BINARY},
+    "application/zip": {"schema": BINARY},
+    "application/x-tar": {"schema": BINARY},
+    "multipart/form-data": {"schema": object_schema({"file": {"type": "array", "items": BINARY}}, "file")},
+}}}
+
+
 async def read_uploads(request: Request) -> list[Upload]:
     """The request's documents: each multipart `file` part, or the raw body."""
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
@@ -31,10 +97,26 @@ async def read_uploads(request: Request) -> list[Upload]:
 ImportFormat = Literal["orchestrace", "otlp", "openai_agents", "claude_code"]
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, openapi_extra=UPLOAD_BODY, responses=WRITE_REFUSALS | {
+    201: reply("the traces are stored; `orphaned_labels` (with replace=true) lists labels of events that vanished",
+               object_schema({"ingested": TEXTS, "warnings": TEXTS, "orphaned_labels": {"type": "array",
+                                                                                        "items": OBJECT}},
+                             "ingested", "warnings")),
+    400: reply("the body is not readable (malformed JSON, not UTF-8, not gzip, a multipart upload without a "
+               "`file` part), or the Host is not served here", DOCUMENT_ERROR),
+    409: reply("a trace id is stored already (add replace=true); nothing is stored",
+               object_schema({"error": TEXT, "trace_ids": TEXTS}, "error", "trace_ids")),
+    415: reply("a Content-Type a browser may send cross-site (text/plain, a form)"),
+    422: reply("invalid traces (each problem with its trace and path), a file no importer can read, or an "
+               "invalid parameter; nothing is stored", PROBLEMS)})
 async def create_traces(request: Request, db: DbDep, settings: SettingsDep, replace: bool = False,
                         format: ImportFormat | None = None, keep_content: bool = False):
-    """Ingest traces in our format or an industrial one (detected, or `format`); all stored or none."""
+    """Ingest traces in our format or an industrial one (detected, or `format`); all stored or none.
+
+    Beyond the published schema, refused (422, naming the path): text with a lone surrogate (an
+    unpaired \\ud800-\\udfff escape), a number beyond a double (such as 1e400), an integer of 2**63 or
+    more in `t` or `costs`, a key given twice in one object, and an event property nested more than 64
+    levels of objects and arrays deep. Other integers of any size are kept exactly."""
     uploads = await read_uploads(request)
     existing = "replace" if replace else "error"
     stored, _, warnings = await run_in_threadpool(ingest, db, uploads, existing, settings.max_body_bytes,
@@ -46,7 +128,9 @@ async def create_traces(request: Request, db: DbDep, settings: SettingsDep, repl
     return answer
 
 
-@router.get("")
+@router.get("", responses=READ_REFUSALS | INVALID | {
+    200: reply("one page of trace summaries, and how many match",
+               object_schema({"items": {"type": "array", "items": TRACE_SUMMARY}, "total": COUNT}, "items", "total"))})
 def read_traces(
     db: DbDep,
     topology: str | None = None,
@@ -64,7 +148,7 @@ def read_traces(
     return {"items": items, "total": total}
 
 
-@router.get("/{trace_id}")
+@router.get("/{trace_id}", responses=READ_REFUSALS | NO_TRACE | {200: reply("the trace as ingested", TRACE)})
 def read_trace(trace_id: str, db: DbDep):
     """The trace exactly as ingested."""
     trace = queries.read_trace(db, trace_id)
@@ -73,7 +157,12 @@ def read_trace(trace_id: str, db: DbDep):
     return trace
 
 
-@router.get("/{trace_id}/live", responses={404: {"description": "no trace received from an exporter with this id"}})
+@router.get("/{trace_id}/live", responses=READ_REFUSALS | {
+    200: reply("how the trace stands", object_schema({
+        "status": {"enum": ["receiving", "building", "complete"]}, "source": TEXT, "received": COUNT,
+        "first_received_at": TEXT, "last_received_at": TEXT, "built_at": MAYBE_TEXT,
+        "build_error": MAYBE_TEXT}, "status", "source", "received")),
+    404: reply("no trace received from an exporter with this id")})
 def read_live_status(trace_id: str, db: DbDep):
     """How a trace sent by an exporter stands: `receiving` (its root span has not arrived), `building`
     (stored once the builder has run), `complete`; with spans received and the last build's error."""
@@ -87,7 +176,9 @@ def read_live_status(trace_id: str, db: DbDep):
             "build_error": status["build_error"]}
 
 
-@router.get("/{trace_id}/figure")
+@router.get("/{trace_id}/figure", responses=READ_REFUSALS | INVALID | NO_TRACE | {
+    200: reply("a Plotly figure with its lanes and event positions", object_schema(
+        {"figure": OBJECT, "lanes": {"type": "array"}, "event_ids": TEXTS}, "figure"))})
 def read_figure(trace_id: str, db: DbDep, cache: CacheDep, group: Literal["auto", "role", "agent"] = "auto",
                 expand: list[str] = Query([])):
     """The interaction graph as a Plotly figure, with lane layout and event ids (built once, cached)."""
@@ -98,7 +189,9 @@ def read_figure(trace_id: str, db: DbDep, cache: CacheDep, group: Literal["auto"
     return Response(body, media_type="application/json")
 
 
-@router.get("/{trace_id}/overlays")
+@router.get("/{trace_id}/overlays", responses=READ_REFUSALS | NO_TRACE | {
+    200: reply("the numeric channels", object_schema({"channels": {"type": "array", "items": object_schema(
+        {"name": TEXT, "count": COUNT, "min": NUMBER, "max": NUMBER}, "name", "count", "min", "max")}}, "channels"))})
 def read_overlays(trace_id: str, db: DbDep, cache: CacheDep):
     """The numeric per-event channels a graph can be coloured by."""
     channels = graph.overlay_channels(db, cache, trace_id)
@@ -107,7 +200,10 @@ def read_overlays(trace_id: str, db: DbDep, cache: CacheDep):
     return {"channels": describe(channels)}
 
 
-@router.get("/{trace_id}/overlay")
+@router.get("/{trace_id}/overlay", responses=READ_REFUSALS | INVALID | {
+    200: reply("the channel's value per event", object_schema(
+        {"channel": TEXT, "values": {"type": "array", "items": {"type": ["number", "null"]}}}, "channel", "values")),
+    404: reply("no trace with this id, or no numeric channel of this name")})
 def read_overlay(trace_id: str, channel: str, db: DbDep, cache: CacheDep):
     """One channel's value per event, in event order (null where an event has none)."""
     if not queries.trace_exists(db, trace_id):
@@ -121,7 +217,9 @@ def read_overlay(trace_id: str, channel: str, db: DbDep, cache: CacheDep):
     return {"channel": channel, "values": values}
 
 
-@router.get("/{trace_id}/metrics")
+@router.get("/{trace_id}/metrics", responses=READ_REFUSALS | NO_TRACE | {
+    200: reply("the measures by name", object_schema({"events": COUNT, "edges": COUNT, "agents": COUNT,
+                                                      "critical_path": TEXTS}, "events", "edges", "agents"))})
 def read_metrics(trace_id: str, db: DbDep, cache: CacheDep):
     """Orchestration measures of the trace (definitions in the README), with its critical path."""
     result = analysis.ensure_analysis(db, cache, trace_id)
@@ -130,7 +228,10 @@ def read_metrics(trace_id: str, db: DbDep, cache: CacheDep):
     return result["metrics"]
 
 
-@router.get("/{trace_id}/audit")
+@router.get("/{trace_id}/audit", responses=READ_REFUSALS | NO_TRACE | {
+    200: reply("the findings", object_schema({"findings": {"type": "array", "items": object_schema(
+        {"rule": TEXT, "severity": {"enum": ["error", "warning", "info"]}, "message": TEXT, "events": TEXTS},
+        "rule", "severity", "message", "events")}}, "findings"))})
 def read_audit(trace_id: str, db: DbDep, cache: CacheDep):
     """Structural and safety findings: rule, severity, message and the events involved."""
     result = analysis.ensure_analysis(db, cache, trace_id)
@@ -139,7 +240,11 @@ def read_audit(trace_id: str, db: DbDep, cache: CacheDep):
     return {"findings": result["findings"]}
 
 
-@router.get("/{trace_id}/credit")
+@router.get("/{trace_id}/credit", responses=READ_REFUSALS | NO_TRACE | {
+    200: reply("each event's credit, the roll-ups and the correlation with reviewers", object_schema(
+        {"rule": TEXT, "channel": TEXT, "total": NUMBER, "events": {"type": "array", "items": object_schema(
+            {"id": TEXT, "credit": NUMBER}, "id", "credit")}, "rollup": OBJECT}, "rule", "channel", "total", "events")),
+    422: reply("no reward channel of this name, or an invalid parameter", PROBLEMS)})
 def read_credit(trace_id: str, db: DbDep, cache: CacheDep, channel: str,
                 rule: Literal["uniform", "causal", "critical_path"] = "causal"):
     """A reward channel assigned to events by a rule, rolled up to the eight credit units, and its
@@ -157,7 +262,10 @@ def read_credit(trace_id: str, db: DbDep, cache: CacheDep, channel: str,
             "events": [{"id": i, "credit": v} for i, v in zip(ids, values)], **report}
 
 
-@router.delete("/{trace_id}")
+@router.delete("/{trace_id}", responses=WRITE_REFUSALS | NO_TRACE | {
+    200: reply("the trace is removed; its labels are kept",
+               object_schema({"deleted": TEXT, "labels_kept": COUNT}, "deleted", "labels_kept")),
+    409: reply("the trace has labels: add force=true")})
 def remove_trace(trace_id: str, db: DbDep, force: bool = False):
     """Remove a trace; one with labels needs force=true, and its labels stay (orphaned, exportable)."""
     if not queries.trace_exists(db, trace_id):
