@@ -20,9 +20,6 @@ from conftest import BASE_URL, form_headers, make_trace, post_json
 JSON = {"Content-Type": "application/json"}
 DEEP_ARRAY = b"[" * 100_000 + b"]" * 100_000
 DEEP_OBJECT = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
-LEAD_FIXES_JSON_OBJECT = pytest.mark.xfail(
-    strict=True, reason="routes/annotations.py json_object parses with request.json(): it must use "
-                        "app.documents.strict_loads (RecursionError, keys given twice) and annotations.check_request")
 
 
 def nested(depth: int, leaf=0):
@@ -55,10 +52,10 @@ def stored_ids(client) -> list[str]:
     ("/v1/traces", {}),
     ("/v1/traces/ingest", {}),
     ("/api/annotations/import", {}),
-    pytest.param("/api/annotations", {}, marks=LEAD_FIXES_JSON_OBJECT),
-    pytest.param("/api/annotations/clear", {}, marks=LEAD_FIXES_JSON_OBJECT),
-    pytest.param("/api/annotations/undo", {}, marks=LEAD_FIXES_JSON_OBJECT),
-    pytest.param("/api/papers/p1/tags", {}, marks=LEAD_FIXES_JSON_OBJECT),
+    ("/api/annotations", {}),
+    ("/api/annotations/clear", {}),
+    ("/api/annotations/undo", {}),
+    ("/api/papers/p1/tags", {}),
 ])
 def test_json_nested_100000_deep_is_a_4xx_with_a_message(client, path, params, body):
     response = client.post(path, content=body, params=params, headers=JSON)
@@ -293,7 +290,6 @@ def test_a_key_given_twice_in_an_imported_label_is_422(client, labelled_trace):
     assert response.status_code == 422 and "note" in response.json()["errors"][0]["message"]
 
 
-@LEAD_FIXES_JSON_OBJECT
 def test_a_key_given_twice_in_a_label_is_422(client, labelled_trace):
     body = '{"trace_id": "lab", "event_id": "e1", "reviewer": "ada", "credit": 1, "credit": -1}'
     response = client.post("/api/annotations", content=body, headers=JSON)

@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 from app import annotations, papers, queries
 from app.agreement import agreement
 from app.deps import DbDep
+from app.documents import strict_loads
 from app.downloads import attachment
 from app.security import acting_reviewer
 from app.taxonomy import PAPER_FIELDS
@@ -18,12 +19,15 @@ LABEL_AGREEMENT_FIELDS = ("credit", "reward_family", "credit_unit", "subdecision
 
 
 async def json_object(request: Request) -> dict:
+    """The body as a JSON object, checked before anything reads it: too deep is 400; a key given twice or a
+    lone surrogate is 422 naming the field."""
     try:
-        body = await request.json()
+        body = strict_loads(await request.body())
     except ValueError as exc:
         raise HTTPException(400, f"body is not JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise HTTPException(400, "body must be a JSON object")
+    annotations.check_request(body)
     return body
 
 
