@@ -350,8 +350,9 @@ def _from_csv(row: dict) -> dict:
     return out
 
 
-def import_labels(db: Database, rows: list[tuple[str, dict]]) -> dict:
-    """Merge exported label versions: identical ones are skipped, new ones inserted, differing ones refused."""
+def import_labels(db: Database, rows: list[tuple[str, dict]], imported_by: str | None = None) -> dict:
+    """Merge exported label versions: identical ones are skipped, new ones inserted, differing ones refused.
+    Versions keep their reviewer and times; `imported_by` records the account that imported them."""
     cleaned, errors = [], []
     for where, raw in rows:
         try:
@@ -367,6 +368,7 @@ def import_labels(db: Database, rows: list[tuple[str, dict]]) -> dict:
                 Annotation.trace_id == row.trace_id, Annotation.event_id == row.event_id,
                 Annotation.reviewer == row.reviewer, Annotation.version == row.version)).first()
             if existing is None:
+                row.imported_by = imported_by
                 session.add(row)
                 inserted += 1
             elif _same(existing, row):

@@ -247,3 +247,24 @@ def test_a_backup_through_a_server_that_requires_accounts_needs_an_admin_token(t
         assert "needs the admin role" in capsys.readouterr().err and not target.exists()
         assert main(["backup", str(target), "--db", str(db), "--server", url, "--token", admin]) == 0
         assert target.exists()
+
+
+def test_imported_label_histories_keep_their_reviewer_and_times_and_record_the_importer(lab, tmp_path):
+    app, _ = lab
+    rita = bearer(app, "rita") | {"Content-Type": "application/json"}
+    with TestClient(app, base_url=BASE_URL) as client:
+        client.post("/api/traces", content=json.dumps(make_trace()), headers=rita)
+        client.post("/api/annotations", content=label(credit=0.25), headers=rita)
+        client.post("/api/annotations", content=label(credit=0.75), headers=rita)
+        export = client.get("/api/annotations/export?format=json&history=true", headers=rita).content
+    other = create_app(Settings(db=tmp_path / "other.duckdb", auth="required"))
+    with TestClient(other, base_url=BASE_URL) as client:
+        accounts.add_user(other.state.db, "ada", "admin", PASSWORD)
+        answer = client.post("/api/annotations/import", content=export,
+                             headers=bearer(other, "ada") | {"Content-Type": "application/json"})
+        assert answer.status_code == 200 and answer.json()["imported"] == 2
+        rows = other.state.db.execute("SELECT reviewer, version, imported_by, created_at FROM annotations "
+                                      "ORDER BY version").fetchall()
+    original = json.loads(export)
+    assert [(r[0], r[1], r[2]) for r in rows] == [("rita", 1, "ada"), ("rita", 2, "ada")]
+    assert [r[3].isoformat() for r in rows] == [o["created_at"].rstrip("Z").replace("+00:00", "") for o in original]

@@ -10,7 +10,7 @@ from app.agreement import agreement
 from app.deps import DbDep
 from app.documents import strict_loads
 from app.downloads import attachment
-from app.security import acting_reviewer
+from app.security import acting_reviewer, current_user
 from app.taxonomy import PAPER_FIELDS
 
 router = APIRouter(prefix="/api", tags=["annotations"])
@@ -79,7 +79,8 @@ def export_annotations(db: DbDep, format: Literal["csv", "json"] = "csv", histor
 async def import_annotations(request: Request, db: DbDep):
     """Merge our JSON or CSV export: identical versions are skipped, so re-importing changes nothing."""
     rows = annotations.parse_import(await request.body(), request.headers.get("content-type", ""))
-    return annotations.import_labels(db, rows)
+    user = current_user(request)
+    return annotations.import_labels(db, rows, user.name if user else None)
 
 
 @router.get("/traces/{trace_id}/annotated")
