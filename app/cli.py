@@ -1,7 +1,6 @@
 """The `orchestrace` command line. Each subcommand's docstring is its help text."""
 
 import argparse
-import csv
 import json
 import os
 import sys
@@ -11,6 +10,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+from app import csvsafe
 from app.db import Database, DatabaseLocked
 from app.documents import DocumentError, TooLarge, Upload, parse_documents
 from app.importers.common import ImportFailed
@@ -286,7 +286,7 @@ def _print_audit(results: dict[str, list[dict]], fmt: str) -> None:
         print(json.dumps({"traces": [{"trace_id": t, "findings": f} for t, f in results.items()]}, indent=2))
         return
     if fmt == "csv":
-        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer = csvsafe.writer(sys.stdout, lineterminator="\n")
         writer.writerow(["trace_id", "rule", "severity", "message", "events"])
         for trace_id, findings in results.items():
             for f in findings:
