@@ -7,6 +7,8 @@ from fastapi.responses import JSONResponse
 
 from app import annotations, papers, queries
 from app.agreement import agreement
+from app.apidoc import (CSV, FIELD_ERROR, INVALID, NOT_JSON, OBJECT, PROBLEMS, READ_REFUSALS, WRITE_REFUSALS, json_body,
+                        object_schema, reply)
 from app.deps import DbDep
 from app.documents import strict_loads
 from app.downloads import attachment
@@ -36,19 +38,33 @@ def saved(label: dict, created: bool) -> JSONResponse:
     return JSONResponse(label, status_code=201 if created else 200)
 
 
-@router.post("/annotations", status_code=201)
+LABEL = object_schema({}, "trace_id", "event_id", "reviewer", "version")
+LABEL_BODY = json_body("`trace_id`, `event_id`, the label fields to set (`credit`, `reward_family`, `credit_unit`, "
+                       "`subdecision`, `safety`, `tags`, `note`, `paper`), and optionally `base_version`, "
+                       "`client_request_id`; `reviewer` in open single-user mode (with accounts, you)")
+LABEL_ANSWERS = WRITE_REFUSALS | NOT_JSON | {
+    200: reply("a retried `client_request_id`: the version it made before", LABEL),
+    201: reply("the new version", LABEL),
+    404: reply("no such trace or event"),
+    409: reply("`base_version` is not the current version", object_schema({"error": {}, "current": OBJECT},
+                                                                           "error")),
+    422: reply("a field is not valid (named in `field`), or a parameter", FIELD_ERROR),
+}
+
+
+@router.post("/annotations", status_code=201, openapi_extra=LABEL_BODY, responses=LABEL_ANSWERS)
 async def create_annotation(request: Request, db: DbDep):
     """Save a label version; omitted fields keep their previous value."""
     return saved(*annotations.save_label(db, acting_reviewer(request, await json_object(request))))
 
 
-@router.post("/annotations/clear", status_code=201)
+@router.post("/annotations/clear", status_code=201, openapi_extra=LABEL_BODY, responses=LABEL_ANSWERS)
 async def clear_annotation(request: Request, db: DbDep):
     """A new version with every field empty."""
     return saved(*annotations.clear_label(db, acting_reviewer(request, await json_object(request))))
 
 
-@router.post("/annotations/undo", status_code=201)
+@router.post("/annotations/undo", status_code=201, openapi_extra=LABEL_BODY, responses=LABEL_ANSWERS)
 async def undo_annotation(request: Request, db: DbDep):
     """A new version restoring the version before the current one."""
     return saved(*annotations.undo_label(db, acting_reviewer(request, await json_object(request))))
@@ -63,7 +79,9 @@ def read_annotations(db: DbDep, trace_id: str | None = None, event_id: str | Non
     return {"items": annotations.list_labels(db, trace_id, event_id, reviewer, history)}
 
 
-@router.get("/annotations/export")
+@router.get("/annotations/export", responses=READ_REFUSALS | INVALID | {
+    200: {"description": "one row per label (per version with history=true)",
+          "content": {"text/csv": {"schema": CSV}, "application/json": {"schema": {"type": "array"}}}}})
 def export_annotations(db: DbDep, format: Literal["csv", "json"] = "csv", history: bool = False,
                        trace_id: str | None = None):
     """One row per label (per version with history=true), as CSV or JSON."""
@@ -75,7 +93,14 @@ def export_annotations(db: DbDep, format: Literal["csv", "json"] = "csv", histor
     return Response(annotations.to_csv(labels), media_type="text/csv; charset=utf-8", headers=headers)
 
 
-@router.post("/annotations/import")
+@router.post("/annotations/import", openapi_extra={"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"type": "array", "items": OBJECT}}, "text/csv": {"schema": CSV}},
+    "description": "our JSON or CSV export of labels (admins only)"}}, responses=WRITE_REFUSALS | {
+    200: reply("what was imported and what was already there",
+               object_schema({"imported": {"type": "integer"}, "unchanged": {"type": "integer"}})),
+    400: reply("the body cannot be read as JSON or CSV", PROBLEMS),
+    409: reply("a version differs from the stored one of the same number", PROBLEMS),
+    422: reply("rows that are not labels, each with where it is", PROBLEMS)})
 async def import_annotations(request: Request, db: DbDep):
     """Merge our JSON or CSV export: identical versions are skipped, so re-importing changes nothing."""
     rows = annotations.parse_import(await request.body(), request.headers.get("content-type", ""))
@@ -83,7 +108,7 @@ async def import_annotations(request: Request, db: DbDep):
     return annotations.import_labels(db, rows, user.name if user else None)
 
 
-@router.get("/traces/{trace_id}/annotated")
+@router.get("/traces/{trace_id}/annotated", responses=READ_REFUSALS | {404: reply("no such trace")})
 def read_annotated_trace(trace_id: str, db: DbDep):
     """The trace with an `annotations` list (current labels) on each labelled event."""
     trace = queries.read_trace(db, trace_id)

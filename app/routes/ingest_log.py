@@ -6,7 +6,7 @@ from app import queries
 from app.deps import DbDep
 from app.paging import MAX_OFFSET, fetch_page
 from app.render import render
-from app.routes.traces import COUNT, INVALID, OBJECT, READ_REFUSALS, TEXT, TEXTS, object_schema, reply
+from app.apidoc import COUNT, INVALID, OBJECT, READ_REFUSALS, TEXT, TEXTS, object_schema, reply
 
 router = APIRouter(tags=["ingest log"])
 

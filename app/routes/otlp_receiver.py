@@ -14,7 +14,7 @@ from app.importers.common import ImportFailed
 from app.importers.otlp_protobuf import NotProtobuf, decode_request, encode_response
 from app.ingest_log import Receipt
 from app.limits import UnsupportedEncoding, decode_content
-from app.routes.traces import BINARY, COUNT, DOCUMENT_ERROR, OBJECT, READ_REFUSALS, TEXT, TEXTS, object_schema, reply
+from app.apidoc import BINARY, COUNT, DOCUMENT_ERROR, OBJECT, READ_REFUSALS, TEXT, TEXTS, object_schema, reply
 
 router = APIRouter(tags=["otlp"])
 

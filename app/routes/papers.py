@@ -6,6 +6,8 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
 from app import papers
+from app.apidoc import (CSV, FIELD_ERROR, INVALID, NOT_JSON, OBJECT, PROBLEMS, READ_REFUSALS, WRITE_REFUSALS, json_body,
+                        object_schema, reply)
 from app.deps import DbDep
 from app.downloads import attachment
 from app.security import acting_reviewer
@@ -16,7 +18,15 @@ from app.taxonomy import EXCLUSION_COLUMNS
 router = APIRouter(prefix="/api/papers", tags=["papers"])
 
 
-@router.post("/import")
+@router.post("/import", openapi_extra={"requestBody": {"required": True, "content": {
+    "text/csv": {"schema": CSV},
+    "multipart/form-data": {"schema": object_schema({"file": {"type": "array", "items": {
+        "type": "string", "format": "binary"}}}, "file")}},
+    "description": "a paper pool (18 columns) or exclusion log (9 columns) CSV (admins only)"}},
+    responses=WRITE_REFUSALS | {
+        200: reply("rows imported per file", OBJECT),
+        400: reply("the body is not readable text, or a multipart upload has no `file` part"),
+        422: reply("each problem with its line and column", PROBLEMS)})
 async def import_papers(request: Request, db: DbDep):
     """A pool (18 columns) or exclusion log (9 columns) as a raw CSV body or a multipart `file`."""
     uploads = await read_uploads(request)
@@ -24,7 +34,10 @@ async def import_papers(request: Request, db: DbDep):
     return results[0] if len(results) == 1 else {"files": results}
 
 
-@router.get("/export")
+@router.get("/export", responses=READ_REFUSALS | INVALID | {
+    200: {"description": "the rows", "content": {"text/csv": {"schema": CSV},
+                                                 "application/json": {"schema": {"type": "array"}}}},
+    404: reply("no reviewer of that name has tagged papers")})
 def export_papers(db: DbDep, format: Literal["csv", "json"] = "csv", source: str = papers.POOL,
                   kind: Literal["papers", "excluded", "tags"] = "papers", history: bool = True):
     """The pool as `source` (pool or a reviewer) sees it, the exclusion log, or reviewers' tags."""
@@ -51,7 +64,11 @@ def read_stats(db: DbDep, source: str = papers.POOL):
     return papers.stats(db, source)
 
 
-@router.post("/{key}/tags", status_code=201)
+@router.post("/{key}/tags", status_code=201, openapi_extra=json_body(
+    "the paper fields to set for this reviewer (null: follow the pool), `note`; `reviewer` in open mode"),
+    responses=WRITE_REFUSALS | NOT_JSON | {201: reply("the new version of the reviewer's tags", OBJECT),
+                                           404: reply("no paper with this key"),
+                                           422: reply("a field is not valid (named in `field`)", FIELD_ERROR)})
 async def create_tags(key: str, request: Request, db: DbDep):
     """A reviewer's tags on a paper, as a new version (omitted fields keep their value)."""
     return papers.save_tags(db, key, acting_reviewer(request, await json_object(request)))
