@@ -36,8 +36,9 @@ def test_log_in_label_as_yourself_and_log_out(page, lab_server):
     page.fill("input[name=username]", "rita")
     page.fill("input[name=password]", "not the password")
     page.click("button[type=submit]")
-    page.console_errors.clear()  # Chromium logs the 401 of the refused login
     assert "wrong user name or password" in page.inner_text("[role=alert]")
+    page.wait_for_function("() => document.readyState === 'complete'")
+    forgive_refused_login(page)
     page.fill("input[name=password]", PASSWORD)
     page.click("button[type=submit]")
     page.wait_for_selector('#graph[data-drawn="true"]')
@@ -60,3 +61,9 @@ def test_log_in_label_as_yourself_and_log_out(page, lab_server):
     page.wait_for_url(f"{url}/login")
     page.goto(f"{url}/")
     assert page.url.startswith(f"{url}/login")
+    forgive_refused_login(page)  # should Chromium have logged it late
+
+
+def forgive_refused_login(page) -> None:
+    """Chromium logs the 401 answer of the refused login as a console error; it is expected here."""
+    page.console_errors[:] = [e for e in page.console_errors if "status of 401" not in e or "/login" not in e]
