@@ -3,6 +3,7 @@
 from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from app import annotations, papers, queries
@@ -55,19 +56,22 @@ LABEL_ANSWERS = WRITE_REFUSALS | NOT_JSON | {
 @router.post("/annotations", status_code=201, openapi_extra=LABEL_BODY, responses=LABEL_ANSWERS)
 async def create_annotation(request: Request, db: DbDep):
     """Save a label version; omitted fields keep their previous value."""
-    return saved(*annotations.save_label(db, acting_reviewer(request, await json_object(request))))
+    body = acting_reviewer(request, await json_object(request))
+    return saved(*await run_in_threadpool(annotations.save_label, db, body))
 
 
 @router.post("/annotations/clear", status_code=201, openapi_extra=LABEL_BODY, responses=LABEL_ANSWERS)
 async def clear_annotation(request: Request, db: DbDep):
     """A new version with every field empty."""
-    return saved(*annotations.clear_label(db, acting_reviewer(request, await json_object(request))))
+    body = acting_reviewer(request, await json_object(request))
+    return saved(*await run_in_threadpool(annotations.clear_label, db, body))
 
 
 @router.post("/annotations/undo", status_code=201, openapi_extra=LABEL_BODY, responses=LABEL_ANSWERS)
 async def undo_annotation(request: Request, db: DbDep):
     """A new version restoring the version before the current one."""
-    return saved(*annotations.undo_label(db, acting_reviewer(request, await json_object(request))))
+    body = acting_reviewer(request, await json_object(request))
+    return saved(*await run_in_threadpool(annotations.undo_label, db, body))
 
 
 @router.get("/annotations")
@@ -105,7 +109,7 @@ async def import_annotations(request: Request, db: DbDep):
     """Merge our JSON or CSV export: identical versions are skipped, so re-importing changes nothing."""
     rows = annotations.parse_import(await request.body(), request.headers.get("content-type", ""))
     user = current_user(request)
-    return annotations.import_labels(db, rows, user.name if user else None)
+    return await run_in_threadpool(annotations.import_labels, db, rows, user.name if user else None)
 
 
 @router.get("/traces/{trace_id}/annotated", responses=READ_REFUSALS | {404: reply("no such trace")})

@@ -3,6 +3,7 @@
 from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from app import papers
@@ -30,7 +31,7 @@ router = APIRouter(prefix="/api/papers", tags=["papers"])
 async def import_papers(request: Request, db: DbDep):
     """A pool (18 columns) or exclusion log (9 columns) as a raw CSV body or a multipart `file`."""
     uploads = await read_uploads(request)
-    results = [papers.import_csv(db, upload.data) for upload in uploads]
+    results = [await run_in_threadpool(papers.import_csv, db, upload.data) for upload in uploads]
     return results[0] if len(results) == 1 else {"files": results}
 
 
@@ -71,7 +72,8 @@ def read_stats(db: DbDep, source: str = papers.POOL):
                                            422: reply("a field is not valid (named in `field`)", FIELD_ERROR)})
 async def create_tags(key: str, request: Request, db: DbDep):
     """A reviewer's tags on a paper, as a new version (omitted fields keep their value)."""
-    return papers.save_tags(db, key, acting_reviewer(request, await json_object(request)))
+    body = acting_reviewer(request, await json_object(request))
+    return await run_in_threadpool(papers.save_tags, db, key, body)
 
 
 @router.get("/{key}/tags")
