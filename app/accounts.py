@@ -10,12 +10,12 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from app.db import Database
+from app.db import Database, utc_now as _now
 
 ROLES = ("viewer", "reviewer", "admin")
 USERNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
@@ -37,10 +37,6 @@ class User:
     def may(self, role: str) -> bool:
         """True when this user's role is `role` or above it."""
         return ROLES.index(self.role) >= ROLES.index(role)
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def _sha256(text: str) -> str:

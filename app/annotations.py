@@ -9,12 +9,12 @@ import io
 import json
 import math
 from collections import namedtuple
-from datetime import datetime, timezone
+from datetime import datetime
 
 from sqlmodel import Session, select
 
 from app import csvsafe
-from app.db import Database
+from app.db import Database, utc_now
 from app.documents import KeyedTwice, strict_loads
 from app.models import Annotation, Reviewer
 from app.taxonomy import CREDIT_RANGE, LABEL_TAXONOMY_FIELDS
@@ -59,8 +59,7 @@ class StaleVersion(Exception):
         super().__init__(f"base_version {base_version} is stale: the current version is {have}")
 
 
-def now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+now = utc_now
 
 
 def check_request(data: dict) -> None:

@@ -7,6 +7,7 @@ import logging
 import re
 import threading
 import time
+from datetime import datetime, timezone
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,6 +20,11 @@ from sqlmodel import create_engine
 log = logging.getLogger("orchestrace.sql")
 
 MIGRATION_NAME = re.compile(r"^(\d{4})_[\w-]+\.sql$")
+
+
+def utc_now() -> datetime:
+    """Now in UTC, naive: how every TIMESTAMP column of this database is written."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 class DatabaseLocked(RuntimeError):

@@ -5,9 +5,8 @@ import json
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
-from app.db import Database
+from app.db import Database, utc_now
 
 
 @dataclass
@@ -52,7 +51,7 @@ def record(db: Database, receipt: Receipt) -> None:
 
 def insert(cur, receipt: Receipt) -> None:
     """Append the receipt to the log inside the caller's transaction (so it commits with what it logs)."""
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    now = utc_now()
     cur.execute(
         "INSERT INTO ingest_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [uuid.uuid4().hex[:16], now, receipt.endpoint, receipt.format, receipt.unit, receipt.received, receipt.used,

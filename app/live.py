@@ -12,16 +12,15 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 import orjson
 
 from app import queries
-from app.db import Database
+from app.db import Database, utc_now as _now
 from app.documents import dumps
 from app.gcpause import paused_gc
 from app.importers import openai_agents, otlp
-from app.importers.common import ImportFailed, show
+from app.importers.common import ImportFailed
 from app.ingest import problems_of
 from app.ingest_log import Receipt
 from app.store import store_traces
@@ -267,12 +266,3 @@ def _part_body(source: str, part: _Incoming, new: set[str]):
 
 def _trace_id(source: str, source_trace: str) -> str:
     return (otlp.TRACE_ID_PREFIX if source == OTLP else openai_agents.TRACE_ID_PREFIX) + source_trace
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
-
-
-def describe_skips(receipt: Receipt) -> str:
-    """The partial_success error message: each reason with its count, shortest first."""
-    return "; ".join(f"{n} span(s): {show(r) if len(r) > 300 else r}" for r, n in receipt.skipped.items())

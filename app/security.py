@@ -121,7 +121,7 @@ def _refuse(request: Request, status: int, message: str):
 async def guard(request: Request, call_next):
     """The Host allow-list, cross-site refusals, the caller's identity and the role the route needs."""
     app = request.app
-    settings, db = app.state.settings, app.state.db
+    db = app.state.db
     host = _host(request)
     if host not in app.state.allowed_hosts:
         return JSONResponse({"error": f"Host '{host}' is not served here; add it to ORCHESTRACE_ALLOWED_HOSTS"},

@@ -7,13 +7,12 @@ Python step per event; counts and maxima per trace are aggregated by DuckDB.
 """
 
 from collections.abc import Callable
-from datetime import datetime, timezone
 from itertools import chain, repeat
 from operator import itemgetter
 
 import pyarrow as pa
 
-from app.db import Database
+from app.db import Database, utc_now
 from app.documents import dumps
 from app.gcpause import paused_gc
 
@@ -113,7 +112,7 @@ def _trace_table(traces: list[dict]) -> pa.Table:
         "n_edges": [len(trace["edges"]) for trace in traces],
         "tokens": list(map(itemgetter("tokens"), costs)),
         "wall_clock_s": list(map(itemgetter("wall_clock_s"), costs)),
-        "ingested_at": [datetime.now(timezone.utc).replace(tzinfo=None)] * len(traces),
+        "ingested_at": [utc_now()] * len(traces),
     })
 
 
