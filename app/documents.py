@@ -114,6 +114,16 @@ def dumps(obj) -> str:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
+def dumps_bytes(obj) -> bytes:
+    """`dumps` as UTF-8 bytes, without the decode and encode when orjson can write it."""
+    try:
+        return orjson.dumps(obj)
+    except TypeError:
+        # orjson writes datetimes as ISO 8601; so does this path
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False,
+                          default=lambda value: value.isoformat()).encode()
+
+
 def fast_loads(data: bytes):
     """The JSON value of `data` by orjson, or None when it must go the exact (and explaining) json path:
     gzip, integers beyond 64 bits, a repeated key, or anything orjson refuses (lone surrogates, numbers

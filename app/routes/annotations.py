@@ -13,6 +13,7 @@ from app.apidoc import (CSV, FIELD_ERROR, INVALID, NOT_JSON, OBJECT, PROBLEMS, R
 from app.deps import DbDep
 from app.documents import strict_loads
 from app.downloads import attachment
+from app.responses import JsonBody
 from app.security import acting_reviewer, current_user
 from app.taxonomy import PAPER_FIELDS
 
@@ -79,8 +80,8 @@ def read_annotations(db: DbDep, trace_id: str | None = None, event_id: str | Non
                      reviewer: str | None = None, history: bool = False, orphaned: bool = False):
     """Current labels (every version with history=true); orphaned=true lists labels of vanished events."""
     if orphaned:
-        return {"items": queries.orphaned_labels(db, trace_id)}
-    return {"items": annotations.list_labels(db, trace_id, event_id, reviewer, history)}
+        return JsonBody({"items": queries.orphaned_labels(db, trace_id)})
+    return JsonBody({"items": annotations.list_labels(db, trace_id, event_id, reviewer, history)})
 
 
 @router.get("/annotations/export", responses=READ_REFUSALS | INVALID | {
@@ -125,7 +126,7 @@ def read_annotated_trace(trace_id: str, db: DbDep):
     for event in trace["events"]:
         if event["id"] in by_event:
             event["annotations"] = by_event[event["id"]]
-    return trace
+    return JsonBody(trace)
 
 
 @router.get("/agreement")

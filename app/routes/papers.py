@@ -11,6 +11,7 @@ from app.apidoc import (CSV, FIELD_ERROR, INVALID, NOT_JSON, OBJECT, PROBLEMS, R
                         object_schema, reply)
 from app.deps import DbDep
 from app.downloads import attachment
+from app.responses import JsonBody
 from app.security import acting_reviewer
 from app.routes.annotations import json_object
 from app.routes.traces import read_uploads
@@ -62,7 +63,7 @@ def export_papers(db: DbDep, format: Literal["csv", "json"] = "csv", source: str
 @router.get("/stats")
 def read_stats(db: DbDep, source: str = papers.POOL):
     """Counts per controlled field, the sparsity cross-tabs and the exclusion log's facets."""
-    return papers.stats(db, source)
+    return JsonBody(papers.stats(db, source))
 
 
 @router.post("/{key}/tags", status_code=201, openapi_extra=json_body(
@@ -78,4 +79,4 @@ async def create_tags(key: str, request: Request, db: DbDep):
 
 @router.get("/{key}/tags")
 def read_tags(key: str, db: DbDep, reviewer: str | None = None, history: bool = True):
-    return {"items": papers.tag_history(db, key, reviewer, history)}
+    return JsonBody({"items": papers.tag_history(db, key, reviewer, history)})

@@ -18,6 +18,7 @@ from app.documents import Upload
 from app.ingest import ingest
 from app.overlays import describe
 from app.paging import MAX_OFFSET
+from app.responses import JsonBody
 from app.store import delete_trace
 
 router = APIRouter(prefix="/api/traces", tags=["traces"])
@@ -110,7 +111,7 @@ def read_traces(
         items, total = queries.list_traces(db, topology, system, q, sort, limit, offset)
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
-    return {"items": items, "total": total}
+    return JsonBody({"items": items, "total": total})
 
 
 @router.get("/{trace_id}", responses=READ_REFUSALS | NO_TRACE | {200: reply("the trace as ingested", TRACE)})
@@ -119,7 +120,7 @@ def read_trace(trace_id: str, db: DbDep):
     trace = queries.read_trace(db, trace_id)
     if trace is None:
         raise HTTPException(404, f"no trace with id '{trace_id}'")
-    return trace
+    return JsonBody(trace)
 
 
 @router.get("/{trace_id}/live", responses=READ_REFUSALS | {
@@ -162,7 +163,7 @@ def read_overlays(trace_id: str, db: DbDep, cache: CacheDep):
     channels = graph.overlay_channels(db, cache, trace_id)
     if channels is None:
         raise HTTPException(404, f"no trace with id '{trace_id}'")
-    return {"channels": describe(channels)}
+    return JsonBody({"channels": describe(channels)})
 
 
 @router.get("/{trace_id}/overlay", responses=READ_REFUSALS | INVALID | {
@@ -190,7 +191,7 @@ def read_metrics(trace_id: str, db: DbDep, cache: CacheDep):
     result = analysis.ensure_analysis(db, cache, trace_id)
     if result is None:
         raise HTTPException(404, f"no trace with id '{trace_id}'")
-    return result["metrics"]
+    return JsonBody(result["metrics"])
 
 
 @router.get("/{trace_id}/audit", responses=READ_REFUSALS | NO_TRACE | {
@@ -202,7 +203,7 @@ def read_audit(trace_id: str, db: DbDep, cache: CacheDep):
     result = analysis.ensure_analysis(db, cache, trace_id)
     if result is None:
         raise HTTPException(404, f"no trace with id '{trace_id}'")
-    return {"findings": result["findings"]}
+    return JsonBody({"findings": result["findings"]})
 
 
 @router.get("/{trace_id}/credit", responses=READ_REFUSALS | NO_TRACE | {
@@ -223,8 +224,8 @@ def read_credit(trace_id: str, db: DbDep, cache: CacheDep, channel: str,
     human = (graph.overlay_channels(db, cache, trace_id) or {}).get(graph.HUMAN_MEAN)
     ids = queries.event_ids(db, trace_id)
     report = analysis.credit_report(db, cache, trace_id, values, human)
-    return {"rule": rule, "channel": channel, "total": sum(values),
-            "events": [{"id": i, "credit": v} for i, v in zip(ids, values)], **report}
+    return JsonBody({"rule": rule, "channel": channel, "total": sum(values),
+                     "events": [{"id": i, "credit": v} for i, v in zip(ids, values)], **report})
 
 
 @router.delete("/{trace_id}", responses=WRITE_REFUSALS | NO_TRACE | {
