@@ -90,17 +90,11 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.middleware("http")(csrf_cookie)
     app.middleware("http")(security.guard)  # outside the form token: a refused request gets no cookie
     app.middleware("http")(security_headers)
-    app.include_router(traces.router)
-    app.include_router(otlp_receiver.router)
-    app.include_router(ingest_log.router)
-    app.include_router(annotations.router)
-    app.include_router(papers.router)
-    app.include_router(pages.router)
-    app.include_router(labelling.router)
-    app.include_router(paper_pages.router)
-    app.include_router(corpus_pages.router)
-    app.include_router(account_pages.router)
-    app.include_router(backup.router)
+    routers = [module.router for module in (traces, otlp_receiver, ingest_log, annotations, papers, pages, labelling,
+                                            paper_pages, corpus_pages, account_pages, backup)]
+    for router in routers:
+        app.include_router(router)
+    app.state.route_methods = [(route.path_regex, route.methods) for router in routers for route in router.routes]
 
     @app.get(PLOTLY_JS_URL, include_in_schema=False)
     def plotly_js():
@@ -208,9 +202,21 @@ def add_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, exc: StarletteHTTPException):
         if exc.status_code == 404 and not request.url.path.startswith(("/api/", "/static/", "/v1/")):
             return render(request, "not_found.html", {"what": "page"}, status_code=404)
-        return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:  # Starlette names the methods of the first route matching the path only
+            headers = {**(headers or {}), "Allow": allowed_methods(request)}
+        return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def request_invalid(request: Request, exc: RequestValidationError):
         errors = [{"path": ".".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()]
         return JSONResponse({"error": "invalid request", "errors": errors}, status_code=422)
+
+
+def allowed_methods(request: Request) -> str:
+    """The Allow header of a 405: the methods of every route whose path matches, as RFC 9110 asks."""
+    path = request.url.path
+    methods = {method for regex, route_methods in request.app.state.route_methods if regex.match(path)
+               for method in route_methods}
+    return ", ".join(sorted(methods))
+

@@ -194,6 +194,18 @@ def test_unknown_trace_is_404_and_delete_removes(client):
     assert len(client.get("/api/traces/d1").json()["events"]) == 6
 
 
+@pytest.mark.parametrize("method, path, allowed", [
+    ("PUT", "/api/traces", "GET, POST"),  # two routes share the path: both are named
+    ("PATCH", "/api/traces/x", "DELETE, GET"),
+    ("PUT", "/api/annotations", "GET, POST"),
+])
+def test_a_wrong_method_is_405_naming_every_method_the_path_takes(client, method, path, allowed):
+    response = client.request(method, path)
+    assert response.status_code == 405
+    assert response.headers["allow"] == allowed
+    assert response.json() == {"error": "Method Not Allowed"}
+
+
 def test_traces_survive_a_restart_and_migrations_run_once(settings):
     with TestClient(create_app(settings), base_url=BASE_URL) as client:  # leaving the block closes the database
         post_json(client, make_trace("keep"))

@@ -3,8 +3,7 @@ no route answers 5xx, and the routes of traces, the OTLP receiver and the ingest
 statuses, media types and bodies their description names.
 
 Not checked: that every schema-valid request is accepted (a trace's structural rules, such as edge
-endpoints being event ids, are beyond JSON Schema), nor the Allow header of a 405 (Starlette lists the
-methods of the first route matching the path only).
+endpoints being event ids, are beyond JSON Schema). The Allow header of a 405 is tested in test_api_traces.
 """
 
 import json
