@@ -129,7 +129,9 @@ def read_annotated_trace(trace_id: str, db: DbDep):
     return JsonBody(trace)
 
 
-@router.get("/agreement")
+@router.get("/agreement", responses=READ_REFUSALS | {
+    200: reply("the agreement coefficient with the units and ratings it was computed on", OBJECT),
+    422: reply("fewer than two reviewers, a field agreement is not computed on, or an invalid parameter", PROBLEMS)})
 def read_agreement(db: DbDep, field: str, reviewers: str, target: Literal["events", "papers"] = "events",
                    trace_id: str | None = None):
     """Agreement between reviewers on one field: event labels (interval alpha for credit, nominal

@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from app import backup
+from app.apidoc import WRITE_REFUSALS, reply
 from app.deps import DbDep
 
 router = APIRouter(prefix="/api", tags=["admin"])
@@ -18,7 +19,8 @@ class BackupRequest(BaseModel):
     force: bool = Field(False, description="Replace the file if it exists.")
 
 
-@router.post("/backup", status_code=201, responses={
+@router.post("/backup", status_code=201, responses=WRITE_REFUSALS | {
+    400: reply("the body is not JSON"),
     409: {"description": "the file exists and force is false"},
     422: {"description": "the path is relative, names the database itself, or cannot be written"},
     503: {"description": "the database stayed busy; try again"}})
