@@ -10,13 +10,13 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from app import csvsafe
-from app.db import Database, DatabaseLocked
-from app.documents import DocumentError, TooLarge, Upload, parse_documents
-from app.importers.common import ImportFailed
-from app.ingest import InvalidTraces, ingest, problems_of
+from app.domain import csvsafe
+from app.domain.validation import Problem, format_problem
+from app.ingest.documents import DocumentError, TooLarge, Upload, parse_documents
+from app.ingest.importers.common import ImportFailed
+from app.ingest.pipeline import InvalidTraces, ingest, problems_of
 from app.settings import Settings
-from app.validation import Problem, format_problem
+from app.store.db import Database, DatabaseLocked
 
 TRACE_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".gz")
 PROGRESS_MIN_FILES = 5
@@ -28,9 +28,8 @@ def cmd_serve(args) -> int:
     import uvicorn
 
     from app.main import create_app
-
-    from app import accounts
-    from app.security import is_loopback
+    from app.services import accounts
+    from app.web.security import is_loopback
 
     settings = Settings.from_env(db=args.db, host=args.host, port=args.port)
     try:
@@ -216,7 +215,7 @@ def _escape(name: str) -> str:
 
 def cmd_generate(args) -> int:
     """Write a deterministic, realistic large swarm trace (valid by construction)."""
-    from app.generate import generate_swarm
+    from app.domain.generate import generate_swarm
 
     trace = generate_swarm(agents=args.agents, events=args.events, seed=args.seed)
     text = json.dumps(trace, separators=(",", ":"))
@@ -231,7 +230,7 @@ def cmd_generate(args) -> int:
 
 def cmd_papers_import(args) -> int:
     """Import paper-pool or exclusion-log CSV files (the kind is read from each header)."""
-    from app.papers import CsvProblems, import_csv
+    from app.services.papers import CsvProblems, import_csv
 
     settings = Settings.from_env(db=args.db)
     db = _open(settings)
@@ -254,9 +253,9 @@ def cmd_papers_import(args) -> int:
 
 def cmd_audit(args) -> int:
     """Audit traces (named, or --all): findings per trace and rule; exit 1 at --fail-on level."""
-    from app.analysis import ensure_analysis
-    from app.audit import SEVERITIES
-    from app.cache import TraceCache
+    from app.domain.audit import SEVERITIES
+    from app.services.analysis import ensure_analysis
+    from app.services.cache import TraceCache
 
     if not args.trace_ids and not args.all:
         raise SystemExit("error: name trace ids or pass --all")
@@ -280,7 +279,7 @@ def cmd_audit(args) -> int:
 
 
 def _print_audit(results: dict[str, list[dict]], fmt: str) -> None:
-    from app.audit import RULES
+    from app.domain.audit import RULES
 
     if fmt == "json":
         print(json.dumps({"traces": [{"trace_id": t, "findings": f} for t, f in results.items()]}, indent=2))
@@ -322,7 +321,7 @@ def load_samples(db: Database, folder: Path) -> tuple[list[str], list[str]]:
 def cmd_backup(args) -> int:
     """Write a consistent copy of the database to PATH, one DuckDB file with every table; the server holding
     the database writes it (on its machine). Refuses to replace an existing file unless --force."""
-    from app.backup import BackupError, backup
+    from app.store.backup import BackupError, backup
 
     settings = Settings.from_env(db=args.db)
     if not settings.db.exists():
@@ -385,7 +384,7 @@ def _contents(result: dict) -> str:
 def cmd_restore(args) -> int:
     """Replace the database file with BACKUP (a file `orchestrace backup` wrote), after checking it opens and
     has schema_migrations; the replaced file is kept as FILE.before-restore. Stop the server first."""
-    from app.backup import BackupError, restore
+    from app.store.backup import BackupError, restore
 
     settings = Settings.from_env(db=args.db)
     try:
@@ -402,8 +401,7 @@ def cmd_restore(args) -> int:
 def cmd_users(args) -> int:
     """Manage accounts: `users add NAME --role admin|reviewer|viewer` (the password from a prompt, or the first
     line of standard input with --password-stdin) and `users list`."""
-    from app import accounts
-
+    from app.services import accounts
     db = _open_migrated(args)
     try:
         if args.users_command == "list":
@@ -436,8 +434,7 @@ def _read_password(from_stdin: bool) -> str:
 def cmd_tokens(args) -> int:
     """API tokens: `tokens create USER [--name N]` prints the token alone on its last line (shown once, stored
     hashed); `tokens list [USER]`; `tokens revoke TOKEN_ID`."""
-    from app import accounts
-
+    from app.services import accounts
     db = _open_migrated(args)
     try:
         if args.tokens_command == "create":

@@ -5,32 +5,35 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import plotly
-from plotly.offline import get_plotlyjs_version
-
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from plotly.offline import get_plotlyjs_version
 
-from app import accounts, security
-from app.annotations import LabelError, LabelImportError, NotFound, StaleVersion
-from app.browser import csrf_cookie
-from app.cache import TraceCache
-from app.db import Database
-from app.documents import DocumentError, TooLarge
-from app.ingest import InvalidTraces
-from app.limits import BodyLimitMiddleware, BodyTooLarge, too_large_response
-from app.render import make_templates, render
-from app.importers.common import ImportFailed
-from app.importers.otlp_protobuf import NotProtobuf
-from app.live import LiveTraces
-from app.papers import CsvProblems
-from app.routes import (accounts as account_pages, annotations, backup, corpus_pages, ingest_log, labelling,
-                        otlp_receiver, pages, paper_pages, papers, traces)
+from app.services import accounts
+from app.services.cache import TraceCache
+from app.services.live import LiveTraces
 from app.settings import Settings
-from app.store import TracesExist
+from app.store.db import Database
+from app.web import security
+from app.web.browser import csrf_cookie
+from app.web.errors import add_error_handlers
+from app.web.limits import BodyLimitMiddleware
+from app.web.render import make_templates
+from app.web.routes import accounts as account_pages
+from app.web.routes import (
+    annotations,
+    backup,
+    corpus_pages,
+    ingest_log,
+    labelling,
+    otlp_receiver,
+    pages,
+    paper_pages,
+    papers,
+    traces,
+)
 
 log = logging.getLogger("orchestrace")
 
@@ -141,82 +144,3 @@ def describe_invalid_requests(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi
-
-
-def add_error_handlers(app: FastAPI) -> None:
-    """Every error is JSON with a message; the status code says whose fault it is."""
-
-    @app.exception_handler(DocumentError)
-    async def document_error(request: Request, exc: DocumentError):
-        return JSONResponse(exc.to_json(), status_code=400)
-
-    @app.exception_handler(InvalidTraces)
-    async def invalid_traces(request: Request, exc: InvalidTraces):
-        return JSONResponse({"error": str(exc), "errors": exc.errors}, status_code=422)
-
-    @app.exception_handler(TracesExist)
-    async def traces_exist(request: Request, exc: TracesExist):
-        return JSONResponse({"error": str(exc), "trace_ids": exc.trace_ids}, status_code=409)
-
-    @app.exception_handler(LabelError)
-    async def label_error(request: Request, exc: LabelError):
-        return JSONResponse({"error": str(exc), "field": exc.field}, status_code=422)
-
-    @app.exception_handler(NotFound)
-    async def not_found(request: Request, exc: NotFound):
-        return JSONResponse({"error": str(exc)}, status_code=404)
-
-    @app.exception_handler(StaleVersion)
-    async def stale_version(request: Request, exc: StaleVersion):
-        return JSONResponse({"error": str(exc), "current": exc.current}, status_code=409)
-
-    @app.exception_handler(LabelImportError)
-    async def import_error(request: Request, exc: LabelImportError):
-        return JSONResponse({"error": str(exc), "errors": exc.errors}, status_code=exc.status)
-
-    @app.exception_handler(PermissionError)
-    async def not_permitted(request: Request, exc: PermissionError):
-        return JSONResponse({"error": str(exc)}, status_code=403)
-
-    @app.exception_handler(NotProtobuf)
-    async def not_protobuf(request: Request, exc: NotProtobuf):
-        return JSONResponse({"error": str(exc)}, status_code=400)
-
-    @app.exception_handler(ImportFailed)
-    async def import_failed(request: Request, exc: ImportFailed):
-        return JSONResponse({"error": str(exc)}, status_code=422)
-
-    @app.exception_handler(CsvProblems)
-    async def csv_problems(request: Request, exc: CsvProblems):
-        return JSONResponse({"error": str(exc), "errors": exc.errors}, status_code=422)
-
-    @app.exception_handler(BodyTooLarge)
-    async def body_too_large(request: Request, exc: BodyTooLarge):
-        return too_large_response(exc)
-
-    @app.exception_handler(TooLarge)
-    async def decompressed_too_large(request: Request, exc: TooLarge):
-        return JSONResponse({"error": str(exc)}, status_code=413)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException):
-        if exc.status_code == 404 and not request.url.path.startswith(("/api/", "/static/", "/v1/")):
-            return render(request, "not_found.html", {"what": "page"}, status_code=404)
-        headers = exc.headers
-        if exc.status_code == 405:  # Starlette names the methods of the first route matching the path only
-            headers = {**(headers or {}), "Allow": allowed_methods(request)}
-        return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def request_invalid(request: Request, exc: RequestValidationError):
-        errors = [{"path": ".".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()]
-        return JSONResponse({"error": "invalid request", "errors": errors}, status_code=422)
-
-
-def allowed_methods(request: Request) -> str:
-    """The Allow header of a 405: the methods of every route whose path matches, as RFC 9110 asks."""
-    path = request.url.path
-    methods = {method for regex, route_methods in request.app.state.route_methods if regex.match(path)
-               for method in route_methods}
-    return ", ".join(sorted(methods))
-

@@ -10,10 +10,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.audit import audit  # noqa: E402
-from app.credit import assign, rollup  # noqa: E402
-from app.generate import generate_swarm  # noqa: E402
-from app.metrics import analyse_graph, compute_metrics  # noqa: E402
+from app.domain.audit import audit  # noqa: E402
+from app.domain.credit import assign, rollup  # noqa: E402
+from app.domain.generate import generate_swarm  # noqa: E402
+from app.domain.metrics import analyse_graph, compute_metrics  # noqa: E402
 
 REPEAT = 5
 

@@ -15,12 +15,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from app.db import Database  # noqa: E402
-from app.documents import Upload  # noqa: E402
-from app.ingest import ingest  # noqa: E402
-from app.queries import read_trace  # noqa: E402
-from app.settings import Settings  # noqa: E402
 from test_import_otlp import synthetic_otlp  # noqa: E402
+
+from app.ingest.documents import Upload  # noqa: E402
+from app.ingest.pipeline import ingest  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from app.store.db import Database  # noqa: E402
+from app.store.queries import read_trace  # noqa: E402
 
 SPANS = 20_000
 REPEAT = 7

@@ -1,7 +1,7 @@
 """Ingest speed: HTTP POST to stored against DuckDB's own read_json + unnest, and many small traces.
 
 The small-traces case (1,000 traces of 20 events in one request) is measured over HTTP and in process:
-`app.ingest.ingest` from the request bytes to the traces stored in a DuckDB file, the figure of issue 11
+`app.ingest.pipeline.ingest` from the request bytes to the traces stored in a DuckDB file, the figure of issue 11
 (target >= 100,000 events/s). Run with `make bench` or `.venv/bin/python benchmarks/ingest.py`.
 Prints medians with their range; asserts nothing.
 """
@@ -23,10 +23,10 @@ import duckdb
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.db import Database  # noqa: E402
-from app.documents import Upload  # noqa: E402
-from app.generate import generate_swarm  # noqa: E402
-from app.ingest import ingest  # noqa: E402
+from app.domain.generate import generate_swarm  # noqa: E402
+from app.ingest.documents import Upload  # noqa: E402
+from app.ingest.pipeline import ingest  # noqa: E402
+from app.store.db import Database  # noqa: E402
 
 SERVER_START_TIMEOUT_S = 30
 

@@ -8,7 +8,7 @@ reviewer in flight at all times, a stress test beyond what 50 people do). Think 
 bursts. A reviewer saves its own labels (always on the current version, so never a conflict), saves a label
 shared by every reviewer (the `team` reviewer, as from many tabs: read the current version, save on it, 409 when
 another tab saved first), and reads labels, papers and its trace. Halfway through, one more thread posts a
-20,000-event swarm trace (`app.generate.generate_swarm`); a save counts as "during the ingest" when its request
+20,000-event swarm trace (`app.domain.generate.generate_swarm`); a save counts as "during the ingest" when its request
 overlaps the ingest request.
 
 Afterwards every label version stored is compared with the saves answered 201: none lost (answered but not
@@ -36,9 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from app.generate import generate_swarm  # noqa: E402
-from app.taxonomy import PAPER_COLUMNS, PAPER_FIELDS  # noqa: E402
 from ingest import post, start_server  # noqa: E402
+
+from app.domain.generate import generate_swarm  # noqa: E402
+from app.domain.taxonomy import PAPER_COLUMNS, PAPER_FIELDS  # noqa: E402
 
 LABELLED_TRACES = 5
 PAPERS = 100

@@ -16,14 +16,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from app import graph, queries  # noqa: E402
-from app.cache import TraceCache  # noqa: E402
-from app.db import Database  # noqa: E402
-from app.figure import build_figure  # noqa: E402
-from app.generate import generate_swarm  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from app.store import store_traces  # noqa: E402
 from ingest import start_server  # noqa: E402
+
+from app.domain.figure import build_figure  # noqa: E402
+from app.domain.generate import generate_swarm  # noqa: E402
+from app.services import graph
+from app.services.cache import TraceCache  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from app.store import queries  # noqa: E402
+from app.store.db import Database  # noqa: E402
+from app.store.writes import store_traces  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

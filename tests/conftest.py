@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.db import Database
 from app.main import create_app
 from app.settings import Settings
+from app.store.db import Database
 
 BASE_URL = "http://127.0.0.1"  # a host the server serves (the test client's default, testserver, is not)
 

@@ -1,6 +1,6 @@
 """Reading the traces an importer made, shared by the importer tests."""
 
-from app.validation import validate_trace
+from app.domain.validation import validate_trace
 
 
 def only_trace(result) -> dict:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.agreement import agreement, cohen_kappa, krippendorff_alpha, pairable, percent_agreement
+from app.domain.agreement import agreement, cohen_kappa, krippendorff_alpha, pairable, percent_agreement
 
 # Krippendorff (2011), "Computing Krippendorff's alpha-reliability", four observers, 12 units, missing values.
 KRIPPENDORFF_2011 = {

@@ -5,12 +5,12 @@ import json
 from pathlib import Path
 
 import pytest
-
 from anchors import anchor
-from app.audit import RULES, audit
-from app.credit import assign, correlation, rollup
-from app.metrics import compute_metrics
 from conftest import post_json
+
+from app.domain.audit import RULES, audit
+from app.domain.credit import assign, correlation, rollup
+from app.domain.metrics import compute_metrics
 
 SAMPLES = sorted((Path(__file__).resolve().parent.parent / "sample_traces").glob("*.json"))
 

@@ -4,7 +4,6 @@ import csv
 import io
 
 import pytest
-
 from conftest import BASE_URL, make_trace, post_json
 
 
@@ -112,7 +111,7 @@ def test_export_csv_and_json_then_import_is_identical(client, trace):
 
 
 def test_export_file_names_carry_any_trace_id():
-    from app.downloads import attachment
+    from app.web.downloads import attachment
 
     header = attachment('run "é"/1.csv')["Content-Disposition"]
     assert header == "attachment; filename=\"run ___/1.csv\"; filename*=UTF-8''run%20%22%C3%A9%22%2F1.csv"
@@ -158,7 +157,7 @@ def test_import_refuses_bad_rows_and_conflicts_whole(client, trace):
 
 
 def test_annotated_trace_is_still_valid(client, trace):
-    from app.validation import validate_trace
+    from app.domain.validation import validate_trace
 
     save(client, credit=0.5)
     save(client, reviewer="bob", credit=0.25)

@@ -4,12 +4,12 @@ import gzip
 import json
 
 import pytest
+from anchors import anchor
+from conftest import BASE_URL, make_trace, post_json
 from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
-from conftest import BASE_URL, make_trace, post_json
-from anchors import anchor
 
 
 def stored_ids(client) -> list[str]:

@@ -9,16 +9,16 @@ import urllib.request
 
 import duckdb
 import pytest
+from conftest import make_trace, post_json, running_server
 from fastapi.testclient import TestClient
+from test_papers import POOL_CSV
 
-import app.backup
-from app.backup import BackupError, backup
+import app.store.backup
 from app.cli import main
-from app.db import Database
 from app.main import create_app
 from app.settings import Settings
-from conftest import make_trace, post_json, running_server
-from test_papers import POOL_CSV
+from app.store.backup import BackupError, backup
+from app.store.db import Database
 
 BASE_URL = "http://127.0.0.1"  # a Host the server answers to
 LABEL = {"trace_id": "a", "event_id": "e2", "reviewer": "ada"}
@@ -151,13 +151,13 @@ def test_backup_waits_out_a_transaction_that_blocks_the_checkpoint(tmp_path):
 def test_backup_refuses_a_copy_that_a_writer_outside_the_lock_changed(tmp_path, monkeypatch):
     db = Database(tmp_path / "db.duckdb")
     db.migrate(Settings().migrations_dir)
-    copy_in_child = app.backup._copy_in_child
+    copy_in_child = app.store.backup._copy_in_child
 
     def copy_then_write(source, target):
         copy_in_child(source, target)
         db.cursor().execute("CREATE TABLE sneaked AS SELECT 1 AS i; CHECKPOINT")
 
-    monkeypatch.setattr(app.backup, "_copy_in_child", copy_then_write)
+    monkeypatch.setattr(app.store.backup, "_copy_in_child", copy_then_write)
     try:
         with pytest.raises(BackupError, match="changed during the copy") as refused:
             backup(db, tmp_path / "copy.duckdb")

@@ -10,12 +10,12 @@ import zipfile
 from urllib.parse import quote
 
 import pytest
+from conftest import BASE_URL, form_headers, make_trace, post_json
 from fastapi.testclient import TestClient
 
+from app.domain.validation import MAX_DEPTH
 from app.main import create_app
 from app.settings import Settings
-from app.validation import MAX_DEPTH
-from conftest import BASE_URL, form_headers, make_trace, post_json
 
 JSON = {"Content-Type": "application/json"}
 DEEP_ARRAY = b"[" * 100_000 + b"]" * 100_000

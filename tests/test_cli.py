@@ -6,10 +6,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import make_trace
 
 from app.cli import main
-from app.db import Database
-from conftest import make_trace
+from app.store.db import Database
 
 
 @pytest.fixture

@@ -12,8 +12,9 @@ import json
 import threading
 from collections import Counter, defaultdict
 
-from app.taxonomy import PAPER_COLUMNS, PAPER_FIELDS
 from conftest import make_trace, running_server
+
+from app.domain.taxonomy import PAPER_COLUMNS, PAPER_FIELDS
 
 CLIENTS = 50
 TRACES = ("c0", "c1", "c2")

@@ -3,7 +3,6 @@
 import json
 
 from bs4 import BeautifulSoup
-
 from conftest import make_trace, post_json
 
 

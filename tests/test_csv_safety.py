@@ -6,15 +6,16 @@ import csv
 import io
 
 import pytest
+from conftest import BASE_URL, make_trace, post_json
 from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app import csvsafe, papers
+from app.domain import csvsafe
+from app.domain.taxonomy import EXCLUSION_COLUMNS, PAPER_COLUMNS, PAPER_FIELDS
 from app.main import create_app
+from app.services import papers
 from app.settings import Settings
-from app.taxonomy import EXCLUSION_COLUMNS, PAPER_COLUMNS, PAPER_FIELDS
-from conftest import BASE_URL, make_trace, post_json
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 RISKY = ["=1+1", "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "\tx", "\rx", "'=quoted already", "''@twice", "'-0.5",

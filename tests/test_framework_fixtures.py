@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from app.importers.otlp import import_otlp
-from app.importers.otlp_protobuf import decode_request
-from app.validation import validate_trace
+from app.domain.validation import validate_trace
+from app.ingest.importers.otlp import import_otlp
+from app.ingest.importers.otlp_protobuf import decode_request
 
 FRAMEWORKS = Path(__file__).resolve().parent / "fixtures" / "frameworks"
 OTLP_FIXTURES = sorted(p.name for p in FRAMEWORKS.iterdir() if list(p.glob("batch-*.pb")))

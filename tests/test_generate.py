@@ -5,11 +5,11 @@ import time
 from collections import Counter
 
 import pytest
+from anchors import anchor
 from jsonschema import validate
 
-from anchors import anchor
-from app.generate import TOOLS, generate_swarm
-from app.validation import validate_trace
+from app.domain.generate import TOOLS, generate_swarm
+from app.domain.validation import validate_trace
 
 SIZES = [(3, 9), (5, 60), (50, 400), (300, 4000), (1000, 20000)]
 REQUIRED_EVENT_TYPES = (

@@ -6,12 +6,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from anchors import anchor
-from app.importers.claude_code import import_session, load_session_dir, looks_like_claude_code
-from app.importers.common import ImportFailed
-from app.metrics import compute_metrics
-from app.validation import validate_trace
+
+from app.domain.metrics import compute_metrics
+from app.domain.validation import validate_trace
+from app.ingest.importers.claude_code import import_session, load_session_dir, looks_like_claude_code
+from app.ingest.importers.common import ImportFailed
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
 PARALLEL = FIXTURES / "parallel.jsonl"

@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from app.importers.common import ImportFailed
-from app.importers.openai_agents import import_agents, looks_like_openai_agents
-from app.importers.otlp import looks_like_otlp
 from imported import edges, first_event, one, only_trace, timeline_pairs
+
+from app.ingest.importers.common import ImportFailed
+from app.ingest.importers.openai_agents import import_agents, looks_like_openai_agents
+from app.ingest.importers.otlp import looks_like_otlp
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openai_agents"
 TOKENS_IN, TOKENS_OUT = 10, 5  # what the scripted model reports for every call

@@ -15,12 +15,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from app.importers.common import ImportFailed
-from app.importers.openai_agents import looks_like_openai_agents
-from app.importers.otlp import NO_AGENT_SPAN, import_otlp, looks_like_otlp
-from app.validation import validate_trace
 from imported import edges, first_event, one, only_trace, otlp_json_of, timeline_pairs
+
+from app.domain.validation import validate_trace
+from app.ingest.importers.common import ImportFailed
+from app.ingest.importers.openai_agents import looks_like_openai_agents
+from app.ingest.importers.otlp import NO_AGENT_SPAN, import_otlp, looks_like_otlp
 
 FIXTURES = Path(__file__).parent / "fixtures" / "otlp"
 HAND_TRACE = "5b8efff798038103d269b633813fc60c"

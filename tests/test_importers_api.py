@@ -11,13 +11,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-from app.audit import audit
-from app.cli import main
-from app.documents import DocumentError, Upload
-from app.importers import convert, detect, _records
-from app.importers.common import ImportFailed
 from conftest import make_trace, running_server
+
+from app.cli import main
+from app.domain.audit import audit
+from app.ingest.documents import DocumentError, Upload
+from app.ingest.importers import _records, convert, detect
+from app.ingest.importers.common import ImportFailed
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 OTLP = FIXTURES / "otlp" / "pydantic_ai_delegation.json"

@@ -2,7 +2,6 @@
 
 import pytest
 from bs4 import BeautifulSoup
-
 from conftest import form_headers, make_trace, post_json
 
 

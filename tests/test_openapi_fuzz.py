@@ -12,16 +12,22 @@ from pathlib import Path
 
 import pytest
 import schemathesis
+from conftest import BASE_URL, make_trace
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from schemathesis.checks import (content_type_conformance, negative_data_rejection, not_a_server_error,
-                                 response_headers_conformance, response_schema_conformance, status_code_conformance)
+from schemathesis.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    not_a_server_error,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
-from app.documents import Upload
-from app.ingest import ingest
+from app.ingest.documents import Upload
+from app.ingest.pipeline import ingest
 from app.main import create_app
 from app.settings import Settings
-from conftest import BASE_URL, make_trace
 
 EXAMPLES = 25  # per operation: the whole module takes about 20 s
 SEEDED = "t-small"  # a stored trace, so routes under /api/traces/{trace_id} answer more than 404

@@ -19,18 +19,17 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter",
                     reason="opentelemetry-exporter-otlp-proto-http sends the spans over OTLP/HTTP")
 
 import requests  # noqa: E402  (the exporter's transport)
+from conftest import running_server  # noqa: E402
+from imported import only_trace, otlp_json_of  # noqa: E402
 from opentelemetry.exporter.otlp.proto.http import Compression  # noqa: E402
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import (BatchSpanProcessor, SimpleSpanProcessor, SpanExporter,  # noqa: E402
-                                            SpanExportResult)
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from pydantic_ai.models.instrumented import InstrumentationSettings  # noqa: E402
-
-from app.importers.otlp import import_otlp  # noqa: E402
-from conftest import running_server  # noqa: E402
-from imported import only_trace, otlp_json_of  # noqa: E402
 from test_import_otlp import run_delegation  # noqa: E402
+
+from app.ingest.importers.otlp import import_otlp  # noqa: E402
 
 BATCH = 4  # the delegation run ends 13 spans: batches of 4, 4, 4 and 1 (the root span, which ends last)
 BUILD_TIMEOUT_S = 30

@@ -10,11 +10,11 @@ import zlib
 from pathlib import Path
 
 import pytest
-
-from app import queries
-from app.documents import Upload
-from app.importers import convert
 from conftest import BASE_URL
+
+from app.ingest.documents import Upload
+from app.ingest.importers import convert
+from app.store import queries
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 OTLP = FIXTURES / "otlp" / "pydantic_ai_delegation.json"
@@ -144,7 +144,7 @@ def test_bodies_that_cannot_be_read_are_refused_with_a_message_and_logged(client
 
 
 def test_a_trace_without_its_root_span_is_built_once_batches_pause_and_stays_receiving(client, app, monkeypatch):
-    monkeypatch.setattr("app.live.BUILD_DELAY_S", 0.2)
+    monkeypatch.setattr("app.services.live.BUILD_DELAY_S", 0.2)
     first, _ = split(json.loads(OTLP.read_text()))
     client.post("/v1/traces", content=json.dumps(first), headers=JSON)
     trace_id = whole()["trace_id"]

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
-
-from app.figure import build_figure, concurrency, spawn_tree
 from conftest import form_headers, make_trace, post_json
+
+from app.domain.figure import build_figure, concurrency, spawn_tree
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 HX = {"HX-Request": "true"}

@@ -4,7 +4,6 @@ import json
 
 import pytest
 from bs4 import BeautifulSoup
-
 from conftest import form_headers
 from test_papers import EXCLUDED_CSV, POOL_CSV
 

@@ -5,9 +5,9 @@ import io
 import json
 
 import pytest
-
 from anchors import anchor
-from app.taxonomy import EXCLUSION_COLUMNS, PAPER_COLUMNS
+
+from app.domain.taxonomy import EXCLUSION_COLUMNS, PAPER_COLUMNS
 
 POOL_ROWS = [
     ["magrpo", "LLM Collaboration With MARL", "Liu, Shuo", "Northeastern", "2025", "2508.04652", "arXiv",

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from app.validation import validate_trace
+from app.domain.validation import validate_trace
 
 SAMPLES = sorted((Path(__file__).resolve().parent.parent / "sample_traces").glob("*.json"))
 TOPOLOGIES = {"centralized", "planner_executor_critic", "debate", "swarm", "hierarchical", "harness"}

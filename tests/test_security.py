@@ -5,12 +5,12 @@ import json
 import re
 
 import pytest
+from conftest import BASE_URL, make_trace
 from fastapi.testclient import TestClient
 
-from app import accounts
 from app.main import create_app
+from app.services import accounts
 from app.settings import Settings
-from conftest import BASE_URL, make_trace
 
 PASSWORD = "correct horse battery"
 EVIL = "http://evil.example"
@@ -211,8 +211,9 @@ def test_serving_beyond_loopback_without_an_admin_refuses_to_start(tmp_path, cap
 
 
 def test_the_cli_sends_its_token_to_a_server_that_requires_one(tmp_path, monkeypatch, capsys):
-    from app.cli import main
     from conftest import running_server
+
+    from app.cli import main
     db = tmp_path / "held.duckdb"
     app = create_app(Settings(db=db))
     accounts.add_user(app.state.db, "rita", "reviewer", PASSWORD)
@@ -230,8 +231,9 @@ def test_the_cli_sends_its_token_to_a_server_that_requires_one(tmp_path, monkeyp
 
 
 def test_a_backup_through_a_server_that_requires_accounts_needs_an_admin_token(tmp_path, monkeypatch, capsys):
-    from app.cli import main
     from conftest import running_server
+
+    from app.cli import main
     db = tmp_path / "held.duckdb"
     app = create_app(Settings(db=db))
     accounts.add_user(app.state.db, "ada", "admin", PASSWORD)

@@ -5,11 +5,11 @@ import json
 import math
 
 import pytest
+from anchors import anchor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from anchors import anchor
-from app.taxonomy import (
+from app.domain.taxonomy import (
     EDGE_KEYS,
     EDGE_TYPES,
     EVENT_BOOLEAN_KEYS,
@@ -21,7 +21,15 @@ from app.taxonomy import (
     TRACE_KEYS,
     TRACE_REQUIRED_KEYS,
 )
-from app.validation import MAX_DEPTH, _CHUNK, Problem, _certainly_valid, _problems, format_problem, validate_trace
+from app.domain.validation import (
+    _CHUNK,
+    MAX_DEPTH,
+    Problem,
+    _certainly_valid,
+    _problems,
+    format_problem,
+    validate_trace,
+)
 
 PROPERTY_SETTINGS = settings(max_examples=100, deadline=None)
 # Rules the published schema cannot express (or does not state); only these may reject what jsonschema accepts.

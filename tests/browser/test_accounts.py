@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app import accounts
 from app.main import create_app
+from app.services import accounts
 from app.settings import Settings
 from browser.conftest import serve
 

@@ -1,7 +1,6 @@
 """The paper pool in a real browser: filter the list with htmx, tag a paper, see the statistics drawn."""
 
 import httpx
-
 from test_papers import EXCLUDED_CSV, POOL_CSV
 
 

@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from app.figure import lane_label
+from app.domain.figure import lane_label
 from browser.conftest import REPO
 
 expect = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed").expect

@@ -1,0 +1,296 @@
+"""The interaction graph of a trace as a Plotly figure dict: a pure function, cached by the caller.
+
+x is time; each agent (or, for very wide traces, each role) gets a horizontal lane, lanes ordered
+by the spawn tree. Events are markers (one trace per event type), edges are a few line traces (one
+per edge type, segments separated by nulls), and a subplot shows how many agents are alive.
+All trace strings in hover text and lane labels are HTML-escaped: Plotly renders tags in them.
+"""
+
+import math
+from collections import Counter, defaultdict
+from functools import lru_cache
+from html import escape as html_escape
+
+from app.domain.metrics import agent_spans
+from app.domain.taxonomy import EDGE_TYPES, EVENT_TYPES
+
+GROUP_LANES_ABOVE = 150
+LANE_PX = 22
+MIN_HEIGHT_PX = 460
+MAX_HEIGHT_PX = 2400
+NO_ROLE = "(no role)"
+LANE_LABEL_CHARS = 26  # what the left margin shows; events' hover gives the agent whole
+
+EVENT_STYLE = {  # type: (colour, scattergl symbol)
+    "orchestrator_decision": ("#6d28d9", "diamond"),
+    "spawn": ("#0f766e", "triangle-right"),
+    "despawn": ("#64748b", "x"),
+    "message": ("#2563eb", "circle"),
+    "tool_call": ("#d97706", "square"),
+    "tool_result": ("#f59e0b", "square-open"),
+    "return": ("#16a34a", "triangle-left"),
+    "aggregate": ("#be185d", "star"),
+    "human_intervention": ("#0891b2", "hexagon"),
+    "safety_event": ("#dc2626", "cross"),
+}
+EDGE_STYLE = {  # type: (colour, dash)
+    "temporal": ("rgba(148,163,184,0.45)", "dot"),
+    "causal": ("rgba(71,85,105,0.6)", "solid"),
+    "spawn": ("rgba(15,118,110,0.75)", "solid"),
+    "message": ("rgba(37,99,235,0.6)", "dash"),
+    "tool_dependency": ("rgba(217,119,6,0.6)", "solid"),
+    "return": ("rgba(22,163,74,0.7)", "dash"),
+    "aggregate": ("rgba(190,24,93,0.6)", "solid"),
+    "safety_flow": ("rgba(220,38,38,0.85)", "dashdot"),
+}
+
+
+def spawn_tree(events: list[dict]) -> tuple[list[str], dict[str, str | None], dict[str, str]]:
+    """Agents in spawn-tree order (each child under its spawner), their spawner, and their role."""
+    first_seen: dict[str, int] = {}
+    parent: dict[str, str | None] = {}
+    role: dict[str, str] = {}
+    spawned_role: dict[str, str] = {}
+    tools = {e["agent"] for e in events if e["type"] == "tool_result"}
+    for i, event in enumerate(events):
+        agent = event["agent"]
+        if event["type"] == "tool_result" and agent in tools:
+            continue
+        first_seen.setdefault(agent, i)
+        if event["type"] == "spawn" and isinstance(event.get("to"), str):
+            child = event["to"]
+            if child != agent and child not in parent:
+                parent[child] = agent
+                first_seen.setdefault(child, i)
+                if "role" in event:
+                    spawned_role.setdefault(child, event["role"])
+        elif "role" in event:
+            role.setdefault(agent, event["role"])
+    children: dict[str | None, list[str]] = defaultdict(list)
+    for agent in sorted(first_seen, key=first_seen.get):
+        up = parent.get(agent)
+        children[up if up in first_seen and up != agent else None].append(agent)
+    order: list[str] = []
+    seen: set[str] = set()
+    stack = list(reversed(children[None]))
+    while stack:
+        agent = stack.pop()
+        if agent in seen:
+            continue
+        seen.add(agent)
+        order.append(agent)
+        stack.extend(reversed(children.get(agent, [])))
+    order += [a for a in sorted(first_seen, key=first_seen.get) if a not in seen]  # spawn cycles
+    roles = {a: role.get(a) or spawned_role.get(a) or NO_ROLE for a in order}
+    return order, {a: parent.get(a) for a in order}, roles
+
+
+def lane_agents(events: list[dict], edges: list[dict]) -> list[str]:
+    """The agent whose lane shows each event: a tool result sits on the lane of the agent that called it."""
+    index = {e["id"]: i for i, e in enumerate(events)}
+    owner = [e["agent"] for e in events]
+    for edge in edges:
+        if edge["type"] == "tool_dependency":
+            src, dst = index.get(edge["src"]), index.get(edge["dst"])
+            if src is not None and dst is not None and events[dst]["type"] == "tool_result":
+                owner[dst] = events[src]["agent"]
+    return owner
+
+
+def escape(text: str) -> str:
+    """Escape for Plotly labels: it renders tags, and decodes &lt; &gt; &amp; but shows &quot; as is."""
+    return html_escape(text, quote=False)
+
+
+# Agent, role and tool names repeat across thousands of events: escape each once.
+_escape_name = lru_cache(maxsize=65536)(escape)
+
+
+def hover_text(event: dict) -> str:
+    """Escaped hover label: Plotly renders HTML-like tags, and trace strings are untrusted."""
+    text = f"<b>{escape(str(event['id']))}</b> · {event['type']}<br>agent: {_escape_name(event['agent'])}"
+    if "role" in event:
+        text += f"<br>role: {_escape_name(str(event['role']))}"
+    if "tool" in event:
+        text += f"<br>tool: {_escape_name(str(event['tool']))}"
+    if "content_ref" in event:
+        text += f"<br>content_ref: {escape(str(event['content_ref']))}"
+    text += f"<br>t: {event['t']}"
+    if "trusted" in event:
+        text += "<br>trusted: yes" if event["trusted"] else "<br>trusted: NO"
+    return text
+
+
+def build_figure(trace: dict, group_by_role: bool | None = None, expand: frozenset[str] = frozenset()) -> dict:
+    """Figure dict plus the lane layout the page needs; `group_by_role` None means: when lanes are many."""
+    events, edges = trace["events"], trace["edges"]
+    order, parents, roles = spawn_tree(events)
+    owners = lane_agents(events, edges)
+    for agent in owners:  # tool lanes for tool results nobody called
+        if agent not in roles:
+            order.append(agent)
+            roles[agent] = "tool"
+            parents[agent] = None
+    if group_by_role is None:
+        group_by_role = len(order) > GROUP_LANES_ABOVE
+    lanes, lane_of = _lanes(order, roles, group_by_role, expand)
+
+    x = [e["t"] for e in events]
+    y = [lane_of[a] for a in owners]
+    spans = agent_spans(events)  # the same lifetimes the metrics use
+    figure_traces = [_lifetime_trace(spans, lane_of)]
+    figure_traces += _edge_traces(events, edges, x, y)
+    figure_traces += _event_traces(events, x, y)
+    alive = _concurrency_trace(spans)
+    figure_traces.append(alive)
+    height = max(MIN_HEIGHT_PX, min(MAX_HEIGHT_PX, len(lanes) * LANE_PX + 220))
+    layout = {
+        "height": height,
+        "margin": {"l": 160, "r": 20, "t": 40, "b": 40},
+        "hovermode": "closest",
+        "dragmode": "zoom",
+        "uirevision": trace["trace_id"],
+        "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "font": {"size": 11},
+                   "itemclick": "toggle", "itemdoubleclick": "toggleothers"},
+        "xaxis": {"title": {"text": "t (s)"}, "zeroline": False, "anchor": "y2"},
+        "yaxis": {"domain": [0.2, 1], "autorange": "reversed", "tickvals": list(range(len(lanes))),
+                  "ticktext": [lane["label"] for lane in lanes], "zeroline": False, "fixedrange": False,
+                  "showgrid": True, "gridcolor": "#eef1f5", "tickfont": {"size": 11}, "automargin": True},
+        "yaxis2": {"domain": [0, 0.13], "title": {"text": "alive", "font": {"size": 11}},
+                   "rangemode": "tozero", "fixedrange": True, "tick0": 0,
+                   "dtick": max(1, math.ceil(max(alive["y"], default=0) / 3))},  # whole agents
+        "plot_bgcolor": "#ffffff",
+        "paper_bgcolor": "#ffffff",
+        "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
+    }
+    return {
+        "figure": {"data": figure_traces, "layout": layout},
+        "lanes": lanes,
+        "grouped": group_by_role,
+        "agents": len(order),
+        "event_ids": [e["id"] for e in events],
+        "positions": {"x": x, "y": y},
+    }
+
+
+def lane_label(agent: str) -> str:
+    """An agent key short enough for the margin: an instance `name#<long id>` keeps its name and the end
+    of its id (ids such as span_… or uuids share their starts and differ at the end)."""
+    if len(agent) <= LANE_LABEL_CHARS:
+        return agent
+    name, sep, instance = agent.rpartition("#")
+    if sep and len(name) <= LANE_LABEL_CHARS - 8:
+        return f"{name}#…{instance[len(name) + 2 - LANE_LABEL_CHARS:]}"
+    return agent[:LANE_LABEL_CHARS - 1] + "…"
+
+
+def _lanes(order, roles, group_by_role, expand):
+    """Lane list (label, agents) and each agent's lane index."""
+    lanes: list[dict] = []
+    lane_of: dict[str, int] = {}
+    short = Counter(lane_label(agent) for agent in order)
+
+    def label(agent: str) -> str:  # in full where two shortened labels would look the same
+        text = lane_label(agent)
+        return escape(text if short[text] == 1 else agent)
+
+    if not group_by_role:
+        for agent in order:
+            lane_of[agent] = len(lanes)
+            lanes.append({"label": label(agent), "role": roles[agent], "agents": 1, "group": False})
+        return lanes, lane_of
+    by_role: dict[str, list[str]] = defaultdict(list)
+    for agent in order:
+        by_role[roles[agent]].append(agent)
+    for role, agents in by_role.items():
+        if role in expand:
+            for agent in agents:
+                lane_of[agent] = len(lanes)
+                lanes.append({"label": label(agent), "role": role, "agents": 1, "group": False})
+        else:
+            for agent in agents:
+                lane_of[agent] = len(lanes)
+            lanes.append({"label": f"{escape(role)} ×{len(agents)}", "role": role,
+                          "agents": len(agents), "group": True})
+    return lanes, lane_of
+
+
+def _lifetime_trace(spans: dict, lane_of: dict) -> dict:
+    xs, ys = [], []
+    for agent, (lo, hi) in spans.items():
+        if agent in lane_of:
+            xs += [lo, hi, None]
+            ys += [lane_of[agent], lane_of[agent], None]
+    return {"type": "scattergl", "mode": "lines", "name": "agent lifetime", "x": xs, "y": ys,
+            "line": {"color": "rgba(100,116,139,0.18)", "width": 9}, "hoverinfo": "skip"}
+
+
+def _edge_traces(events, edges, x, y) -> list[dict]:
+    index = {e["id"]: i for i, e in enumerate(events)}
+    segments: dict[str, tuple[list, list]] = {t: ([], []) for t in EDGE_TYPES}
+    for edge in edges:
+        src, dst = index.get(edge["src"]), index.get(edge["dst"])
+        if src is None or dst is None or edge["type"] not in segments:
+            continue
+        xs, ys = segments[edge["type"]]
+        xs += [x[src], x[dst], None]
+        ys += [y[src], y[dst], None]
+    traces = []
+    for edge_type, (xs, ys) in segments.items():
+        if not xs:
+            continue
+        colour, dash = EDGE_STYLE[edge_type]
+        traces.append({"type": "scattergl", "mode": "lines", "name": f"{edge_type} edge", "x": xs, "y": ys,
+                       "line": {"color": colour, "width": 1.2, "dash": dash}, "hoverinfo": "skip",
+                       "meta": {"kind": "edge", "edge_type": edge_type},
+                       "visible": "legendonly" if edge_type == "temporal" else True})
+    return traces
+
+
+def _event_traces(events, x, y) -> list[dict]:
+    by_type: dict[str, list[int]] = defaultdict(list)
+    for i, event in enumerate(events):
+        by_type[event["type"]].append(i)
+    traces = []
+    for event_type in EVENT_TYPES:
+        seqs = by_type.get(event_type)
+        if not seqs:
+            continue
+        colour, symbol = EVENT_STYLE[event_type]
+        traces.append({
+            "type": "scattergl", "mode": "markers", "name": event_type,
+            "x": [x[i] for i in seqs], "y": [y[i] for i in seqs], "customdata": seqs,
+            "hovertext": [hover_text(events[i]) for i in seqs],
+            "hovertemplate": "%{hovertext}<extra></extra>",
+            "marker": {"color": colour, "symbol": symbol, "size": 9,
+                       "line": {"width": 1, "color": "rgba(255,255,255,0.9)"}},
+            "meta": {"kind": "events", "event_type": event_type},
+        })
+    return traces
+
+
+def concurrency(spans: dict) -> tuple[list[float], list[int]]:
+    """Step function of agents alive over time; an agent counts from its start to its end, both included."""
+    starts: dict[float, int] = defaultdict(int)
+    ends: dict[float, int] = defaultdict(int)
+    for lo, hi in spans.values():
+        starts[lo] += 1
+        ends[hi] += 1
+    xs, ys, alive = [], [], 0
+    for t in sorted(starts.keys() | ends.keys()):
+        alive += starts[t]
+        xs.append(t)
+        ys.append(alive)
+        if ends[t]:
+            alive -= ends[t]
+            xs.append(t)
+            ys.append(alive)
+    return xs, ys
+
+
+def _concurrency_trace(spans: dict) -> dict:
+    xs, ys = concurrency(spans)
+    return {"type": "scatter", "mode": "lines", "name": "agents alive", "x": xs, "y": ys,
+            "line": {"shape": "hv", "color": "#0f766e", "width": 1.5}, "fill": "tozeroy",
+            "fillcolor": "rgba(15,118,110,0.12)", "xaxis": "x", "yaxis": "y2",
+            "hovertemplate": "t %{x}: %{y} alive<extra></extra>", "showlegend": False}

@@ -1,0 +1,458 @@
+"""Validate a parsed trace against the published schema and the structural rules.
+
+The API, the CLI and every importer call this one validator, so a trace is
+accepted or rejected for the same reasons with the same messages everywhere.
+It reports every problem, in document order, with a path to the offending value.
+Beyond the schema, it refuses what the store could not keep exactly as sent, or what could break a page
+that shows it later: text with a lone surrogate, numbers beyond a double, integers of 2**63 or more in `t`
+or `costs` (a double or a 64-bit column; other properties keep integers of any size, as text), keys given
+twice (app.documents marks them), and event properties nested more than MAX_DEPTH levels deep.
+Valid traces are the common case, so a columnar fast path first tries to prove the
+whole trace valid (a bulk load of many small traces pays for little else); failing
+that, large traces are proven valid a chunk of events or edges at a time, and any doubt
+about a chunk falls back to the per-item walk that words the problems.
+"""
+
+import json
+import math
+import threading
+from collections.abc import Container, Iterable
+from dataclasses import dataclass
+from itertools import chain, compress, count, repeat
+from operator import is_, itemgetter
+
+import orjson
+
+from app.domain.jsontext import KeyedTwice
+from app.domain.taxonomy import (
+    EDGE_KEYS,
+    EDGE_TYPES,
+    EVENT_BOOLEAN_KEYS,
+    EVENT_REQUIRED_KEYS,
+    EVENT_STRING_KEYS,
+    EVENT_TYPES,
+    REQUIRED_COSTS,
+    TOPOLOGIES,
+    TRACE_KEYS,
+    TRACE_REQUIRED_KEYS,
+)
+
+_EVENT_TYPE_SET = frozenset(EVENT_TYPES)
+_EDGE_TYPE_SET = frozenset(EDGE_TYPES)
+_TRACE_KEY_SET = frozenset(TRACE_KEYS)
+_TRACE_REQUIRED_SET = frozenset(TRACE_REQUIRED_KEYS)
+_REQUIRED_COST_SET = frozenset(REQUIRED_COSTS)
+_STR_ONLY = {str}
+_BOOL_ONLY = {bool}
+_NUMBER_TYPES = {int, float}
+_EVENT_REQUIRED = itemgetter(*EVENT_REQUIRED_KEYS)
+_EDGE_VALUES = itemgetter(*EDGE_KEYS)
+# Events and edges are proven valid a chunk at a time, so a few bad ones slow down only their chunks.
+_CHUNK = 512
+_SHOWN_CHARS = 60  # longer values are cut so one bad blob cannot flood a report
+MAX_DEPTH = 64  # levels of objects and arrays in one event property
+INT_LIMIT = 2**63  # integers in `t` and `costs` stay below it
+_JSON_TYPES = frozenset({str, int, float, bool, type(None), dict, list})
+_DICT_ONLY = {dict}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason a trace is invalid, located by a path such as events[3].type."""
+
+    path: str
+    message: str
+
+
+def format_problem(p: Problem) -> str:
+    """Render a problem as 'path: message', or the bare message at the root."""
+    return f"{p.path}: {p.message}" if p.path else p.message
+
+
+def validate_trace(obj) -> list[Problem]:
+    """Return every problem of a parsed JSON trace in document order; [] when valid."""
+    return [] if _certainly_valid(obj) else _problems(obj)
+
+
+def _problems(obj) -> list[Problem]:
+    """The walk that finds and words every problem."""
+    if not isinstance(obj, dict):
+        return [Problem("", f"{_show(obj)} is not an object")]
+    problems = _missing(obj, TRACE_REQUIRED_KEYS, "") + _repeated(obj, "")
+    # Edge endpoints need the event ids even when edges come first in the document.
+    event_problems, ids = _check_events(obj["events"]) if "events" in obj else ([], None)
+    for key, value in obj.items():
+        if key not in TRACE_KEYS:
+            problems.append(Problem("", f"unknown key {_show(key)}; allowed: {', '.join(TRACE_KEYS)}"))
+        elif key == "events":
+            problems += event_problems
+        elif key == "edges":
+            problems += _check_edges(value, ids)
+        elif key == "costs":
+            problems += _check_number_map(value, key, REQUIRED_COSTS, non_negative=True, exact=True)
+        elif key in ("rewards", "metrics"):
+            problems += _check_number_map(value, key)
+        else:
+            if key == "topology":
+                error = _enum_error(value, TOPOLOGIES)
+            else:
+                error = _string_error(value, non_empty=key != "system")
+            if error:
+                problems.append(Problem(key, error))
+    return problems
+
+
+def _certainly_valid(trace) -> bool:
+    """True only for a valid trace; False leaves the verdict to the walk, which also words the problems."""
+    if type(trace) is not dict or not _TRACE_REQUIRED_SET <= trace.keys() <= _TRACE_KEY_SET:
+        return False
+    trace_id, task_id, costs = trace["trace_id"], trace["task_id"], trace["costs"]
+    events, edges = trace["events"], trace["edges"]
+    if not (type(trace_id) is str and trace_id and type(task_id) is str and task_id
+            and type(trace.get("system", "")) is str and trace.get("topology", TOPOLOGIES[0]) in TOPOLOGIES
+            and _numbers_look_valid(costs, non_negative=True, exact=True) and _REQUIRED_COST_SET <= costs.keys()
+            and _numbers_look_valid(trace["rewards"]) and _numbers_look_valid(trace.get("metrics", {}))
+            and type(events) is list and events and type(edges) is list
+            and is_text(chain((trace_id, task_id, trace.get("system", "")), costs, trace["rewards"],
+                               trace.get("metrics", {})))):
+        return False
+    ids = _valid_event_ids(events)
+    return ids is not None and (not edges or _edges_look_valid(edges, set(ids)))
+
+
+def _numbers_look_valid(value, non_negative=False, exact=False) -> bool:
+    """True when value is an object of finite (and, if asked, non-negative, and below INT_LIMIT) numbers."""
+    if type(value) is not dict:
+        return False
+    numbers = list(value.values())
+    return not numbers or (set(map(type, numbers)) <= _NUMBER_TYPES and _finite(numbers, non_negative)
+                           and (not exact or max(numbers) < INT_LIMIT))
+
+
+def _check_events(events) -> tuple[list[Problem], dict[str, int] | None]:
+    """Problems of the events array, and where each valid id first appears (None if unknowable)."""
+    if not isinstance(events, list):
+        return [Problem("events", f"{_show(events)} is not an array")], None
+    if not events:
+        return [Problem("events", "must contain at least one event")], {}
+    problems = []
+    first_seen = {}
+    for start in range(0, len(events), _CHUNK):
+        chunk = events[start : start + _CHUNK]
+        ids = _valid_event_ids(chunk)
+        if ids is not None and first_seen.keys().isdisjoint(ids):
+            first_seen.update(zip(ids, count(start)))
+        else:
+            for index, event in enumerate(chunk, start):
+                problems += _event_problems(event, index, first_seen)
+    return problems, first_seen
+
+
+def _valid_event_ids(events: list) -> tuple[str, ...] | None:
+    """The ids, unique among these events (at least one), when every event is certainly valid, else None."""
+    # Each check is one C-level pass over a column: no Python bytecode runs per event.
+    try:
+        # Only an object can be indexed by a key: a TypeError means an event is not one.
+        ids, ts, types, agents = zip(*map(_EVENT_REQUIRED, events))
+        for key in EVENT_STRING_KEYS:  # str.join takes nothing but strings
+            "".join(map(dict.get, events, repeat(key), repeat("")))
+        valid = (_all_strings(ids) and _all_strings(agents) and all(agents) and _EVENT_TYPE_SET.issuperset(types)
+                 and set(map(type, ts)) <= _NUMBER_TYPES and _finite(ts, non_negative=True) and max(ts) < INT_LIMIT
+                 and all(set(map(type, map(dict.get, events, repeat(key), repeat(False)))) <= _BOOL_ONLY
+                         for key in EVENT_BOOLEAN_KEYS)
+                 and _plain(events))
+    except (KeyError, TypeError):  # TypeError also for an unhashable type
+        return None
+    if not valid:
+        return None
+    id_set = set(ids)
+    return ids if "" not in id_set and len(id_set) == len(ids) else None
+
+
+def _plain(events: list[dict]) -> bool:
+    """True when every property of these events is JSON the store keeps as sent (see _value_problem), in a
+    few C-level passes: about 10 ms for the 20,000 events of the benchmark trace.
+
+    orjson, writing them, refuses lone surrogates, keys given twice (a KeyedTwice is a subclass), integers
+    beyond 64 bits (allowed, but left to the walk) and, wrapped as they are here, nesting past MAX_DEPTH.
+    It writes a float that is not finite as null, so only a document with a null needs its floats read."""
+    outer, inner = _wrapping()
+    inner[0] = events
+    try:
+        written = orjson.dumps(outer, option=orjson.OPT_PASSTHROUGH_SUBCLASS)
+    except orjson.JSONEncodeError:
+        return False
+    finally:
+        inner[0] = None
+    return b"null" not in written or _finite_throughout(list(chain.from_iterable(map(dict.values, events))))
+
+
+def _wrapping() -> tuple[list, list]:
+    """This thread's arrays nested _WRAPPING deep, and the innermost one (built once: half the time of
+    a small trace's check went to building them)."""
+    try:
+        return _wrappings.outer, _wrappings.inner
+    except AttributeError:
+        inner = outer = [None]
+        for _ in range(_WRAPPING - 1):
+            outer = [outer]
+        _wrappings.outer, _wrappings.inner = outer, inner
+        return outer, inner
+
+
+def _finite_throughout(values: list) -> bool:
+    """True when every float in these values, and in all they hold, is finite: a level at a time."""
+    while values:
+        types = list(map(type, values))
+        if not _finite(list(compress(values, map(is_, types, repeat(float))))):
+            return False
+        values = list(chain(chain.from_iterable(map(dict.values, compress(values, map(is_, types, repeat(dict))))),
+                            chain.from_iterable(compress(values, map(is_, types, repeat(list))))))
+    return True
+
+
+def _orjson_depth() -> int:
+    """How many arrays deep orjson writes before it refuses (254 in every release so far)."""
+    value = []
+    for depth in range(1, 10_000):
+        try:
+            orjson.dumps(value)
+        except orjson.JSONEncodeError:
+            return depth - 1
+        value = [value]
+    raise RuntimeError("orjson writes arrays nested 10,000 deep: the depth check needs another way")
+
+
+# Events wrapped in this many arrays are as deep as orjson writes once a property nests MAX_DEPTH levels
+# (the events array and each event are two more): one level more and it refuses them.
+_WRAPPING = _orjson_depth() - MAX_DEPTH - 2
+_wrappings = threading.local()
+
+
+def escaped(text: str) -> str:
+    """`text` with each lone surrogate written as its escape, so a message can quote any string."""
+    return text.encode(errors="backslashreplace").decode()
+
+
+def is_text(strings: Iterable[str]) -> bool:
+    """True when these are strings UTF-8 can carry: JSON's "\\ud800" escape reads as a lone surrogate,
+    which no column, response or page can hold."""
+    try:
+        "".join(strings).encode()
+    except (TypeError, UnicodeEncodeError):
+        return False
+    return True
+
+
+def _all_strings(values) -> bool:
+    """True when every value is exactly a str."""
+    return set(map(type, values)) <= _STR_ONLY
+
+
+def _finite(numbers, non_negative=False) -> bool:
+    """True when every number is finite (and >= 0 if asked); the sum is NaN or infinite if any term is."""
+    try:
+        total = sum(numbers)
+    except OverflowError:  # a huge int beside a float: leave it to the exact walk
+        return False
+    return total - total == 0 and (not non_negative or min(numbers) >= 0)
+
+
+def _event_problems(event, index: int, first_seen: dict) -> list[Problem]:
+    """Problems of one event; records its id in first_seen when the id is valid and new."""
+    path = f"events[{index}]"
+    if not isinstance(event, dict):
+        return [Problem(path, f"{_show(event)} is not an object")]
+    problems = _missing(event, EVENT_REQUIRED_KEYS, path) + _repeated(event, path)
+    for key, value in event.items():
+        if key == "id":
+            error = _string_error(value, non_empty=True)
+            if error is None:
+                if value in first_seen:
+                    error = f"duplicate id {_show(value)} (first at events[{first_seen[value]}])"
+                else:
+                    first_seen[value] = index
+        elif key == "t":
+            error = _number_error(value, non_negative=True, exact=True)
+        elif key == "type":
+            error = _enum_error(value, EVENT_TYPES)
+        elif key == "agent":
+            error = _string_error(value, non_empty=True)
+        elif key in EVENT_STRING_KEYS:
+            error = _string_error(value)
+        elif key in EVENT_BOOLEAN_KEYS:
+            error = None if isinstance(value, bool) else f"{_show(value)} is not a boolean"
+        else:
+            problem = _key_problem(key, path) or _value_problem(value, _key(path, key))
+            if problem:
+                problems.append(problem)
+            continue
+        if error:
+            problems.append(Problem(_key(path, key), error))
+    return problems
+
+
+def _check_edges(edges, ids: Container[str] | None) -> list[Problem]:
+    """Problems of the edges array; endpoints are checked only when ids is known."""
+    if not isinstance(edges, list):
+        return [Problem("edges", f"{_show(edges)} is not an array")]
+    problems = []
+    known = None if ids is None else set(ids)
+    for start in range(0, len(edges), _CHUNK):
+        chunk = edges[start : start + _CHUNK]
+        if known is None or not _edges_look_valid(chunk, known):
+            for index, edge in enumerate(chunk, start):
+                problems += _edge_problems(edge, f"edges[{index}]", known)
+    return problems
+
+
+def _edges_look_valid(edges: list, ids: set[str]) -> bool:
+    """True when every edge (at least one) is certainly valid; exactly three keys, all present, rules out extras."""
+    if set(map(type, edges)) != _DICT_ONLY:
+        return False
+    try:
+        src, dst, types = zip(*map(_EDGE_VALUES, edges))  # a TypeError: an edge is not an object
+        return (set(map(len, edges)) == {len(EDGE_KEYS)} and ids.issuperset(src) and ids.issuperset(dst)
+                and _EDGE_TYPE_SET.issuperset(types))
+    except (KeyError, TypeError):  # TypeError also for an unhashable value
+        return False
+
+
+def _edge_problems(edge, path: str, ids: Container[str] | None) -> list[Problem]:
+    """Problems of one edge."""
+    if not isinstance(edge, dict):
+        return [Problem(path, f"{_show(edge)} is not an object")]
+    problems = _missing(edge, EDGE_KEYS, path) + _repeated(edge, path)
+    for key, value in edge.items():
+        if key == "type":
+            error = _enum_error(value, EDGE_TYPES)
+        elif key in EDGE_KEYS:  # src or dst
+            error = _string_error(value, non_empty=True)
+            if error is None and ids is not None and value not in ids:
+                error = f"{_show(value)} is not an event id"
+        else:
+            problems.append(Problem(path, f"unknown key {_show(key)}; allowed: {', '.join(EDGE_KEYS)}"))
+            continue
+        if error:
+            problems.append(Problem(_key(path, key), error))
+    return problems
+
+
+def _check_number_map(value, path: str, required=(), non_negative=False, exact=False) -> list[Problem]:
+    """Problems of an object whose values must all be numbers."""
+    if not isinstance(value, dict):
+        return [Problem(path, f"{_show(value)} is not an object")]
+    problems = _missing(value, required, path) + _repeated(value, path)
+    for key, number in value.items():
+        problem = _key_problem(key, path)
+        error = _number_error(number, non_negative, exact)
+        if problem:
+            problems.append(problem)
+        elif error:
+            problems.append(Problem(_key(path, key), error))
+    return problems
+
+
+def _repeated(obj: dict, path: str) -> list[Problem]:
+    """One problem per key the object's JSON text gave more than once."""
+    return [Problem(_key(path, key), "is given more than once in its object (keys must be unique)")
+            for key in obj.twice] if isinstance(obj, KeyedTwice) else []
+
+
+def _key_problem(key, path: str) -> Problem | None:
+    """A key that is not text UTF-8 can carry."""
+    if not isinstance(key, str):
+        return Problem(_key(path, key), f"the key {_show(key)} is not a string")
+    if not is_text((key,)):
+        return Problem(_key(path, key), f"the key {_show(key)} holds a lone surrogate, which is not text")
+    return None
+
+
+def _value_problem(value, path: str) -> Problem | None:
+    """The first part of an event property (in document order) that the store would not keep as sent or
+    that could break a page: see _plain; walked with a stack, so no depth can exhaust Python's."""
+    stack = [(value, path, 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        kind = type(value)
+        if kind is str:
+            error = _string_error(value)
+        elif kind is float:
+            error = _number_error(value)
+        elif kind in (dict, list, KeyedTwice):
+            if depth == MAX_DEPTH:
+                return Problem(path, f"nested more than {MAX_DEPTH} levels of objects and arrays deep")
+            if kind is list:
+                items = [(item, f"{path}[{i}]") for i, item in enumerate(value)]
+            else:
+                problem = next(iter(_repeated(value, path)), None) or next(
+                    filter(None, (_key_problem(key, path) for key in value)), None)
+                if problem:
+                    return problem
+                items = [(item, _key(path, key)) for key, item in value.items()]
+            stack += [(item, item_path, depth + 1) for item, item_path in reversed(items)]
+            continue
+        else:
+            error = None if kind in _JSON_TYPES else f"{_show(value)} is not a JSON value"
+        if error:
+            return Problem(path, error)
+    return None
+
+
+def _missing(obj: dict, required, path: str) -> list[Problem]:
+    """One problem per required key absent from obj."""
+    return [Problem(path, f"missing required key '{key}'") for key in required if key not in obj]
+
+
+def _number_error(value, non_negative=False, exact=False) -> str | None:
+    """Why value is not a (non-negative) JSON number, or with `exact` an integer of INT_LIMIT or more; or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{_show(value)} is not a number"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{_show(value)} is not a valid JSON number"
+    if non_negative and value < 0:
+        return f"{_show(value)} is below 0"
+    if exact and isinstance(value, int) and abs(value) >= INT_LIMIT:
+        return f"{_show(value)} is too large: integers here must be below 2**63 to be stored exactly"
+    return None
+
+
+def _string_error(value, non_empty=False) -> str | None:
+    """Why value is not a (non-empty) string, or None."""
+    if not isinstance(value, str):
+        return f"{_show(value)} is not a string"
+    if non_empty and not value:
+        return "must be a non-empty string"
+    if not is_text((value,)):
+        return f"{_show(value)} holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not text"
+    return None
+
+
+def _enum_error(value, allowed: tuple) -> str | None:
+    """Why value is not one of the allowed strings, or None."""
+    if not isinstance(value, str):
+        return f"{_show(value)} is not a string"
+    if value not in allowed:
+        return f"{_show(value)} is not one of {', '.join(allowed)}"
+    return None
+
+
+def _key(path: str, key) -> str:
+    """Path of a key inside an object: .name for identifiers, ["quoted"] otherwise."""
+    if isinstance(key, str) and key.isidentifier():
+        return f"{path}.{key}" if path else key
+    return f"{path}[{escaped(json.dumps(str(key), ensure_ascii=False))}]"  # a path any response can carry
+
+
+def _show(value) -> str:
+    """A short rendering of a value as a JSON reader would name it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."

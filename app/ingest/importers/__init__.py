@@ -1,0 +1,212 @@
+"""Turning uploads in industrial formats into orchestration traces.
+
+One module per source format (otlp, openai_agents, claude_code), each a pure function from source
+data to traces plus warnings; this module recognises the format from content (never the file name),
+unpacks archives, groups a Claude Code session with its sub-agent files, and dispatches.
+"""
+
+import io
+import json
+import tarfile
+import zipfile
+from pathlib import PurePosixPath
+
+from app.domain.validation import is_text
+from app.ingest.documents import (
+    DEFAULT_MAX_BYTES,
+    GZIP_MAGIC,
+    DocumentError,
+    TooLarge,
+    Upload,
+    decode,
+    fast_loads,
+    gunzip,
+    parse_documents,
+    strict_loads,
+)
+from app.ingest.importers import claude_code, openai_agents, otlp
+from app.ingest.importers.common import ImportFailed, ImportResult, show
+
+FORMATS = ("orchestrace", "otlp", "openai_agents", "claude_code")
+ZIP_MAGIC = b"PK\x03\x04"
+TAR_MAGIC_OFFSET = 257
+
+
+def unpack(uploads: list[Upload], max_bytes: int) -> list[Upload]:
+    """Uploads gunzipped, with every .zip or .tar(.gz) replaced by its files (paths kept in the names, and
+    gzipped members gunzipped too). The limit is the request's, not each file's: all the files together
+    expand to at most `max_bytes`, so ten gzip parts cannot take ten times the memory."""
+    left = max_bytes
+    too_large = f"the request's files expand to more than {max_bytes} bytes together"
+
+    def gunzipped(data: bytes, source: str) -> bytes:
+        """One gzip layer undone within what is left of the limit; gzip inside gzip is refused."""
+        if data[:2] != GZIP_MAGIC:
+            return data
+        try:
+            data = gunzip(data, left, source)
+        except TooLarge:
+            raise TooLarge(f"{source}: {too_large}") from None
+        if data[:2] == GZIP_MAGIC:
+            raise DocumentError("gzip inside gzip: send it compressed once", source)
+        return data
+
+    def counted(upload: Upload) -> Upload:
+        nonlocal left
+        if len(upload.data) > left:
+            raise TooLarge(f"{upload.source}: {too_large}")
+        left -= len(upload.data)
+        return upload
+
+    out = []
+    for upload in uploads:
+        if upload.data[:4] == ZIP_MAGIC:
+            members = _unzip(upload, left, too_large)
+        else:
+            raw = gunzipped(upload.data, upload.source)
+            if len(raw) > TAR_MAGIC_OFFSET + 5 and raw[TAR_MAGIC_OFFSET:TAR_MAGIC_OFFSET + 5] == b"ustar":
+                members = _untar(upload, raw, left, too_large)
+            else:
+                out.append(counted(Upload(upload.source, raw)))
+                continue
+        out += [counted(Upload(member.source, gunzipped(member.data, member.source))) for member in members]
+    return out
+
+
+def _unzip(upload: Upload, max_bytes: int, too_large: str) -> list[Upload]:
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(upload.data))
+        members = [m for m in archive.infolist() if not m.is_dir()]
+        if sum(m.file_size for m in members) > max_bytes:
+            raise TooLarge(f"{upload.source}: {too_large}")
+        return [Upload(f"{upload.source}:{m.filename}", archive.read(m)) for m in members]
+    except zipfile.BadZipFile as exc:
+        raise DocumentError(f"not a readable zip file ({exc})", upload.source) from exc
+
+
+def _untar(upload: Upload, raw: bytes, max_bytes: int, too_large: str) -> list[Upload]:
+    try:
+        with tarfile.open(fileobj=io.BytesIO(raw)) as archive:
+            members = [m for m in archive.getmembers() if m.isfile()]
+            if sum(m.size for m in members) > max_bytes:
+                raise TooLarge(f"{upload.source}: {too_large}")
+            return [Upload(f"{upload.source}:{m.name}", archive.extractfile(m).read()) for m in members]
+    except tarfile.TarError as exc:
+        raise DocumentError(f"not a readable tar file ({exc})", upload.source) from exc
+
+
+def _records(data: bytes) -> list | None:
+    """The document as JSON: the whole JSON value as a list, or its JSON Lines records; None if neither."""
+    doc = fast_loads(data)
+    if doc is not None:
+        return doc if isinstance(doc, list) else [doc]
+    try:
+        text = data.decode("utf-8-sig").strip()
+    except UnicodeDecodeError:
+        return None  # the document readers word this fault
+    if not text:
+        return None
+    try:
+        doc = strict_loads(text)
+        return doc if isinstance(doc, list) else [doc]
+    except ValueError:
+        try:
+            return [strict_loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError:
+            return None
+
+
+def detect(records: list | None) -> str:
+    """The format of a parsed document (see _records), from its content."""
+    if not records:
+        return "orchestrace"
+    if len(records) == 1 and otlp.looks_like_otlp(records[0]):
+        return "otlp"
+    if (len(records) == 1 and openai_agents.looks_like_openai_agents(records[0])) or \
+            openai_agents.looks_like_openai_agents(records):
+        return "openai_agents"
+    head = records[:20]
+    if all(isinstance(r, dict) for r in head) and claude_code.looks_like_claude_code(head):
+        return "claude_code"
+    return "orchestrace"
+
+
+def is_subagent_file(name: str) -> bool:
+    """A Claude Code sub-agent transcript (agent-<id>.jsonl) or its meta file (agent-<id>.meta.json)."""
+    path = PurePosixPath(name.split(":")[-1])
+    return path.name.startswith("agent-") and (path.name.endswith(".jsonl") or path.name.endswith(".meta.json"))
+
+
+def convert(uploads: list[Upload], fmt: str | None = None, keep_content: bool = False,
+            max_bytes: int = DEFAULT_MAX_BYTES) -> ImportResult:
+    """Traces and warnings from every upload; `fmt` forces a format, otherwise each file is detected.
+
+    A trace id that is not text (a lone surrogate) is refused here: every later report names a trace by
+    its id, and no response or log could carry that one."""
+    if fmt is not None and fmt not in FORMATS:
+        raise ImportFailed(f"unknown format '{fmt}'; formats: {', '.join(FORMATS)}")
+    try:
+        result = _convert(unpack(uploads, max_bytes), fmt, keep_content, max_bytes)
+    except RecursionError:  # an importer's walk of a value nested deeper than Python's stack
+        raise ImportFailed("arrays and objects nested too deeply to read") from None
+    for index, trace in enumerate(result.traces):
+        trace_id = trace.get("trace_id") if isinstance(trace, dict) else None
+        if isinstance(trace_id, str) and not is_text((trace_id,)):
+            raise ImportFailed(f"trace {index}: trace_id {show(trace_id)} holds a lone surrogate (an unpaired "
+                               "\\ud800-\\udfff escape), which is not text")
+    return result
+
+
+def _convert(files: list[Upload], fmt: str | None, keep_content: bool, max_bytes: int) -> ImportResult:
+    result = ImportResult()
+    sessions: list[Upload] = []
+    helpers: list[Upload] = []
+    for upload in files:
+        if is_subagent_file(upload.source):
+            helpers.append(upload)  # a sub-agent transcript or its meta file: read with its session
+            continue
+        records = None if fmt in ("orchestrace", "claude_code") else _records(upload.data)
+        kind = fmt or detect(records)
+        if kind == "claude_code":
+            sessions.append(upload)
+        elif kind == "orchestrace":  # parsed already when it was read for detection
+            result.traces += records if records is not None else parse_documents(upload.data, upload.source,
+                                                                                  max_bytes)
+        elif records is None:
+            raise ImportFailed(f"{upload.source}: not JSON or JSON Lines")
+        elif kind == "otlp":
+            _merge(result, otlp.import_otlp(records[0] if len(records) == 1 else {"resourceSpans": [
+                rs for r in records for rs in r.get("resourceSpans", [])]}, keep_content), upload.source)
+        else:
+            doc = records[0] if len(records) == 1 and isinstance(records[0], dict) and "data" in records[0] else records
+            _merge(result, openai_agents.import_agents(doc, keep_content), upload.source)
+    if helpers and not sessions:
+        raise ImportFailed("sub-agent transcripts without their session's main .jsonl file")
+    for session in sessions:
+        mine = _helpers_of(session, helpers, len(sessions))
+        subagents = {PurePosixPath(h.source.split(":")[-1]).name: decode(h.data, h.source, max_bytes)
+                     for h in mine if h.source.endswith(".jsonl")}
+        metas = {PurePosixPath(h.source.split(":")[-1]).name: _json(h) for h in mine if h.source.endswith(".json")}
+        stem = PurePosixPath(session.source.split(":")[-1]).stem
+        _merge(result, claude_code.import_session(decode(session.data, session.source, max_bytes), subagents,
+                                                  metas, None, keep_content), session.source or stem)
+    return result
+
+
+def _helpers_of(session: Upload, helpers: list[Upload], n_sessions: int) -> list[Upload]:
+    """A session's sub-agent files: those under `<session>/subagents/`, or all of them for a lone session."""
+    stem = PurePosixPath(session.source.split(":")[-1]).stem
+    inside = [h for h in helpers if f"{stem}/subagents/" in h.source]
+    return inside if inside or n_sessions > 1 else helpers
+
+
+def _json(upload: Upload):
+    try:
+        return json.loads(upload.data)
+    except ValueError as exc:
+        raise ImportFailed(f"{upload.source}: not JSON ({exc})") from exc
+
+
+def _merge(result: ImportResult, part: ImportResult, source: str) -> None:
+    result.traces += part.traces
+    result.warnings += [f"{source}: {w}" if source else w for w in part.warnings]

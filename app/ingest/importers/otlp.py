@@ -1,0 +1,1068 @@
+"""Import OpenTelemetry GenAI spans sent as OTLP/JSON (IMPORTERS.md §0 and §1): one trace per traceId.
+
+Input is an OTLP/HTTP JSON traces document, `{"resourceSpans": [...]}`. Ids may be hex (the OTLP/JSON
+rule) or base64 (plain protobuf JSON, e.g. `MessageToDict`); enums may be integers or their proto names;
+the pre-1.0 `instrumentationLibrarySpans` key is read like `scopeSpans`.
+
+Choices where the mapping is silent, made for an auditor who wants to trace every event back to a span:
+- Event ids are `e1`, `e2`, ... in time order (zero-padded); every event keeps `span_id`,
+  `parent_span_id`, `trace_id` (hex) and `operation`, plus `tool_call_id`, `agent_id`,
+  `conversation_id` where the span has them.
+- A `tool_result` has the tool as its agent (as in the synthetic traces) and no role; temporal edges
+  therefore chain only the acting agents. A fan-out `aggregate` belongs to the calling agent, keeps
+  `tool`, counts its sub-agent runs in `inputs`, and takes an `aggregate` edge (no `return` edge)
+  from each of their returns. A failed tool (status 2 or `error.type`) gives `error: true`.
+- Root runs: the user's `message` gets a `message` edge into the root agent's first event, so the
+  request is connected to the work it caused. The root agent's `return` goes to `user`.
+- A sub-agent whose parent span is not an `execute_tool` (directly nested, or under unknown spans)
+  returns with a `return` edge into its parent agent's next model call, when there is one.
+- Spans between GenAI spans that are not GenAI (HTTP, custom app spans) are transparent: a sub-agent
+  under an `execute_tool` with such spans in between is still delegated by that tool.
+- Instance id: the first of `gen_ai.agent.id`, `gen_ai.agent.call.id`, spanId not already taken by
+  another invoke_agent span, since `gen_ai.agent.id` names an agent definition that many runs share.
+- Model output -> tool_call: matched by tool call id within the agent instance; without ids (content
+  not captured) the agent's latest model call that ended before the tool started.
+- Tool results and agent outputs are not marked `trusted`: nothing in the spans says where they came from.
+- `content_ref`: a tool_call's is its `gen_ai.tool.call.id` (spec), else the hash of its arguments;
+  everything else is the hash of the span's content (`sha256:...`). The raw content, parsed from
+  JSON where it is JSON, is kept as `content` only with keep_content=True.
+- Tokens: `gen_ai.usage.input_tokens`/`output_tokens` (≤1.26 names `prompt_tokens`/`completion_tokens`
+  accepted) of inference and `embeddings` spans; an `invoke_agent` or `plan` span's own usage
+  (or pydantic-ai's `gen_ai.aggregated_usage.*`) counts only when no span below it carries usage.
+  Cache token sums go to `metrics` (`cache_read_input_tokens`, `cache_creation_input_tokens`).
+- Rewards: `gen_ai.evaluation.result` span events, or log records when the document also holds
+  `resourceLogs`; Agent Lightning `agentlightning.annotation` spans (`agentlightning.reward.<i>.*`).
+  When a name repeats, the latest value wins and a warning says so.
+- t = 0 and `wall_clock_s` are measured over all spans of the trace, GenAI or not. `costs.messages`
+  counts LLM calls (spec), decisions included, so it can exceed the number of `message` events.
+- A duplicate spanId (an exporter retry) keeps the first span; a parent missing from the document
+  makes a root. Both are warnings. A trace with no agent, model or tool span is skipped with a warning, and a
+  document with none (e.g. an exporter batch of HTTP spans) gives no trace: it is not malformed.
+- task_id: the root span's `gen_ai.conversation.id`, else the root agent's, else the workflow name,
+  else the traceId. system: the scope name of the root agent span, else of the root span, else
+  `service.name`.
+
+`TraceBuilder` (ids in time order, temporal edges, edge ends) is shared with the other importers.
+"""
+
+import base64
+import binascii
+import json
+import math
+import re
+from bisect import bisect_left, bisect_right
+from collections import Counter
+from operator import itemgetter
+
+import orjson
+
+from app.ingest.importers import otlp_patterns
+from app.ingest.importers.common import ImportFailed, ImportResult, content_ref, show, span_tree
+from app.ingest.importers.conventions import CHAIN, OI_KIND, TRACELOOP_KIND, translate
+from app.store.gcpause import paused_gc
+
+NS_PER_S = 1_000_000_000
+TRACE_ID_BYTES = 16
+SPAN_ID_BYTES = 8
+STATUS_ERROR = 2
+SPAN_KINDS = {"SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2,
+              "SPAN_KIND_CLIENT": 3, "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
+INTERNAL, CLIENT, MAX_SPAN_KIND = 1, 3, 5
+STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+TRACE_ID_PREFIX = "otlp-"  # + the 32 hex digits of the traceId: the stored trace's id
+USER = "user"
+NO_AGENT_SPAN = "no agent, model or tool span (OpenTelemetry GenAI, OpenInference or OpenLLMetry conventions)"
+SYSTEM = "system"  # spawns by no agent, e.g. create_agent outside any agent span
+UNKNOWN_SERVICE = "unknown_service"
+
+AGENT, CREATE, WORKFLOW, PLAN, INFERENCE, TOOL, TOOLISH, REWARD, STRUCTURE = (
+    "agent", "create", "workflow", "plan", "inference", "tool", "toolish", "reward", "structure")
+OPERATIONS = {
+    "invoke_agent": AGENT,
+    "create_agent": CREATE,
+    "invoke_workflow": WORKFLOW,
+    "plan": PLAN,
+    "chat": INFERENCE,
+    "text_completion": INFERENCE,
+    "generate_content": INFERENCE,
+    "execute_tool": TOOL,
+    "embeddings": TOOLISH,
+    "retrieval": TOOLISH,
+    "agentlightning.annotation": REWARD,
+    CHAIN: STRUCTURE,
+    "handoff": STRUCTURE,  # OpenLLMetry's handoff span: read by otlp_patterns, no event of its own
+}
+EVALUATION_EVENT = "gen_ai.evaluation.result"
+REWARD_ATTR = "agentlightning.reward.{}.{}"
+USAGE_KEYS = (("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"),
+              ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"))
+# pydantic-ai writes a run's total on its invoke_agent span under these names.
+AGENT_USAGE_KEYS = (USAGE_KEYS[0] + ("gen_ai.aggregated_usage.input_tokens",),
+                    USAGE_KEYS[1] + ("gen_ai.aggregated_usage.output_tokens",))
+CACHE_METRICS = {"gen_ai.usage.cache_read.input_tokens": "cache_read_input_tokens",
+                 "gen_ai.usage.cache_creation.input_tokens": "cache_creation_input_tokens"}
+
+INSTRUMENTATION_PREFIX = re.compile(r"^(openinference|opentelemetry)\.instrumentation\.")
+_HEX = {TRACE_ID_BYTES: re.compile(r"[0-9a-fA-F]{32}"), SPAN_ID_BYTES: re.compile(r"[0-9a-fA-F]{16}")}
+_ENDS = itemgetter(0, 1)
+
+
+class TraceBuilder:
+    """Events and edges of one trace in the making; ids follow time order, given at the end."""
+
+    def __init__(self):
+        # One entry per event; the event dict is made once, in finish, with id and t first.
+        self.times: list[int] = []  # integer source time
+        self.types: list[str] = []
+        self.agents: list[str] = []
+        self.props: list[dict] = []
+        self.edges: list[tuple[int, int, str]] = []
+        self._to_first: list[tuple[int, str, str]] = []
+
+    def add(self, time: int, type_: str, agent: str, props: dict) -> int:
+        """Append an event; returns its index for linking and for changing it later."""
+        self.times.append(time)
+        self.types.append(type_)
+        self.agents.append(agent)
+        self.props.append(props)
+        return len(self.times) - 1
+
+    def link(self, src: int, dst: int, type_: str) -> None:
+        self.edges.append((src, dst, type_))
+
+    def link_to_first(self, src: int, agent: str, type_: str) -> None:
+        """Link src to the first event of agent, known once events are in time order."""
+        self._to_first.append((src, agent, type_))
+
+    def finish(self, origin: int, per_second: int) -> tuple[list[dict], list[dict]]:
+        """Events in time order (stable) with ids and t in seconds from origin; deduplicated edges
+        (temporal ones added), in the order of their ends."""
+        times, types, agents, props = self.times, self.types, self.agents, self.props
+        n = len(times)
+        order = sorted(range(n), key=times.__getitem__)
+        rank = [0] * n
+        for place, i in enumerate(order):
+            rank[i] = place
+        width = len(str(n))
+        names = [f"e{place:0{width}d}" for place in range(1, n + 1)]
+        events = [{"id": names[place], "t": (times[i] - origin) / per_second, "type": types[i], "agent": agents[i],
+                   **props[i]} for place, i in enumerate(order)]
+        edges = self.edges
+        last: dict[str, int] = {}
+        first: dict[str, int] = {}
+        for i in order:
+            if types[i] != "tool_result":  # a tool serves independent calls: no timeline of its own
+                agent = agents[i]
+                previous = last.get(agent)
+                if previous is None:
+                    first[agent] = i
+                else:
+                    edges.append((previous, i, "temporal"))
+                last[agent] = i
+        for src, agent, type_ in self._to_first:
+            dst = first.get(agent)
+            if dst is not None:
+                edges.append((src, dst, type_))
+        ranked = [(rank[src], rank[dst], type_) for src, dst, type_ in dict.fromkeys(edges) if src != dst]
+        ranked.sort(key=_ENDS)  # stable: edges between the same two events keep the order they were made in
+        return events, [{"src": names[src], "dst": names[dst], "type": type_} for src, dst, type_ in ranked]
+
+
+def ref(content) -> str:
+    """content_ref of text or of structured content (canonical JSON, so equal content hashes equally)."""
+    if not isinstance(content, str):
+        content = json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
+    return content_ref(content)
+
+
+def topology(max_depth: int) -> str:
+    """centralized when sub-agents spawn nobody, hierarchical when they do, unknown without spawns."""
+    return "unknown" if max_depth < 1 else "centralized" if max_depth == 1 else "hierarchical"
+
+
+def looks_like_otlp(doc) -> bool:
+    """True for an OTLP/JSON traces document."""
+    return isinstance(doc, dict) and isinstance(doc.get("resourceSpans"), list)
+
+
+def import_otlp(doc: dict, keep_content: bool = False) -> ImportResult:
+    """Orchestration traces from an OTLP/JSON traces document, one per traceId, in order of appearance."""
+    if not looks_like_otlp(doc):
+        raise ImportFailed("not an OTLP/JSON traces document: expected an object with a resourceSpans array")
+    result = ImportResult()
+    with paused_gc():
+        by_trace = _read_spans(doc["resourceSpans"], result.warnings)
+        _fold_created_agents(by_trace)
+        for dropped, kept in otlp_patterns.twins(by_trace, PATTERN_OPS).items():
+            del by_trace[dropped]
+            result.warnings.append(f"trace {dropped} holds the same model calls as trace {kept} (two "
+                                   f"instrumentations of one run): only {kept} is imported")
+        rewards = _log_rewards(doc.get("resourceLogs"), result.warnings)
+        for trace_id, spans in by_trace.items():
+            trace = _Trace(trace_id, spans, keep_content, result.warnings).build(rewards.get(trace_id, []))
+            if trace is not None:
+                result.traces.append(trace)
+    if not by_trace:
+        result.warnings.append("the document has no spans")
+    return result
+
+
+def _fold_created_agents(by_trace: dict[str, list]) -> None:
+    """Move traces made only of `create_agent` spans into the trace that runs those agents.
+
+    AutoGen creates its agents before the run, each `create_agent` span the root of a trace of its own;
+    they belong to the run that invokes an agent of that name (the earliest one starting after them)."""
+    runs = [(span.start, name, trace_id) for trace_id, spans in by_trace.items() for span in spans
+            if span.op is AGENT and (name := _text(span.attrs, "gen_ai.agent.name"))]
+    runs.sort()
+    for trace_id, spans in list(by_trace.items()):
+        if not all(span.op is CREATE for span in spans):
+            continue
+        names = {_text(span.attrs, "gen_ai.agent.name") for span in spans}
+        start = min(span.start for span in spans)
+        target = next((run_trace for run_start, name, run_trace in runs
+                       if name in names and run_start >= start and run_trace != trace_id), None)
+        if target is not None:
+            for span in spans:
+                span.trace_id = target
+            by_trace[target] = by_trace.pop(trace_id) + by_trace[target]
+
+
+def iter_spans(doc: dict):
+    """(location, resourceSpans entry, scopeSpans entry, raw span) of every span of an OTLP document;
+    ImportFailed when its structure is not that of an ExportTraceServiceRequest."""
+    for ri, rs in enumerate(doc["resourceSpans"]):
+        where_rs = f"resourceSpans[{ri}]"
+        if not isinstance(rs, dict):
+            raise ImportFailed(f"{where_rs}: {show(rs)} is not an object")
+        key = "scopeSpans" if "scopeSpans" in rs else "instrumentationLibrarySpans"
+        scope_spans = rs.get(key, [])
+        if not isinstance(scope_spans, list):
+            raise ImportFailed(f"{where_rs}.{key}: {show(scope_spans)} is not an array")
+        for si, ss in enumerate(scope_spans):
+            where_ss = f"{where_rs}.{key}[{si}]"
+            if not isinstance(ss, dict):
+                raise ImportFailed(f"{where_ss}: {show(ss)} is not an object")
+            spans = ss.get("spans", [])
+            if not isinstance(spans, list):
+                raise ImportFailed(f"{where_ss}.spans: {show(spans)} is not an array")
+            for pi, raw in enumerate(spans):
+                yield (where_ss, pi), rs, ss, raw
+
+
+def without_spans(entry: dict) -> dict:
+    """A resourceSpans or scopeSpans entry without the spans below it (its resource or scope alone)."""
+    return {k: v for k, v in entry.items() if k not in ("scopeSpans", "instrumentationLibrarySpans", "spans")}
+
+
+def read_span(raw, where: tuple[str, int]) -> "_Span":
+    """One span decoded and checked (ids, times, status); ImportFailed names the span and the fault."""
+    return _read_span(raw, where, Counter(), {TRACE_ID_BYTES: {}, SPAN_ID_BYTES: {}})
+
+
+def only_trace(doc: dict, trace_hex: str) -> dict:
+    """The document keeping only the spans of one trace (ids compared decoded: hex or base64)."""
+    out = []
+    for resource in doc["resourceSpans"]:
+        scopes = []
+        for scope in resource.get("scopeSpans") or resource.get("instrumentationLibrarySpans") or []:
+            spans = [s for s in scope.get("spans") or [] if _same_trace(s, trace_hex)]
+            if spans:
+                scopes.append({**without_spans(scope), "spans": spans})
+        if scopes:
+            out.append({**without_spans(resource), "scopeSpans": scopes})
+    return {"resourceSpans": out}
+
+
+def _same_trace(span, trace_hex: str) -> bool:
+    try:
+        return _decode_id(span.get("traceId"), TRACE_ID_BYTES, "traceId") == trace_hex
+    except (ValueError, AttributeError):
+        return False
+
+
+class _Span:
+    """One decoded span, and what the walk learns about it."""
+
+    __slots__ = ("where", "trace_id", "id", "parent_id", "name", "kind", "start", "end", "attrs", "error",
+                 "status_message", "span_events", "operation", "op", "scope", "service", "parent", "children", "agent",
+                 "caller", "delegator", "delegations", "tool_name", "call_id", "usage_below", "first", "last",
+                 "handoff", "resumes", "handed_off", "resumed_later")
+
+    def __init__(self, where: tuple[str, int], trace_id: str, span_id: str, parent_id: str | None, name: str,
+                 kind: int, start: int, end: int, attrs: dict, error: bool, status_message, span_events: list):
+        self.where, self.trace_id, self.id, self.parent_id, self.name, self.kind = \
+            where, trace_id, span_id, parent_id, name, kind
+        self.start, self.end, self.attrs, self.error, self.status_message, self.span_events = \
+            start, end, attrs, error, status_message, span_events
+        operation = attrs.get("gen_ai.operation.name")
+        if operation is None or OI_KIND in attrs or TRACELOOP_KIND in attrs:
+            operation = translate(name, attrs) or name.partition(" ")[0]
+        else:
+            operation = operation["stringValue"] if type(operation) is dict and "stringValue" in operation \
+                else _value(operation)
+            if type(operation) is not str:
+                operation = str(operation)
+        self.operation = operation
+        self.op = OPERATIONS.get(operation)
+        self.children: list[_Span] = []
+        self.delegations: list[_Delegation] = []
+        self.parent = self.agent = self.caller = self.delegator = self.tool_name = self.call_id = self.first = self.last = None
+        self.usage_below = self.handed_off = self.resumed_later = False
+        self.handoff = self.resumes = None  # set by otlp_patterns
+
+    def location(self) -> str:
+        return f"{self.where[0]}.spans[{self.where[1]}] (spanId {self.id})"
+
+
+def _read_spans(resource_spans: list, warnings: list[str]) -> dict[str, list[_Span]]:
+    """Decode every span (ids, times, status, raw attributes), grouped by trace in order of appearance."""
+    by_trace: dict[str, list[_Span]] = {}
+    odd_kinds: Counter = Counter()
+    ids: dict[int, dict[str, str]] = {TRACE_ID_BYTES: {}, SPAN_ID_BYTES: {}}  # decoded, by size
+    names: dict[int, str] = {}  # service name by resourceSpans entry, scope name by scopeSpans entry
+    for where, rs, ss, raw in iter_spans({"resourceSpans": resource_spans}):
+        service = names.get(id(rs))
+        if service is None:
+            service = names[id(rs)] = _service_name(rs.get("resource"), where[0].partition(".")[0])
+        scope_name = names.get(id(ss))
+        if scope_name is None:
+            scope = ss.get("scope") or ss.get("instrumentationLibrary") or {}
+            scope_name = scope.get("name") if isinstance(scope, dict) else None
+            scope_name = names[id(ss)] = scope_name if isinstance(scope_name, str) else ""
+        span = _read_span(raw, where, odd_kinds, ids)
+        span.scope, span.service = scope_name, service
+        same_trace = by_trace.get(span.trace_id)
+        if same_trace is None:
+            by_trace[span.trace_id] = [span]
+        else:
+            same_trace.append(span)
+    for kind, count in odd_kinds.items():
+        warnings.append(f"{count} span(s) of unknown kind {kind}: read as INTERNAL")
+    return by_trace
+
+
+def _read_span(raw, where: tuple[str, int], odd_kinds: Counter, ids: dict[int, dict[str, str]]) -> _Span:
+    """One span, checked; attribute values stay encoded until they are needed."""
+    if type(raw) is not dict:
+        raise ImportFailed(f"{where[0]}.spans[{where[1]}]: {show(raw)} is not an object")
+    try:
+        span_id = _decode_id(raw.get("spanId"), SPAN_ID_BYTES, "spanId", ids)
+    except ValueError as e:
+        raise ImportFailed(f"{where[0]}.spans[{where[1]}]: {e}") from None
+    try:
+        trace_id = _decode_id(raw.get("traceId"), TRACE_ID_BYTES, "traceId", ids)
+        parent = raw.get("parentSpanId")
+        parent_id = _decode_id(parent, SPAN_ID_BYTES, "parentSpanId", ids) if parent else None
+        start, end = raw.get("startTimeUnixNano"), raw.get("endTimeUnixNano")
+        # The common case, decimal strings, without a call.
+        start = int(start) if type(start) is str and start.isdecimal() else _timestamp(start, "startTimeUnixNano")
+        end = int(end) if type(end) is str and end.isdecimal() else _timestamp(end, "endTimeUnixNano")
+        if end < start:
+            raise ValueError(f"endTimeUnixNano {end} is before startTimeUnixNano {start}")
+        name = raw.get("name", "")
+        if type(name) is not str:
+            raise ValueError(f"name {show(name)} is not a string")
+        kind = raw.get("kind", 0)
+        if type(kind) is not int or not 0 <= kind <= MAX_SPAN_KIND:
+            kind = SPAN_KINDS.get(kind) if type(kind) is str else None
+            if kind is None:
+                odd_kinds[show(raw.get("kind"))] += 1
+                kind = INTERNAL
+        status = raw.get("status")
+        error, status_message = _status(status) if status else (False, None)
+        span_events = raw.get("events") or []
+        if type(span_events) is not list:
+            raise ValueError(f"events {show(span_events)} is not an array")
+        return _Span(where, trace_id, span_id, parent_id, name, kind, start, end, _attributes(raw.get("attributes")),
+                     error, status_message, span_events)
+    except ValueError as e:
+        raise ImportFailed(f"{where[0]}.spans[{where[1]}] (spanId {span_id}): {e}") from None
+
+
+def _status(status) -> tuple[bool, str | None]:
+    """(is an error, message) of a span status."""
+    if type(status) is not dict:
+        raise ValueError(f"status {show(status)} is not an object")
+    code = status.get("code", 0)
+    code = STATUS_CODES.get(code, code) if type(code) is str else code
+    return code == STATUS_ERROR, status.get("message") or None
+
+
+def _attributes(raw) -> dict:
+    """key -> encoded AnyValue; decoding waits until a value is read."""
+    if raw is None:
+        return {}
+    try:
+        return {a["key"]: a.get("value") for a in raw}
+    except (TypeError, KeyError, AttributeError):
+        raise ValueError("attributes must be an array of {key, value} objects") from None
+
+
+def _service_name(resource, where: str) -> str:
+    if resource is None:
+        return UNKNOWN_SERVICE
+    if not isinstance(resource, dict):
+        raise ImportFailed(f"{where}.resource: {show(resource)} is not an object")
+    try:
+        name = _get(_attributes(resource.get("attributes")), "service.name")
+    except ValueError as e:
+        raise ImportFailed(f"{where}.resource: {e}") from None
+    return name if isinstance(name, str) and name else UNKNOWN_SERVICE
+
+
+def _decode_id(raw, size: int, field: str, ids: dict[int, dict[str, str]] | None = None) -> str:
+    """Lower-case hex of an id sent as hex (OTLP/JSON) or base64 (plain protobuf JSON); `ids` remembers
+    ids already decoded, by size, since trace and parent ids repeat across spans."""
+    seen = ids[size] if ids is not None else {}
+    if type(raw) is str:
+        known = seen.get(raw)
+        if known is not None:
+            return known
+    if not isinstance(raw, str) or not raw:
+        raise ValueError(f"{field} {show(raw)} is missing or not a string")
+    if len(raw) == 2 * size and _HEX[size].fullmatch(raw):
+        known = raw.lower()
+    else:
+        try:
+            known = base64.b64decode(raw, validate=True).hex()
+        except (binascii.Error, ValueError):
+            known = ""
+        if len(known) != 2 * size:
+            raise ValueError(f"{field} {show(raw)} is neither {2 * size} hex digits nor base64 of {size} bytes")
+    seen[raw] = known
+    return known
+
+
+def _timestamp(value, field: str) -> int:
+    if value is None:
+        raise ValueError(f"missing {field}")
+    try:
+        ns = _integer(value)
+    except ValueError:
+        raise ValueError(f"{field} {show(value)} is not a number") from None
+    if ns < 0:
+        raise ValueError(f"{field} {ns} is below 0")
+    return ns
+
+
+def _integer(value) -> int:
+    """A 64-bit integer sent as a decimal string (OTLP/JSON) or as a number; ValueError otherwise."""
+    kind = type(value)
+    if kind is str:
+        return int(value)
+    if kind is int:
+        return value
+    if kind is float and value.is_integer():
+        return int(value)
+    raise ValueError(show(value))
+
+
+def _value(v):
+    """The Python value of an encoded AnyValue; ValueError when a number is malformed."""
+    if not isinstance(v, dict):
+        raise ValueError(f"{show(v)} is not an AnyValue object")
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "intValue" in v:
+        try:
+            return _integer(v["intValue"])
+        except ValueError:
+            raise ValueError(f"intValue {show(v['intValue'])} is not an integer") from None
+    if "doubleValue" in v:
+        number = v["doubleValue"]
+        if isinstance(number, str):  # "NaN", "Infinity", "-Infinity", or a number in a string
+            try:
+                return float(number)
+            except ValueError:
+                raise ValueError(f"doubleValue {show(number)} is not a number") from None
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            raise ValueError(f"doubleValue {show(number)} is not a number")
+        return number
+    if "boolValue" in v:
+        return v["boolValue"]
+    if "arrayValue" in v:
+        return [_value(item) for item in (v["arrayValue"] or {}).get("values", ())]
+    if "kvlistValue" in v:
+        return {kv["key"]: _value(kv.get("value", {})) for kv in (v["kvlistValue"] or {}).get("values", ())}
+    if "bytesValue" in v:
+        return v["bytesValue"]  # base64 text, kept as sent
+    return None
+
+
+def _get(attrs: dict, key: str):
+    """The decoded value of an attribute, None when absent; ValueError names the attribute."""
+    v = attrs.get(key)
+    if v is None:
+        return None
+    if type(v) is dict and "stringValue" in v:  # the common case, without a call
+        return v["stringValue"]
+    try:
+        return _value(v)
+    except ValueError as e:
+        raise ValueError(f"attribute {key}: {e}") from None
+
+
+def _text(attrs: dict, key: str) -> str | None:
+    value = _get(attrs, key)
+    return None if value is None or value == "" else value if isinstance(value, str) else str(value)
+
+
+def _count(attrs: dict, keys: tuple[str, ...]) -> int | None:
+    """A token count from the first present key; ValueError unless a non-negative number."""
+    for key in keys:
+        encoded = attrs.get(key)
+        if encoded is None:
+            continue
+        number = encoded.get("intValue") if type(encoded) is dict else None
+        if type(number) is str and number.isdecimal():  # the common case, without a call
+            return int(number)
+        value = _get(attrs, key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == math.inf:
+            raise ValueError(f"attribute {key}: {show(value)} is not a token count")
+        return int(value)
+    return None
+
+
+def _parsed(value):
+    """A structured attribute parsed from its JSON string; left as is when it is not JSON."""
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+def _requested_tool_calls(output) -> list[str] | None:
+    """Ids of the tool calls a model output asks for; None when the output is not known."""
+    if output is None:
+        return None
+    if isinstance(output, str):
+        if '"tool_call"' not in output:  # most outputs are plain text: skip parsing them
+            return []
+        output = _parsed(output)
+    ids = []
+    for message in output if isinstance(output, list) else ():
+        for part in message.get("parts", ()) if isinstance(message, dict) else ():
+            if isinstance(part, dict) and part.get("type") == "tool_call":
+                ids.append(part.get("id"))
+    return ids
+
+
+def _made_span(model: _Span, span_id: str, operation: str, attrs: dict) -> _Span:
+    """A span a framework implies but does not emit (e.g. a CrewAI coworker's run), over `model`'s time."""
+    span = _Span(model.where, model.trace_id, span_id, model.id, model.name, model.kind, model.start, model.end,
+                 attrs, False, None, [])
+    span.operation, span.op = operation, OPERATIONS.get(operation)
+    span.scope, span.service = model.scope, model.service
+    return span
+
+
+class _PatternOps:
+    """The operation names and span factory otlp_patterns works with."""
+
+    AGENT, INFERENCE, TOOL, TOOLISH, STRUCTURE, WORKFLOW = AGENT, INFERENCE, TOOL, TOOLISH, STRUCTURE, WORKFLOW
+    make_span = staticmethod(_made_span)
+
+
+PATTERN_OPS = _PatternOps()
+
+
+class _Agent:
+    """One agent instance and what its events need to be linked."""
+
+    __slots__ = ("key", "role", "depth", "spawns", "calls", "tools", "nested_returns", "real")
+
+    def __init__(self, key: str, role: str, depth: int, real: bool):
+        self.key, self.role, self.depth, self.real = key, role, depth, real
+        self.spawns = False
+        self.calls: list[list] = []  # [start, end, event index, requested call ids or None, asks for tools]
+        self.tools: list[_Span] = []
+        self.nested_returns: list[tuple[int, int]] = []  # (time, return event) of sub-agents not run by a tool
+
+
+class _Trace:
+    """Maps the spans of one traceId onto one orchestration trace."""
+
+    def __init__(self, trace_id: str, spans: list[_Span], keep_content: bool, warnings: list[str]):
+        self.trace_id = trace_id
+        self.spans = spans
+        self.keep = keep_content
+        self.warnings = warnings
+        self.b = TraceBuilder()
+        self.used_keys: set[str] = set()
+        self.agents: list[_Agent] = []
+        self.services: dict[str, _Agent] = {}
+        self.tokens = 0
+        self.llm_calls = 0
+        self.tool_calls = 0
+        self.metrics: Counter = Counter()
+        self.rewards: list[tuple[int, str, float]] = []
+        self.skipped: Counter = Counter()
+        self.workflow: str | None = None
+        self.root_agent_span: _Span | None = None
+        self.created: dict[str, str] = {}  # agent name -> instance key of a create_agent not yet run
+
+    def build(self, log_rewards: list[tuple[int, str, float]]) -> dict | None:
+        roots = self._tree()
+        otlp_patterns.apply(self.spans, roots, PATTERN_OPS)
+        for root in roots:
+            self._walk(root)
+        for operation, count in self.skipped.items():
+            self.warnings.append(f"trace {self.trace_id}: {count} span(s) with unknown operation "
+                                 f"{show(operation)} skipped")
+        if not self.b.times:
+            self.warnings.append(f"trace {self.trace_id}: {NO_AGENT_SPAN}, skipped")
+            return None
+        self._link_agents()
+        if not self.tokens and not self.llm_calls:
+            self.tokens = otlp_patterns.reported_tokens(self.spans) or 0
+        root = min(roots, key=lambda span: span.start)
+        origin = min(span.start for span in self.spans)
+        events, edges = self.b.finish(origin, NS_PER_S)
+        return {
+            "trace_id": TRACE_ID_PREFIX + self.trace_id,
+            "task_id": self._task_id(root),
+            "system": self._system(root),
+            "topology": topology(max((agent.depth for agent in self.agents), default=0)),
+            "events": events,
+            "edges": edges,
+            "rewards": self._rewards(log_rewards),
+            "costs": {
+                "tokens": self.tokens,
+                "wall_clock_s": (max(span.end for span in self.spans) - origin) / NS_PER_S,
+                "tool_calls": self.tool_calls,
+                "messages": self.llm_calls,
+            },
+            "metrics": dict(self.metrics),
+        }
+
+    def _tree(self) -> list[_Span]:
+        """Children under parents, duplicates dropped; the roots, in document order."""
+        by_id: dict[str, _Span] = {}
+        for span in self.spans:
+            if span.id in by_id:
+                self.warnings.append(f"{span.location()}: duplicate spanId in trace {self.trace_id}, skipped")
+                continue
+            by_id[span.id] = span
+        self.spans = list(by_id.values())
+        return span_tree(self.spans, self.trace_id, self.warnings, "parentSpanId")
+
+    def _walk(self, root: _Span) -> None:
+        """Start-side events before the children, end-side events after them (ties keep that order)."""
+        stack: list[tuple[_Span, _Span | None, bool]] = [(root, None, False)]
+        while stack:
+            span, parent, leaving = stack.pop()
+            try:
+                if not leaving:
+                    self._enter(span, parent)
+                    if span.children:  # leave after them; a leaf (most spans) leaves at once
+                        stack.append((span, parent, True))
+                        stack.extend([(child, span, False) for child in reversed(span.children)])
+                        continue
+                self._leave(span, parent)
+            except ValueError as e:
+                raise ImportFailed(f"{span.location()}: {e}") from None
+
+    def _service(self, span: _Span) -> _Agent:
+        """The agent of spans outside any invoke_agent span: the service that emitted them."""
+        agent = self.services.get(span.service)
+        if agent is None:
+            agent = self.services[span.service] = _Agent(span.service, span.service, 0, False)
+            self.agents.append(agent)
+        return agent
+
+    def _tag(self, props: dict, span: _Span) -> dict:
+        """props with the source identifiers of the span added."""
+        props["span_id"] = span.id
+        if span.parent_id:
+            props["parent_span_id"] = span.parent_id
+        props["trace_id"] = self.trace_id
+        props["operation"] = span.operation
+        return props
+
+    def _content(self, props: dict, value, *, keep_ref=True) -> None:
+        """Hash of the content (and the content itself when kept) onto an event's properties."""
+        if value is None:
+            return
+        if keep_ref:
+            props["content_ref"] = ref(value)
+        if self.keep:
+            props["content"] = _parsed(value)
+
+    def _enter(self, span: _Span, parent: _Span | None) -> None:
+        if parent is None:
+            span.agent = self._service(span)
+        else:
+            span.agent = parent.agent
+            span.delegator = parent if parent.op is TOOL else \
+                parent.delegator if parent.op is None or parent.op is STRUCTURE else None
+        op = span.op
+        if op is None:
+            self.skipped[span.operation] += 1
+        elif op is AGENT:
+            self._enter_agent(span)
+        elif op is TOOL or op is TOOLISH:
+            self._enter_tool(span)
+        elif op is CREATE:
+            self._create_agent(span)
+        elif op is WORKFLOW:
+            if self.workflow is None:
+                self.workflow = _text(span.attrs, "gen_ai.workflow.name") or span.name.partition(" ")[2] or None
+        elif op is REWARD:
+            self._annotation_rewards(span)
+        for event in span.span_events:
+            self._span_event_reward(span, event)
+
+    def _leave(self, span: _Span, parent: _Span | None) -> None:
+        op = span.op
+        if op is AGENT:
+            self._leave_agent(span)
+        elif op is INFERENCE:
+            self._model_call(span)
+        elif op is TOOL or op is TOOLISH:
+            self._leave_tool(span)
+        elif op is PLAN:
+            self._plan(span)
+        if parent is not None and (span.usage_below or op is INFERENCE):
+            parent.usage_below = True
+
+    def _usage(self, span: _Span, props: dict, keys=USAGE_KEYS) -> None:
+        tokens_in, tokens_out = _count(span.attrs, keys[0]), _count(span.attrs, keys[1])
+        if tokens_in is not None:
+            props["tokens_in"] = tokens_in
+            self.tokens += tokens_in
+        if tokens_out is not None:
+            props["tokens_out"] = tokens_out
+            self.tokens += tokens_out
+        for key, metric in CACHE_METRICS.items():
+            if key in span.attrs:
+                self.metrics[metric] += _count(span.attrs, (key,)) or 0
+
+    def _own_usage(self, span: _Span, props: dict, keys) -> None:
+        """Usage on a wrapper span counts only when no model call below it does (no double count)."""
+        if span.usage_below:
+            return
+        self._usage(span, props, keys)
+        if "tokens_in" in props or "tokens_out" in props:
+            span.usage_below = True  # so the wrappers above this one do not count it again
+
+    def _enter_agent(self, span: _Span) -> None:
+        if span.resumes is not None:  # a later run of an instance already started: its lane goes on
+            span.agent, span.caller = span.resumes.agent, span.resumes.caller
+            if span.handoff is not None:
+                self._spawn(span, span.handoff[0].agent, span.agent.key, span.agent.role, {"resumed": True})
+            return
+        attrs = span.attrs
+        name = _text(attrs, "gen_ai.agent.name") or span.name.partition(" ")[2] or "agent"
+        key, instance_id = self.created.pop(name, None), span.id  # an agent created earlier now runs
+        for candidate in () if key else (_text(attrs, "gen_ai.agent.id"), _text(attrs, "gen_ai.agent.call.id")):
+            if candidate and f"{name}#{candidate}" not in self.used_keys:
+                key, instance_id = f"{name}#{candidate}", candidate
+                break
+        if key is None:
+            key = f"{name}#{span.id}"
+        self.used_keys.add(key)
+        parent = span.agent if span.agent.real else None
+        caller, depth = parent, parent.depth + 1 if parent else 0
+        if span.handoff is not None:
+            source, _, kind = span.handoff
+            parent = source.agent
+            # A handoff's target takes the place of the agent that handed off; a delegate comes back.
+            caller, depth = (parent, parent.depth + 1) if kind == "delegation" else (source.caller, parent.depth)
+        agent = _Agent(key, name, depth, True)
+        self.agents.append(agent)
+        span.agent = agent
+        span.caller = caller  # None for a root run
+        props = self._tag({}, span)
+        if instance_id != span.id:
+            props["agent_id"] = instance_id
+        conversation = _text(attrs, "gen_ai.conversation.id")
+        if conversation:
+            props["conversation_id"] = conversation
+        if span.kind == CLIENT:
+            props["remote"] = True
+        self._content(props, _get(attrs, "gen_ai.input.messages"))
+        if parent is None:
+            if self.root_agent_span is None:
+                self.root_agent_span = span
+            start = self.b.add(span.start, "message", USER, {"role": USER, "from": USER, "to": key, **props})
+            self.b.link_to_first(start, key, "message")
+        else:
+            start = self._spawn(span, parent, key, name, props)
+        span.first = start
+
+    def _spawn(self, span: _Span, parent: _Agent, key: str, role: str, props: dict) -> int:
+        """The spawn of `key` by `parent`: by a handoff, by a delegating tool, or by nesting."""
+        parent.spawns = True
+        handoff = span.handoff
+        if handoff is not None and handoff[2] == "handoff":
+            props["handoff"] = True
+        start = self.b.add(span.start, "spawn", parent.key, {"role": role, "to": key, **props})
+        self.b.link_to_first(start, key, "spawn")
+        if handoff is not None:
+            tool = handoff[1]
+            if tool is not None and tool.first is not None:
+                self.b.link(tool.first, start, "causal")
+        elif span.delegator is not None:
+            self.b.link(span.delegator.first, start, "causal")
+            span.delegator.delegations.append(_Delegation(span))  # counted when the tool ends
+        return start
+
+    def _leave_agent(self, span: _Span) -> None:
+        if span.resumed_later:  # the instance goes on in a later run: it ends there
+            return
+        agent, caller = span.agent, span.caller
+        if span.handed_off:  # it handed control to another agent and is done: no answer of its own
+            props = self._tag({"role": agent.role, "from": agent.key, "handoff": True}, span)
+        else:
+            props = self._tag({"role": agent.role, "from": agent.key, "to": caller.key if caller else USER}, span)
+        output = _get(span.attrs, "gen_ai.output.messages")
+        self._content(props, output if output is not None else _get(span.attrs, "final_result"))
+        if span.error:
+            props["error"] = True
+            if span.status_message:
+                props["error_message"] = span.status_message
+        self._own_usage(span, props, AGENT_USAGE_KEYS)
+        end = self.b.add(span.end, "despawn" if span.handed_off else "return", agent.key, props)
+        span.last = end
+        if caller is not None and not span.handed_off:
+            if span.delegator is not None and span.handoff is None:
+                for delegation in span.delegator.delegations:
+                    if delegation.span is span:
+                        delegation.returned = end
+            else:
+                caller.nested_returns.append((span.end, end))
+
+    def _model_call(self, span: _Span) -> None:
+        agent, attrs = span.agent, span.attrs
+        props = {"role": agent.role, "from": agent.key}
+        model = _text(attrs, "gen_ai.request.model") or _text(attrs, "gen_ai.response.model")
+        if model:
+            props["to"] = model
+        output = _get(attrs, "gen_ai.output.messages")
+        self._content(props, output)
+        self._tag(props, span)
+        if model:
+            props["model"] = model
+        self._usage(span, props)
+        if span.error:
+            props["error"] = True
+        self.llm_calls += 1
+        index = self.b.add(span.end, "message", agent.key, props)
+        span.last = index
+        agent.calls.append([span.start, span.end, index, _requested_tool_calls(output), False])
+
+    def _enter_tool(self, span: _Span) -> None:
+        agent, attrs = span.agent, span.attrs
+        tool = (_text(attrs, "gen_ai.tool.name") or span.name.partition(" ")[2] or span.operation) \
+            if span.op is TOOL else span.operation
+        call_id = _text(attrs, "gen_ai.tool.call.id")
+        arguments = _get(attrs, "gen_ai.tool.call.arguments")
+        props = {"role": agent.role, "tool": tool}
+        if call_id:
+            props["content_ref"] = call_id
+        self._content(props, arguments, keep_ref=not call_id)
+        self._tag(props, span)
+        if call_id:
+            props["tool_call_id"] = call_id
+        if span.op is TOOLISH:
+            model = _text(attrs, "gen_ai.request.model")
+            if model:
+                props["model"] = model
+            source = _text(attrs, "gen_ai.data_source.id")
+            if source:
+                props["data_source"] = source
+            self._usage(span, props)
+            span.usage_below = "tokens_in" in props or "tokens_out" in props
+        self.tool_calls += 1
+        span.first = self.b.add(span.start, "tool_call", agent.key, props)
+        span.tool_name, span.call_id = tool, call_id
+        agent.tools.append(span)
+
+    def _leave_tool(self, span: _Span) -> None:
+        tool = span.tool_name
+        props = {"tool": tool}
+        self._content(props, _get(span.attrs, "gen_ai.tool.call.result"))
+        self._tag(props, span)
+        error_type = _text(span.attrs, "error.type")
+        if span.error or error_type:
+            props["error"] = True
+            if error_type:
+                props["error_type"] = error_type
+        span.last = self.b.add(span.end, "tool_result", tool, props)
+        self.b.link(span.first, span.last, "tool_dependency")
+
+    def _plan(self, span: _Span) -> None:
+        agent = span.agent
+        props = self._tag({"role": agent.role}, span)
+        self._content(props, _get(span.attrs, "gen_ai.output.messages"))
+        self._own_usage(span, props, USAGE_KEYS)
+        span.last = self.b.add(span.end, "orchestrator_decision", agent.key, props)
+
+    def _create_agent(self, span: _Span) -> None:
+        attrs = span.attrs
+        name = _text(attrs, "gen_ai.agent.name") or span.name.partition(" ")[2] or "agent"
+        agent_id = _text(attrs, "gen_ai.agent.id")
+        creator = span.agent if span.agent.real else None
+        key = f"{name}#{agent_id or span.id}"
+        self.used_keys.add(key)
+        self.created[name] = key  # its first run is this instance
+        depth = creator.depth + 1 if creator else 1
+        self.agents.append(_Agent(key, name, depth, True))
+        props = self._tag({"role": name, "to": key}, span)
+        if agent_id:
+            props["agent_id"] = agent_id
+        if creator:
+            creator.spawns = True
+        span.first = self.b.add(span.start, "spawn", creator.key if creator else SYSTEM, props)
+        self.b.link_to_first(span.first, key, "spawn")
+
+    def _link_agents(self) -> None:
+        """Model output -> tool_call, tool_result -> next model call, returns; then decide event types."""
+        b = self.b
+        for agent in self.agents:
+            calls = sorted(agent.calls, key=lambda call: call[1])
+            ends = [call[1] for call in calls]
+            by_start = sorted(agent.calls, key=lambda call: call[0])
+            starts = [call[0] for call in by_start]
+            requested: dict[str, list] = {}
+            for call in calls:
+                for call_id in call[3] or ():
+                    requested.setdefault(call_id, []).append(call)
+            for time, returned in agent.nested_returns:
+                following = bisect_left(starts, time)
+                if following < len(by_start):
+                    b.link(returned, by_start[following][2], "return")
+            for tool in agent.tools:
+                call_id = tool.call_id
+                source = None
+                for call in reversed(requested.get(call_id, ())) if call_id else ():
+                    if call[1] <= tool.start:
+                        source = call
+                        break
+                if source is None:
+                    before = bisect_right(ends, tool.start)
+                    source = calls[before - 1] if before else None
+                if source is not None:
+                    source[4] = True
+                    b.link(source[2], tool.first, "causal")
+                end = self._tool_end(tool, agent)
+                following = bisect_left(starts, tool.end)
+                if following < len(by_start):
+                    b.link(end, by_start[following][2], "causal")
+            if agent.spawns:
+                for call in calls:
+                    if call[4] or call[3]:
+                        b.types[call[2]] = "orchestrator_decision"
+
+    def _tool_end(self, tool: _Span, agent: _Agent) -> int:
+        """A tool that delegated to two or more sub-agents ends in an aggregate of their returns."""
+        delegations = tool.delegations
+        end = tool.last
+        if len(delegations) >= 2:
+            self.b.types[end], self.b.agents[end] = "aggregate", agent.key
+            self.b.props[end] = {"role": agent.role, **self.b.props[end], "inputs": len(delegations)}
+            for delegation in delegations:
+                if delegation.returned is not None:
+                    self.b.link(delegation.returned, end, "aggregate")
+        else:
+            for delegation in delegations:
+                if delegation.returned is not None:
+                    self.b.link(delegation.returned, end, "return")
+        return end
+
+    def _span_event_reward(self, span: _Span, event) -> None:
+        if not isinstance(event, dict) or event.get("name") != EVALUATION_EVENT:
+            return
+        attrs = _attributes(event.get("attributes"))
+        reward = _evaluation(attrs)
+        if reward is not None:
+            time = event.get("timeUnixNano")
+            self.rewards.append((_integer(time) if time is not None else span.end, *reward))
+
+    def _annotation_rewards(self, span: _Span) -> None:
+        i = 0
+        while (value := _get(span.attrs, REWARD_ATTR.format(i, "value"))) is not None:
+            name = _text(span.attrs, REWARD_ATTR.format(i, "name")) or ("primary" if i == 0 else f"reward_{i}")
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                self.rewards.append((span.end, name, value))
+            i += 1
+
+    def _rewards(self, log_rewards: list[tuple[int, str, float]]) -> dict:
+        rewards: dict[str, float] = {}
+        for _, name, value in sorted(self.rewards + log_rewards, key=lambda reward: reward[0]):
+            if name in rewards:
+                self.warnings.append(f"trace {self.trace_id}: reward {show(name)} given more than once; "
+                                     "the latest value is kept")
+            rewards[name] = value
+        return rewards
+
+    def _task_id(self, root: _Span) -> str:
+        for span in (root, self.root_agent_span):
+            if span is not None:
+                conversation = _text(span.attrs, "gen_ai.conversation.id")
+                if conversation:
+                    return conversation
+        return self.workflow or self.trace_id
+
+    def _system(self, root: _Span) -> str:
+        """The framework: the scope of the root agent (or root) span, named without an instrumentation
+        package's prefix (`openinference.instrumentation.crewai` is crewai)."""
+        for span in (self.root_agent_span, root):
+            if span is not None and span.scope:
+                return INSTRUMENTATION_PREFIX.sub("", span.scope) or span.scope
+        return root.service
+
+
+class _Delegation:
+    """A sub-agent run an execute_tool span started, and its return once known."""
+
+    __slots__ = ("span", "returned")
+
+    def __init__(self, span: _Span):
+        self.span = span
+        self.returned: int | None = None
+
+
+def _evaluation(attrs: dict) -> tuple[str, float] | None:
+    name = _text(attrs, "gen_ai.evaluation.name")
+    score = _get(attrs, "gen_ai.evaluation.score.value")
+    if name and isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score):
+        return name, score
+    return None
+
+
+def _log_rewards(resource_logs, warnings: list[str]) -> dict[str, list[tuple[int, str, float]]]:
+    """gen_ai.evaluation.result log records, by trace id, when the document also carries OTLP logs."""
+    rewards: dict[str, list] = {}
+    if not isinstance(resource_logs, list):
+        return rewards
+    unplaced = 0
+    for ri, rl in enumerate(resource_logs):
+        for si, sl in enumerate(rl.get("scopeLogs", ()) if isinstance(rl, dict) else ()):
+            for li, record in enumerate(sl.get("logRecords", ()) if isinstance(sl, dict) else ()):
+                if not isinstance(record, dict):
+                    continue
+                where = f"resourceLogs[{ri}].scopeLogs[{si}].logRecords[{li}]"
+                try:
+                    attrs = _attributes(record.get("attributes"))
+                    if (record.get("eventName") or _get(attrs, "event.name")) != EVALUATION_EVENT:
+                        continue
+                    reward = _evaluation(attrs)
+                    if reward is None:
+                        continue
+                    if not record.get("traceId"):
+                        unplaced += 1
+                        continue
+                    trace_id = _decode_id(record["traceId"], TRACE_ID_BYTES, "traceId")
+                    time = _integer(record.get("timeUnixNano") or record.get("observedTimeUnixNano") or 0)
+                except ValueError as e:
+                    raise ImportFailed(f"{where}: {e}") from None
+                rewards.setdefault(trace_id, []).append((time, *reward))
+    if unplaced:
+        warnings.append(f"{unplaced} evaluation log record(s) without a traceId skipped")
+    return rewards

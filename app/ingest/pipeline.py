@@ -1,0 +1,91 @@
+"""The one ingest path shared by the API, the CLI and `orchestrace demo`: parse, validate, store."""
+
+from app.domain.refusals import Refusal, status_of
+from app.domain.validation import validate_trace
+from app.ingest import log as ingest_log
+from app.ingest.documents import DEFAULT_MAX_BYTES, DocumentError, TooLarge, Upload
+from app.ingest.importers import convert
+from app.ingest.importers.common import ImportFailed, ImportResult
+from app.ingest.log import Receipt
+from app.store.db import Database
+from app.store.gcpause import paused_gc
+from app.store.writes import TracesExist, store_traces
+
+MAX_LOGGED_PROBLEMS = 20  # of a refused upload, in the ingest log (the answer lists them all)
+
+
+class InvalidTraces(Refusal, ValueError):
+    """Some traces in a request break the format; `errors` lists every problem with its path."""
+
+    status = 422
+
+    def __init__(self, errors: list[dict]):
+        self.errors = errors
+        super().__init__(f"{len(errors)} problem(s) in the submitted traces")
+
+    def details(self) -> dict:
+        return {"errors": self.errors}
+
+
+def load_uploads(uploads: list[Upload], max_bytes: int, fmt: str | None = None,
+                 keep_content: bool = False) -> ImportResult:
+    """Every trace of every upload (in any supported format), validated; raises DocumentError,
+    ImportFailed or InvalidTraces."""
+    with paused_gc():
+        result = convert(uploads, fmt, keep_content, max_bytes)
+        errors = problems_of(result.traces)
+    if errors:
+        raise InvalidTraces(errors)
+    return result
+
+
+def problems_of(traces: list) -> list[dict]:
+    """Validation problems of a batch, each naming its trace (id when readable, else index)."""
+    errors = []
+    first_index: dict[str, int] = {}
+    for index, trace in enumerate(traces):
+        label = _label(trace, index)
+        for problem in validate_trace(trace):
+            errors.append({"trace": label, "index": index, "path": problem.path, "message": problem.message})
+        if label != index:
+            if label in first_index:
+                errors.append({"trace": label, "index": index, "path": "trace_id",
+                               "message": f"'{label}' appears twice in this request "
+                                          f"(traces {first_index[label]} and {index})"})
+            first_index.setdefault(label, index)
+    return errors
+
+
+def _label(trace, index: int):
+    trace_id = trace.get("trace_id") if isinstance(trace, dict) else None
+    return trace_id if isinstance(trace_id, str) and trace_id else index
+
+
+def ingest(db: Database, uploads: list[Upload], existing: str = "error", max_bytes: int = DEFAULT_MAX_BYTES,
+           fmt: str | None = None, keep_content: bool = False,
+           endpoint: str = "POST /api/traces") -> tuple[list[str], list[str], list[str]]:
+    """Parse (or import), validate and store; nothing is stored unless every trace is valid. The receipt,
+    refused or not, goes to the ingest log under `endpoint`.
+
+    Returns (stored ids, skipped ids, importer warnings)."""
+    receipt = Receipt(endpoint, fmt or "detected", "traces")
+    try:
+        result = load_uploads(uploads, max_bytes, fmt, keep_content)
+        receipt.received, receipt.warnings = len(result.traces), result.warnings
+
+        def log(cur, stored: list[str], before: set[str]) -> None:
+            receipt.used = len(stored)
+            receipt.created = [i for i in stored if i not in before]
+            receipt.extended = [i for i in stored if i in before]
+            if len(stored) < receipt.received:
+                receipt.skip("already stored (skipped: replace was not asked for)", receipt.received - len(stored))
+            ingest_log.insert(cur, receipt)
+
+        stored, skipped = store_traces(db, result.traces, existing, then=log)
+    except (DocumentError, ImportFailed, InvalidTraces, TracesExist, TooLarge) as exc:
+        for problem in getattr(exc, "errors", ())[:MAX_LOGGED_PROBLEMS]:
+            where = f"{problem['path']}: " if problem["path"] else ""
+            receipt.warnings.append(f"trace {problem['trace']}: {where}{problem['message']}")
+        ingest_log.record(db, receipt.refused(status_of(exc), str(exc)))
+        raise
+    return stored, skipped, result.warnings

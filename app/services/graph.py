@@ -1,0 +1,75 @@
+"""The interaction graph of a stored trace: figure JSON and overlay channels, built once and cached."""
+
+import orjson
+
+from app.domain.figure import build_figure
+from app.domain.overlays import event_channels
+from app.services.analysis import computed_credit, parse_computed
+from app.services.cache import TraceCache
+from app.store import queries
+from app.store.db import Database
+
+
+def _version(db: Database, trace_id: str):
+    """The trace's ingest time, part of every cache key; None when the trace does not exist."""
+    return db.scalar("SELECT ingested_at FROM traces WHERE trace_id = ?", [trace_id])
+
+
+def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | None,
+                expand: frozenset[str]) -> bytes | None:
+    """Serialized figure payload (see figure.build_figure), or None for an unknown trace."""
+    version = _version(db, trace_id)
+    if version is None:
+        return None
+
+    def build() -> bytes:
+        trace = {"trace_id": trace_id, "events": queries.read_event_cores(db, trace_id),
+                 "edges": queries.read_edges(db, trace_id)}
+        return orjson.dumps(build_figure(trace, group, expand))
+
+    return cache.get_or_build(("figure", trace_id, version, group, expand), build)
+
+
+def channels(db: Database, cache: TraceCache, trace_id: str) -> dict[str, list] | None:
+    """Every numeric per-event channel of a trace, aligned with event order; None for an unknown trace."""
+    version = _version(db, trace_id)
+    if version is None:
+        return None
+
+    def build() -> dict[str, list]:
+        n_events = db.scalar("SELECT n_events FROM traces WHERE trace_id = ?", [trace_id])
+        return event_channels(queries.read_event_extras(db, trace_id), n_events)
+
+    return cache.get_or_build(("channels", trace_id, version), build)
+
+
+HUMAN_MEAN = "human credit (mean)"
+HUMAN_PREFIX = "human credit: "
+
+
+def overlay_channel(db: Database, cache: TraceCache, trace_id: str, name: str) -> list | None:
+    """One overlay channel's values: stored or human channels, or computed credit built on request."""
+    computed = parse_computed(name)
+    if computed:
+        return computed_credit(db, cache, trace_id, *computed)
+    return (overlay_channels(db, cache, trace_id) or {}).get(name)
+
+
+def overlay_channels(db: Database, cache: TraceCache, trace_id: str) -> dict[str, list] | None:
+    """The trace's own numeric channels plus reviewers' current credit labels (mean and per reviewer)."""
+    stored = channels(db, cache, trace_id)
+    if stored is None:
+        return None
+    n_events = db.scalar("SELECT n_events FROM traces WHERE trace_id = ?", [trace_id])
+    per_reviewer: dict[str, list] = {}
+    sums: dict[int, list[float]] = {}
+    for row in queries.human_credit(db, trace_id):
+        column = per_reviewer.setdefault(HUMAN_PREFIX + row["reviewer"], [None] * n_events)
+        column[row["seq"]] = row["credit"]
+        sums.setdefault(row["seq"], []).append(row["credit"])
+    if not sums:
+        return stored
+    mean = [None] * n_events
+    for seq, values in sums.items():
+        mean[seq] = sum(values) / len(values)
+    return {HUMAN_MEAN: mean, **dict(sorted(per_reviewer.items())), **stored}

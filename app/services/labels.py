@@ -1,0 +1,453 @@
+"""Event labels: append-only versions, optimistic concurrency, idempotent saves, export and import.
+
+A label belongs to (trace_id, event_id, reviewer). Every save, clear or undo writes a new version;
+nothing is updated in place or deleted, so the whole history stays exportable.
+"""
+
+import csv
+import io
+import json
+import math
+from collections import namedtuple
+from datetime import datetime
+
+from sqlmodel import Session, select
+
+from app.domain import csvsafe
+from app.domain.jsontext import KeyedTwice
+from app.domain.refusals import Refusal
+from app.domain.taxonomy import CREDIT_RANGE, LABEL_TAXONOMY_FIELDS
+from app.domain.validation import escaped, is_text
+from app.ingest.documents import strict_loads
+from app.store import queries
+from app.store.db import Database, utc_now
+from app.store.models import Annotation, Reviewer
+
+LABEL_FIELDS = ("credit", "reward_family", "credit_unit", "subdecision", "safety", "tags", "note", "paper")
+EMPTY_LABEL = {"credit": None, "reward_family": None, "credit_unit": None, "subdecision": None,
+               "safety": False, "tags": [], "note": "", "paper": None}
+EXPORT_COLUMNS = ("trace_id", "event_id", "event_type", "agent", "role", "reviewer", "credit", "reward_family",
+                  "credit_unit", "subdecision", "safety", "tags", "note", "paper", "annotator_kind", "version",
+                  "created_at")
+ANNOTATOR_KINDS = ("human", "model", "rule", "import")
+TAG_SEPARATOR = ";"
+MAX_TEXT = 10_000
+MAX_VERSION = 2**31 - 1  # a 32-bit INTEGER column
+# Label versions read with plain SQL come back as these records (what to_dict needs): an ORM object costs
+# about 50 us a row to build, more than the query; saves and label reads are the busiest requests.
+LabelRow = namedtuple("LabelRow", Annotation.model_fields)
+ANNOTATION_COLUMNS = ", ".join(LabelRow._fields)
+
+
+class LabelError(Refusal, ValueError):
+    """A value a label cannot hold; `field` names it and the message lists what is allowed (lone surrogates
+    written as escapes, so the refusal itself can always be sent)."""
+
+    status = 422
+
+    def __init__(self, field: str, message: str):
+        self.field = escaped(str(field))
+        super().__init__(f"{self.field}: {escaped(message)}")
+
+    def details(self) -> dict:
+        return {"field": self.field}
+
+
+class NotFound(Refusal, LookupError):
+    """The trace, event or paper asked for does not exist."""
+
+    status = 404
+
+
+class StaleVersion(Refusal):
+    """The save edits a version that is no longer the current one."""
+
+    status = 409
+
+    def __init__(self, current: dict | None, base_version: int):
+        self.current = current
+        self.base_version = base_version
+        have = current["version"] if current else 0
+        super().__init__(f"base_version {base_version} is stale: the current version is {have}")
+
+    def details(self) -> dict:
+        return {"current": self.current}
+
+
+now = utc_now
+
+
+def check_request(data: dict) -> None:
+    """Refuse a key given twice (app.documents marks the object) or a string that is not text (JSON's lone
+    "\\ud800" escape) in a label request or imported row, naming the field: neither can be kept as sent."""
+    if isinstance(data, KeyedTwice):
+        raise LabelError(data.twice[0], "is given more than once (keys must be unique)")
+    for field, value in data.items():
+        strings = value if isinstance(value, list) else (value,)
+        if not is_text(s for s in (field, *strings) if isinstance(s, str)):
+            raise LabelError(field, "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not text")
+
+
+def clean_values(data: dict) -> dict:
+    """The label fields present in `data`, checked and normalised; raises LabelError naming the field."""
+    values = {}
+    for field in LABEL_FIELDS:
+        if field not in data:
+            continue
+        value = data[field]
+        if field == "credit":
+            value = _credit(value)
+        elif field in LABEL_TAXONOMY_FIELDS:
+            allowed = LABEL_TAXONOMY_FIELDS[field]
+            if value == "":
+                value = None
+            if value is not None and value not in allowed:
+                raise LabelError(field, f"{value!r} is not one of {', '.join(allowed)} (or null)")
+        elif field == "safety":
+            if not isinstance(value, bool):
+                raise LabelError(field, f"{value!r} is not true or false")
+        elif field == "tags":
+            value = _tags(value)
+        elif field == "note":
+            value = "" if value is None else value
+            if not isinstance(value, str) or len(value) > MAX_TEXT:
+                raise LabelError(field, f"must be text of at most {MAX_TEXT} characters")
+        elif field == "paper":
+            if value == "":
+                value = None
+            if value is not None and not isinstance(value, str):
+                raise LabelError(field, "must be a paper key (text) or null")
+        values[field] = value
+    return values
+
+
+def _credit(value):
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise LabelError("credit", f"{value!r} is not a number in [{CREDIT_RANGE[0]:g}, {CREDIT_RANGE[1]:g}] or null")
+    if not CREDIT_RANGE[0] <= value <= CREDIT_RANGE[1]:
+        raise LabelError("credit", f"{value} is outside [{CREDIT_RANGE[0]:g}, {CREDIT_RANGE[1]:g}]")
+    return float(value)
+
+
+def _tags(value) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise LabelError("tags", "must be a list of strings")
+    tags = [t.strip() for t in value if t.strip()]
+    for tag in tags:
+        if TAG_SEPARATOR in tag:
+            raise LabelError("tags", f"{tag!r} contains '{TAG_SEPARATOR}', which separates tags in CSV exports")
+    return list(dict.fromkeys(tags))
+
+
+def clean_reviewer(value) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise LabelError("reviewer", "must be a non-empty name")
+    if not is_text((value,)):
+        raise LabelError("reviewer", f"{value!r} holds a lone surrogate, which is not text")
+    if len(value.strip()) > 100:
+        raise LabelError("reviewer", "must be at most 100 characters")
+    return value.strip()
+
+
+def to_dict(row: Annotation) -> dict:
+    """A label version as the API shows it."""
+    return {
+        "annotation_id": row.annotation_id, "trace_id": row.trace_id, "event_id": row.event_id,
+        "event_type": row.event_type, "agent": row.agent, "role": row.role, "reviewer": row.reviewer,
+        "credit": row.credit, "reward_family": row.reward_family, "credit_unit": row.credit_unit,
+        "subdecision": row.subdecision, "safety": row.safety, "tags": json.loads(row.tags), "note": row.note,
+        "paper": row.paper, "annotator_kind": row.annotator_kind, "version": row.version,
+        "created_at": row.created_at.isoformat(),
+    }
+
+
+def _event_snapshot(db: Database, trace_id: str, event_id: str) -> dict:
+    row = db.fetchone("SELECT type, agent, role FROM events WHERE trace_id = ? AND event_id = ?", [trace_id, event_id])
+    if row is not None:
+        return {"event_type": row["type"], "agent": row["agent"], "role": row["role"]}
+    if db.scalar("SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id]) == 0:
+        raise NotFound(f"no trace with id '{trace_id}'")
+    raise NotFound(f"trace '{trace_id}' has no event '{event_id}'")
+
+
+def save_label(db: Database, data: dict) -> tuple[dict, bool]:
+    """Write a new version from `data` (omitted fields keep their value); returns (label, created).
+
+    A repeated `client_request_id` returns the label it created before (created False).
+    Raises LabelError, NotFound or StaleVersion.
+    """
+    check_request(data)
+    reviewer = clean_reviewer(data.get("reviewer"))
+    trace_id, event_id = str(data.get("trace_id") or ""), str(data.get("event_id") or "")
+    values = clean_values(data)
+    annotator_kind = data.get("annotator_kind") or "human"
+    if annotator_kind not in ANNOTATOR_KINDS:
+        raise LabelError("annotator_kind", f"{annotator_kind!r} is not one of {', '.join(ANNOTATOR_KINDS)}")
+    base_version = data.get("base_version")
+    if base_version is not None and (isinstance(base_version, bool) or not isinstance(base_version, int)):
+        raise LabelError("base_version", "must be an integer (0 for a label that does not exist yet)")
+    request_id = data.get("client_request_id") or None
+    snapshot = _event_snapshot(db, trace_id, event_id)
+    # Plain SQL on one cursor: the ORM took twice the statements, each compiled anew, and saves queue on this lock.
+    with db.transaction() as cur:
+        # The current version, and the one this request made before if it is a retry.
+        rows = [LabelRow._make(row) for row in cur.execute(
+            f"SELECT {ANNOTATION_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
+            "QUALIFY version = max(version) OVER () OR client_request_id = ?",
+            [trace_id, event_id, reviewer, request_id]).fetchall()]
+        done = next((row for row in rows if request_id and row.client_request_id == request_id), None)
+        if done is not None:
+            return to_dict(done), False
+        current = max(rows, key=lambda row: row.version, default=None)
+        have = current.version if current else 0
+        if base_version is not None and base_version != have:
+            raise StaleVersion(to_dict(current) if current else None, base_version)
+        stamp = now()
+        new = {"trace_id": trace_id, "event_id": event_id, "reviewer": reviewer, "version": have + 1,
+               "annotator_kind": annotator_kind, "client_request_id": request_id, "created_at": stamp,
+               **snapshot, **_columns(_values_of(current) | values)}
+        row = LabelRow._make(cur.execute(
+            f"INSERT INTO annotations ({', '.join(new)}) VALUES ({', '.join('?' * len(new))}) "
+            f"RETURNING {ANNOTATION_COLUMNS}", list(new.values())).fetchone())
+        cur.execute("INSERT OR IGNORE INTO reviewers (name, created_at) VALUES (?, ?)", [reviewer, stamp])
+    return to_dict(row), True
+
+
+def clear_label(db: Database, data: dict) -> tuple[dict, bool]:
+    """A new version with every field empty."""
+    return save_label(db, {**data, **EMPTY_LABEL})
+
+
+def undo_label(db: Database, data: dict) -> tuple[dict, bool]:
+    """A new version restoring the values of the version before the current one (empty before v1)."""
+    check_request(data)
+    reviewer = clean_reviewer(data.get("reviewer"))
+    trace_id, event_id = str(data.get("trace_id") or ""), str(data.get("event_id") or "")
+    latest = [LabelRow._make(row) for row in db.execute(
+        f"SELECT {ANNOTATION_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
+        "ORDER BY version DESC LIMIT 2", [trace_id, event_id, reviewer]).fetchall()]
+    if not latest:
+        raise NotFound(f"{reviewer} has no label on event '{event_id}' of trace '{trace_id}' to undo")
+    current = latest[0]
+    previous = next((row for row in latest[1:] if row.version == current.version - 1), None)
+    restored = _values_of(previous)
+    return save_label(db, {**data, **restored, "base_version": data.get("base_version", current.version)})
+
+
+def _values_of(row: Annotation | None) -> dict:
+    if row is None:
+        return dict(EMPTY_LABEL)
+    return {"credit": row.credit, "reward_family": row.reward_family, "credit_unit": row.credit_unit,
+            "subdecision": row.subdecision, "safety": row.safety, "tags": json.loads(row.tags),
+            "note": row.note, "paper": row.paper}
+
+
+def _columns(values: dict) -> dict:
+    return {**values, "tags": json.dumps(values["tags"])}
+
+
+def is_empty(label: dict) -> bool:
+    """A label that says nothing (e.g. after clear) does not count as labelled."""
+    return all(label[f] == EMPTY_LABEL[f] for f in LABEL_FIELDS)
+
+
+def list_labels(db: Database, trace_id=None, event_id=None, reviewer=None, history=False) -> list[dict]:
+    """Current labels (or every version) matching the filters, in trace, event, reviewer, version order."""
+    filters = {column: value for column, value in
+               (("trace_id", trace_id), ("event_id", event_id), ("reviewer", reviewer)) if value}
+    where = " WHERE " + " AND ".join(f"{column} = ?" for column in filters) if filters else ""
+    latest = "" if history else " QUALIFY version = max(version) OVER (PARTITION BY trace_id, event_id, reviewer)"
+    rows = db.execute(f"SELECT {ANNOTATION_COLUMNS} FROM annotations{where}{latest} "
+                      "ORDER BY trace_id, event_id, reviewer, version", list(filters.values())).fetchall()
+    return [to_dict(LabelRow._make(row)) for row in rows]
+
+
+def reviewers(db: Database) -> list[str]:
+    with Session(db.engine) as session:
+        return list(session.exec(select(Reviewer.name).order_by(Reviewer.name)).all())
+
+
+def add_reviewer(db: Database, name: str) -> str:
+    name = clean_reviewer(name)
+    with db.write_lock, Session(db.engine) as session:
+        if session.get(Reviewer, name) is None:
+            session.add(Reviewer(name=name, created_at=now()))
+            session.commit()
+    return name
+
+
+# Export and import ---------------------------------------------------------------------------
+
+def export_rows(labels: list[dict]) -> list[dict]:
+    return [{column: label[column] for column in EXPORT_COLUMNS} for label in labels]
+
+
+def to_csv(labels: list[dict]) -> str:
+    """RFC 4180 CSV (CRLF, quotes doubled), tags joined by ';', empty cells for nulls, formula-like cells
+    neutralised (app.csvsafe)."""
+    out = io.StringIO()
+    writer = csvsafe.writer(out, lineterminator="\r\n")
+    writer.writerow(EXPORT_COLUMNS)
+    for row in export_rows(labels):
+        writer.writerow([_csv_cell(column, row[column]) for column in EXPORT_COLUMNS])
+    return out.getvalue()
+
+
+def _csv_cell(column: str, value) -> str:
+    if value is None:
+        return ""
+    if column == "tags":
+        return TAG_SEPARATOR.join(value)
+    if column == "safety":
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+class LabelImportError(Refusal, ValueError):
+    """Rows that cannot be imported; each error names its line (CSV) or index (JSON) and field."""
+
+    def __init__(self, errors: list[dict], status: int = 422):
+        self.errors, self.status = errors, status
+        super().__init__(f"{len(errors)} problem(s); nothing imported")
+
+    def details(self) -> dict:
+        return {"errors": self.errors}
+
+
+def parse_import(body: bytes, content_type: str) -> list[tuple[str, dict]]:
+    """(location, raw row) pairs from our JSON or CSV export; CSV cells as app.csvsafe reads them back."""
+    try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise LabelImportError([{"where": "body", "message": f"not UTF-8 text (byte {exc.start})"}], 400) from exc
+    stripped = text.lstrip()
+    if "json" in content_type or stripped.startswith(("[", "{")):
+        try:
+            doc = strict_loads(text)
+        except json.JSONDecodeError as exc:
+            raise LabelImportError([{"where": f"line {exc.lineno}, column {exc.colno}", "message": exc.msg}], 400) from exc
+        except ValueError as exc:  # NaN or Infinity, or nested too deeply to read
+            raise LabelImportError([{"where": "body", "message": str(exc)}], 400) from exc
+        items = doc.get("items") if isinstance(doc, dict) else doc
+        if not isinstance(items, list):
+            raise LabelImportError([{"where": "body", "message": "expected a list of labels or {\"items\": [...]}"}], 400)
+        return [(f"item {i}", item) for i, item in enumerate(items)]
+    reader = csvsafe.reader(io.StringIO(text, newline=""))
+    rows, errors = [], []
+    try:
+        header = next(reader, [])
+        missing = [c for c in EXPORT_COLUMNS if c not in header]
+        if missing:
+            raise LabelImportError([{"where": "line 1", "message": f"missing column(s): {', '.join(missing)}"}], 400)
+        for cells in reader:
+            where = f"line {reader.line_num}"
+            if len(cells) == len(header):
+                rows.append((where, _from_csv(dict(zip(header, cells)))))
+            elif cells:  # blank lines are skipped
+                errors.append({"where": where, "message": f"has {len(cells)} fields, the header has {len(header)}"})
+    except csv.Error as exc:
+        where = f"line {reader.line_num}"
+        raise LabelImportError([{"where": where, "message": f"unreadable CSV ({exc})"}], 400) from exc
+    if errors:
+        raise LabelImportError(errors)
+    return rows
+
+
+def _from_csv(row: dict) -> dict:
+    out = dict(row)
+    out["credit"] = row["credit"]
+    for column in ("reward_family", "credit_unit", "subdecision", "paper", "event_type", "agent", "role"):
+        out[column] = row[column] or None
+    out["tags"] = [t for t in row["tags"].split(TAG_SEPARATOR) if t] if row["tags"] else []
+    out["safety"] = {"true": True, "false": False}.get(row["safety"].lower(), row["safety"])
+    return out
+
+
+def import_labels(db: Database, rows: list[tuple[str, dict]], imported_by: str | None = None) -> dict:
+    """Merge exported label versions: identical ones are skipped, new ones inserted, differing ones refused.
+    Versions keep their reviewer and times; `imported_by` records the account that imported them."""
+    cleaned, errors = [], []
+    for where, raw in rows:
+        try:
+            cleaned.append((where, _import_row(raw)))
+        except (LabelError, ValueError, TypeError, KeyError) as exc:
+            errors.append({"where": where, "message": str(exc)})
+    if errors:
+        raise LabelImportError(errors)
+    inserted = skipped = 0
+    with db.write_lock, Session(db.engine) as session:
+        for where, row in cleaned:
+            existing = session.exec(select(Annotation).where(
+                Annotation.trace_id == row.trace_id, Annotation.event_id == row.event_id,
+                Annotation.reviewer == row.reviewer, Annotation.version == row.version)).first()
+            if existing is None:
+                row.imported_by = imported_by
+                session.add(row)
+                inserted += 1
+            elif _same(existing, row):
+                skipped += 1
+            else:
+                errors.append({"where": where, "message": f"version {row.version} of {row.reviewer}'s label on "
+                               f"{row.trace_id}/{row.event_id} differs from the stored one"})
+        if errors:
+            session.rollback()
+            raise LabelImportError(errors, 409)
+        for name in {row.reviewer for _, row in cleaned}:
+            if session.get(Reviewer, name) is None:
+                session.add(Reviewer(name=name, created_at=now()))
+        session.commit()
+    return {"imported": inserted, "unchanged": skipped}
+
+
+def _import_row(raw: dict) -> Annotation:
+    if not isinstance(raw, dict):
+        raise ValueError("a label must be an object")
+    check_request(raw)
+    credit = raw.get("credit")
+    if isinstance(credit, str):
+        try:
+            credit = float(credit) if credit.strip() else None
+        except ValueError as exc:
+            raise LabelError("credit", f"{credit!r} is not a number") from exc
+    values = clean_values({**{f: raw.get(f) for f in LABEL_FIELDS}, "credit": credit})
+    values.setdefault("safety", False)
+    if values.get("safety") is None:
+        values["safety"] = False
+    version = _version(raw["version"])
+    kind = raw.get("annotator_kind") or "human"
+    if kind not in ANNOTATOR_KINDS:
+        raise LabelError("annotator_kind", f"{kind!r} is not one of {', '.join(ANNOTATOR_KINDS)}")
+    for field in ("trace_id", "event_id"):
+        if not raw.get(field):
+            raise LabelError(field, "must not be empty")
+    return Annotation(
+        trace_id=str(raw["trace_id"]), event_id=str(raw["event_id"]), reviewer=clean_reviewer(raw.get("reviewer")),
+        version=version, annotator_kind=kind, event_type=raw.get("event_type") or None,
+        agent=raw.get("agent") or None, role=raw.get("role") or None,
+        created_at=datetime.fromisoformat(str(raw["created_at"])).replace(tzinfo=None), **_columns(values))
+
+
+def _version(value) -> int:
+    """An imported version: a whole number, or its text (CSV), from 1 to MAX_VERSION; never rounded."""
+    if isinstance(value, str) and value.strip().isdecimal():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_VERSION:
+        raise LabelError("version", f"{value!r} is not a whole number from 1 to {MAX_VERSION}")
+    return value
+
+
+def _same(a: Annotation, b: Annotation) -> bool:
+    fields = ("credit", "reward_family", "credit_unit", "subdecision", "safety", "tags", "note", "paper",
+              "annotator_kind", "created_at")
+    return all(getattr(a, f) == getattr(b, f) for f in fields)
+
+
+def progress(db: Database, trace_id: str, reviewer: str | None) -> dict:
+    """Events of the trace, how many the reviewer labelled, and how many anyone did."""
+    total = queries.event_count(db, trace_id)
+    mine = queries.labelled_events(db, trace_id, reviewer) if reviewer else []
+    return {"total": total, "mine": len(mine), "anyone": len(queries.labelled_events(db, trace_id))}

@@ -1,0 +1,269 @@
+"""Traces that exporters send in batches: OTLP on `/v1/traces`, the OpenAI Agents SDK on `/v1/traces/ingest`.
+
+Each batch keeps only the spans (or SDK records) not received before, as one part per trace, so a
+retried batch adds nothing. A trace is built from its parts, and stored replacing its previous version,
+by one builder thread: at once when its root span arrives (the run has ended), otherwise once batches
+pause for `BUILD_DELAY_S`, so a long stream of batches costs one build, not one per batch, and no
+exporter waits for a build (a large one would pass its timeout). Until its root span arrives a trace
+is "receiving"; until the build after it, "building".
+"""
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+import orjson
+
+from app.domain.jsontext import dumps
+from app.ingest.importers import openai_agents, otlp
+from app.ingest.importers.common import ImportFailed
+from app.ingest.log import Receipt
+from app.ingest.pipeline import problems_of
+from app.store import queries
+from app.store.db import Database
+from app.store.db import utc_now as _now
+from app.store.gcpause import paused_gc
+from app.store.writes import store_traces
+
+log = logging.getLogger("orchestrace.live")
+
+OTLP, AGENTS = "otlp", "openai_agents"
+# Traces of nothing but create_agent spans (AutoGen creates agents before the run, each in a trace of its
+# own): held under this source until a run of those agents is built, which takes them in.
+CREATED = "otlp_created"
+BUILD_DELAY_S = 1.0
+
+
+
+@dataclass
+class _Incoming:
+    """The new items of one trace in one batch."""
+
+    ids: list[str]
+    has_root: bool
+    usable: bool
+    body: object
+
+
+class LiveTraces:
+    """Receives batches into a database and builds their traces; `close` runs the builds still due."""
+
+    def __init__(self, db: Database, keep_content: bool = False):
+        self.db = db
+        self.keep_content = keep_content
+        self._due: dict[tuple[str, str], float] = {}  # trace -> when to build it (monotonic seconds)
+        self._busy = 0  # builds running
+        self._changed = threading.Condition()
+        self._stopping = False
+        self._worker = threading.Thread(target=self._work, name="live-trace-builder", daemon=True)
+        self._worker.start()
+
+    # ---- receiving ----------------------------------------------------------------------------
+
+    def receive_otlp(self, doc: dict, receipt: Receipt) -> None:
+        """Keep the new, usable spans of an OTLP/JSON-shaped request; spans that cannot be used are
+        counted as skipped in the receipt, each with its reason."""
+        if not otlp.looks_like_otlp(doc):
+            raise ImportFailed("body is not an OTLP ExportTraceServiceRequest (no resourceSpans array)")
+        incoming: dict[str, dict] = {}
+        for where, resource, scope, raw in otlp.iter_spans(doc):
+            receipt.received += 1
+            try:
+                span = otlp.read_span(raw, where)
+            except ImportFailed as exc:
+                receipt.skip(str(exc))
+                continue
+            part = incoming.setdefault(span.trace_id, {"ids": [], "root": False, "usable": False, "groups": {},
+                                                       "creates": True})
+            part["ids"].append(span.id)
+            part["root"] |= span.parent_id is None
+            part["usable"] |= span.op is not None and span.op != otlp.STRUCTURE
+            part["creates"] &= span.op == otlp.CREATE
+            key = (id(resource), id(scope))
+            group = part["groups"].get(key)
+            if group is None:
+                group = part["groups"][key] = (resource, scope, [])
+            group[2].append((span.id, raw))
+        created = {trace: p for trace, p in incoming.items() if p["creates"]
+                   and queries.live_trace(self.db, OTLP, trace) is None}
+        for trace, p in created.items():
+            receipt.warnings.append(f"trace {trace}: {len(p['ids'])} create_agent span(s) held for the run "
+                                    "that invokes those agents")
+        self._receive(CREATED, {trace: _Incoming(p["ids"], False, True, p["groups"]) for trace, p in created.items()},
+                      receipt, build=False)
+        self._receive(OTLP, {trace: _Incoming(p["ids"], p["root"], p["usable"], p["groups"])
+                             for trace, p in incoming.items() if trace not in created}, receipt)
+
+    def receive_agents(self, doc, receipt: Receipt) -> None:
+        """Keep the new records of an Agents SDK export (`{"data": [...]}`)."""
+        records = doc.get("data") if isinstance(doc, dict) else None
+        if not isinstance(records, list):
+            raise ImportFailed('body is not an OpenAI Agents SDK export: expected {"data": [...]}')
+        incoming: dict[str, dict] = {}
+        for i, record in enumerate(records):
+            receipt.received += 1
+            problem = openai_agents.record_problem(record, f"data[{i}]")
+            if problem:
+                receipt.skip(problem)
+                continue
+            trace_id = record["id"] if record["object"] == openai_agents.TRACE else record["trace_id"]
+            part = incoming.setdefault(trace_id, {"ids": [], "root": False, "records": []})
+            part["ids"].append(record["id"])
+            part["root"] |= record["object"] == openai_agents.SPAN and not record.get("parent_id")
+            part["records"].append(record)
+        self._receive(AGENTS, {trace: _Incoming(p["ids"], p["root"], True, p["records"])
+                               for trace, p in incoming.items()}, receipt)
+
+    def _receive(self, source: str, incoming: dict[str, _Incoming], receipt: Receipt, build: bool = True) -> None:
+        now = _now()
+        due: dict[tuple[str, str], float] = {}
+        with self.db.transaction() as cur:
+            for source_trace, part in incoming.items():
+                seen = queries.live_items_seen(cur, source, source_trace, part.ids)
+                new = [i for i in dict.fromkeys(part.ids) if i not in seen]
+                receipt.duplicates += len(part.ids) - len(new)
+                if not new:
+                    continue
+                known = queries.live_trace(cur, source, source_trace)
+                if known is None and not part.usable:
+                    receipt.skip(f"trace {source_trace}: {otlp.NO_AGENT_SPAN} so far: nothing to build", len(new))
+                    continue
+                receipt.used += len(new)
+                trace_id = _trace_id(source, source_trace)
+                if build:
+                    (receipt.extended if known else receipt.created).append(trace_id)
+                cur.execute("INSERT INTO live_parts VALUES (?, ?, ?, ?)",
+                            [source, source_trace, now, dumps(_part_body(source, part, set(new)))])
+                cur.execute("INSERT INTO live_items SELECT ?, ?, unnest(?::VARCHAR[])", [source, source_trace, new])
+                if known is None:
+                    cur.execute("INSERT INTO live_traces VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
+                                [source, source_trace, trace_id, len(new), part.has_root, now, now])
+                else:
+                    cur.execute("UPDATE live_traces SET items = items + ?, root_seen = root_seen OR ?, "
+                                "last_received_at = ? WHERE source = ? AND source_trace_id = ?",
+                                [len(new), part.has_root, now, source, source_trace])
+                if build:
+                    due[(source, source_trace)] = 0 if part.has_root else BUILD_DELAY_S
+        for key, delay in due.items():  # once committed: the builder reads what this batch stored
+            self._schedule(key, delay)
+
+    # ---- building -----------------------------------------------------------------------------
+
+    def build(self, source: str, source_trace: str) -> str | None:
+        """Build and store one trace from all its parts; returns why it could not be built, if so."""
+        with paused_gc():
+            parts = queries.live_parts(self.db, source, source_trace)
+            if not parts:
+                return None
+            error = None
+            try:
+                trace = self._import(source, source_trace, [orjson.loads(body) for body in parts])
+                if trace is None:
+                    error = "no agent, model or tool activity could be read from its spans"
+                else:
+                    problems = problems_of([trace])
+                    if problems:
+                        error = "; ".join(f"{p['path']}: {p['message']}" for p in problems[:5])
+                    else:
+                        store_traces(self.db, [trace], "replace")
+            except ImportFailed as exc:
+                error = str(exc)
+            with self.db.transaction() as cur:
+                cur.execute("UPDATE live_traces SET built_at = ?, build_error = ? "
+                            "WHERE source = ? AND source_trace_id = ?", [_now(), error, source, source_trace])
+            if error:
+                log.warning("live trace %s/%s not built: %s", source, source_trace, error)
+            return error
+
+    def _import(self, source: str, source_trace: str, bodies: list) -> dict | None:
+        if source == OTLP:
+            doc = otlp.only_trace({"resourceSpans": [rs for body in bodies for rs in body["resourceSpans"]]},
+                                  source_trace)
+            held = queries.live_parts_of_source(self.db, CREATED)
+            if held:
+                doc["resourceSpans"] += [rs for _, body in held for rs in orjson.loads(body)["resourceSpans"]]
+            result = otlp.import_otlp(doc, self.keep_content)
+            unused = {t["trace_id"].removeprefix(otlp.TRACE_ID_PREFIX) for t in result.traces}
+            taken = sorted({trace for trace, _ in held} - unused)
+            if taken:
+                self._forget(CREATED, taken)
+            result.traces = [t for t in result.traces if t["trace_id"] == _trace_id(OTLP, source_trace)]
+        else:
+            result = openai_agents.import_agents([r for body in bodies for r in body], self.keep_content)
+        return next(iter(result.traces), None)
+
+    def _forget(self, source: str, source_traces: list[str]) -> None:
+        """Drop held parts that a built trace took in."""
+        with self.db.transaction() as cur:
+            for table in ("live_parts", "live_items", "live_traces"):
+                cur.execute(f"DELETE FROM {table} WHERE source = ? "  # table names are constants
+                            "AND source_trace_id IN (SELECT unnest(?::VARCHAR[]))", [source, source_traces])
+
+    def _schedule(self, key: tuple[str, str], delay: float) -> None:
+        """Build `key` after `delay` seconds without further batches of it (0: as soon as the builder can)."""
+        with self._changed:
+            self._due[key] = time.monotonic() + delay
+            self._changed.notify_all()
+
+    def _work(self) -> None:
+        """The builder thread: builds each trace when it is due, one at a time."""
+        while True:
+            with self._changed:
+                while True:
+                    if self._stopping and not self._due:
+                        return
+                    now = time.monotonic()
+                    ready = [key for key, when in self._due.items() if when <= now or self._stopping]
+                    if ready:
+                        key = min(ready, key=self._due.__getitem__)
+                        del self._due[key]
+                        self._busy += 1
+                        break
+                    self._changed.wait(min(self._due.values()) - now if self._due else None)
+            try:
+                self.build(*key)
+            except Exception:  # a background build must not die silently: the log says why
+                log.exception("building live trace %s/%s failed", *key)
+            finally:
+                with self._changed:
+                    self._busy -= 1
+                    self._changed.notify_all()
+
+    def flush(self) -> None:
+        """Build every trace still waiting for its delay, and wait for all builds to finish."""
+        with self._changed:
+            for key in self._due:
+                self._due[key] = 0
+            self._changed.notify_all()
+            while self._due or self._busy:
+                self._changed.wait()
+
+    def close(self) -> None:
+        """Run the builds still due, then stop the builder (at shutdown, before the database closes)."""
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+        self._worker.join()
+
+    def recover(self) -> None:
+        """Build the traces whose last batches arrived after their last build (e.g. before a restart)."""
+        for key in queries.live_traces_unbuilt(self.db):
+            self._schedule(tuple(key), 0)
+
+
+def _part_body(source: str, part: _Incoming, new: set[str]):
+    """What to keep of a trace's batch: only its new spans (or records)."""
+    if source == AGENTS:
+        return [r for r in part.body if r["id"] in new]
+    resource_spans = []
+    for resource, scope, spans in part.body.values():
+        kept = [raw for span_id, raw in spans if span_id in new]
+        if kept:
+            resource_spans.append({**otlp.without_spans(resource),
+                                   "scopeSpans": [{**otlp.without_spans(scope), "spans": kept}]})
+    return {"resourceSpans": resource_spans}
+
+
+def _trace_id(source: str, source_trace: str) -> str:
+    return (otlp.TRACE_ID_PREFIX if source == OTLP else openai_agents.TRACE_ID_PREFIX) + source_trace

@@ -1,0 +1,127 @@
+"""SQLModel row classes. Events and edges have none on purpose: they load in bulk through Arrow."""
+
+from pydantic import NaiveDatetime
+from sqlmodel import Field, SQLModel
+
+
+class Trace(SQLModel, table=True):
+    """One stored trace: identity, JSON-encoded reward/cost/metric objects, and counts for listing."""
+
+    __tablename__ = "traces"
+
+    trace_id: str = Field(primary_key=True)
+    task_id: str
+    system: str | None = None
+    topology: str | None = None
+    rewards: str
+    costs: str
+    metrics: str | None = None
+    n_events: int
+    n_edges: int
+    n_agents: int
+    t_max: float
+    tokens: float
+    wall_clock_s: float
+    ingested_at: NaiveDatetime  # UTC
+
+
+class Annotation(SQLModel, table=True):
+    """One version of a reviewer's label on an event; the highest version is the current label."""
+
+    __tablename__ = "annotations"
+
+    annotation_id: int | None = Field(default=None, primary_key=True)
+    trace_id: str
+    event_id: str
+    reviewer: str
+    version: int
+    credit: float | None = None
+    reward_family: str | None = None
+    credit_unit: str | None = None
+    subdecision: str | None = None
+    safety: bool = False
+    tags: str = "[]"  # JSON array of strings
+    note: str = ""
+    paper: str | None = None
+    annotator_kind: str = "human"
+    event_type: str | None = None
+    agent: str | None = None
+    role: str | None = None
+    client_request_id: str | None = None
+    created_at: NaiveDatetime  # UTC
+    imported_by: str | None = None  # the account that imported this version, if it was imported
+
+
+class Reviewer(SQLModel, table=True):
+    """A reviewer name, created once and then picked from a list."""
+
+    __tablename__ = "reviewers"
+
+    name: str = Field(primary_key=True)
+    created_at: NaiveDatetime  # UTC
+
+
+class Paper(SQLModel, table=True):
+    """A row of the paper pool, every cell kept as its CSV text; `position` is the import order."""
+
+    __tablename__ = "papers"
+
+    key: str = Field(primary_key=True)
+    position: int
+    title: str
+    first_author: str
+    affiliation: str
+    year: str
+    arxiv_id: str
+    venue: str
+    url: str
+    category: str
+    is_rl: str
+    reward_type: str
+    credit_granularity: str
+    orchestration_form: str
+    scenario: str
+    is_core: str
+    one_liner: str
+    verified: str
+    notes: str
+    imported_at: NaiveDatetime  # UTC
+
+
+class ExcludedRecord(SQLModel, table=True):
+    """A row of the exclusion log, cells as CSV text."""
+
+    __tablename__ = "excluded"
+
+    record_id: str = Field(primary_key=True)
+    position: int
+    source: str
+    query_family: str
+    screening_label: str
+    identifier: str
+    url: str
+    date_screened: str
+    stage: str
+    exclusion_reason: str
+    imported_at: NaiveDatetime  # UTC
+
+
+class PaperTag(SQLModel, table=True):
+    """One version of a reviewer's tags on a paper; None means the reviewer keeps the pool's value."""
+
+    __tablename__ = "paper_tags"
+
+    tag_id: int | None = Field(default=None, primary_key=True)
+    key: str
+    reviewer: str
+    version: int
+    category: str | None = None
+    is_rl: str | None = None
+    reward_type: str | None = None
+    credit_granularity: str | None = None
+    orchestration_form: str | None = None
+    scenario: str | None = None
+    is_core: str | None = None
+    verified: str | None = None
+    note: str = ""
+    created_at: NaiveDatetime  # UTC

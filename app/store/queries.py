@@ -1,0 +1,489 @@
+"""Reads: one function per query, each one literal SQL string with bound parameters."""
+
+import json
+import math
+
+from app.store.db import Database
+
+# Sortable columns of the trace list: public name -> SQL expression (never user text).
+TRACE_SORTS = {
+    "trace_id": "t.trace_id",
+    "task_id": "task_id",
+    "system": "system",
+    "topology": "topology",
+    "events": "n_events",
+    "edges": "n_edges",
+    "agents": "n_agents",
+    "tokens": "tokens",
+    "wall_clock_s": "wall_clock_s",
+    "ingested_at": "t.ingested_at",
+    "critical_path_steps": "m.critical_path_steps",
+    "parallelism_speedup": "m.parallelism_speedup",
+    "max_concurrency": "m.max_concurrency",
+    "errors": "m.errors",
+    "warnings": "m.warnings",
+}
+
+TRACE_SUMMARY_COLUMNS = """
+    t.trace_id, task_id, system, topology, rewards, costs, t.metrics,
+    n_events AS events, n_edges AS edges, n_agents AS agents, tokens, wall_clock_s, t.ingested_at,
+    m.critical_path_steps, m.parallelism_speedup, m.max_concurrency, m.errors, m.warnings
+"""
+# Stored analysis columns, present once a trace has been analysed (analysis.ensure_analysis).
+TRACE_FROM = """
+    FROM traces t LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id AND m.ingested_at = t.ingested_at
+"""
+
+REWARD_SORT_PREFIX = "reward:"
+
+TRACE_FILTER = """
+    WHERE (?::VARCHAR IS NULL OR topology = ?)
+      AND (?::VARCHAR IS NULL OR system = ?)
+      AND (?::VARCHAR IS NULL OR contains(lower(t.trace_id || ' ' || task_id || ' ' || coalesce(system, '')), lower(?)))
+"""
+
+
+def _filter_params(topology: str | None, system: str | None, q: str | None) -> list:
+    return [topology or None, topology or None, system or None, system or None, q or None, q or None]
+
+
+def parse_sort(sort: str) -> tuple[str, list, bool]:
+    """SQL order expression, its parameters and direction for a sort key such as "-events" or "reward:team".
+
+    Raises ValueError for an unknown key; user text only ever reaches SQL as a bound parameter.
+    """
+    descending = sort.startswith("-")
+    key = sort[1:] if descending else sort
+    if key.startswith(REWARD_SORT_PREFIX) and len(key) > len(REWARD_SORT_PREFIX):
+        channel = key[len(REWARD_SORT_PREFIX):]
+        pointer = "/" + channel.replace("~", "~0").replace("/", "~1")
+        return "TRY_CAST(json_extract(t.rewards, ?) AS DOUBLE)", [pointer], descending
+    if key not in TRACE_SORTS:
+        allowed = ", ".join(TRACE_SORTS) + ", reward:<channel>"
+        raise ValueError(f"unknown sort key '{key}'; allowed: {allowed} (prefix - for descending)")
+    return TRACE_SORTS[key], [], descending
+
+
+def _summary(row: dict) -> dict:
+    for key in ("rewards", "costs", "metrics"):
+        row[key] = json.loads(row[key]) if row[key] is not None else None
+    row["ingested_at"] = row["ingested_at"].isoformat() + "Z"
+    return row
+
+
+def list_traces(db: Database, topology=None, system=None, q=None, sort="trace_id",
+                limit=50, offset=0) -> tuple[list[dict], int]:
+    """One page of trace summaries and the number of traces matching the filters (see parse_sort)."""
+    expression, sort_params, descending = parse_sort(sort)
+    order = f"{expression} {'DESC' if descending else 'ASC'} NULLS LAST, t.trace_id"
+    params = _filter_params(topology, system, q)
+    total = db.scalar("SELECT count(*)" + TRACE_FROM + TRACE_FILTER, params)
+    rows = db.fetchall(
+        "SELECT" + TRACE_SUMMARY_COLUMNS + TRACE_FROM + TRACE_FILTER + "ORDER BY " + order + " LIMIT ? OFFSET ?",
+        params + sort_params + [limit, offset],
+    )
+    return [_summary(row) for row in rows], total
+
+
+def read_trace_summary(db: Database, trace_id: str) -> dict | None:
+    row = db.fetchone("SELECT" + TRACE_SUMMARY_COLUMNS + TRACE_FROM + "WHERE t.trace_id = ?", [trace_id])
+    return _summary(row) if row else None
+
+
+def event_count(db: Database, trace_id: str) -> int:
+    """Events of a trace (0 when no such trace)."""
+    return db.scalar("SELECT n_events FROM traces WHERE trace_id = ?", [trace_id]) or 0
+
+
+def trace_exists(db: Database, trace_id: str) -> bool:
+    return db.scalar("SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id]) > 0
+
+
+def read_trace(db: Database, trace_id: str) -> dict | None:
+    """The trace as ingested: same keys, values, events and edges in their original order."""
+    head = db.fetchone(
+        "SELECT trace_id, task_id, system, topology, rewards, costs, metrics FROM traces WHERE trace_id = ?",
+        [trace_id],
+    )
+    if head is None:
+        return None
+    trace = {"trace_id": head["trace_id"], "task_id": head["task_id"]}
+    for key in ("system", "topology"):
+        if head[key] is not None:
+            trace[key] = head[key]
+    trace["events"] = read_events(db, trace_id)
+    trace["edges"] = read_edges(db, trace_id)
+    trace["rewards"] = json.loads(head["rewards"])
+    trace["costs"] = json.loads(head["costs"])
+    if head["metrics"] is not None:
+        trace["metrics"] = json.loads(head["metrics"])
+    return trace
+
+
+EVENT_SELECT = """
+    SELECT event_id, t, t_is_int, type, agent, role, from_agent, to_agent, tool, content_ref, trusted,
+           extra, key_order
+    FROM events
+"""
+
+
+def _rebuild(row: tuple) -> dict:
+    """An event as ingested, from its columns, `extra` and recorded key order."""
+    event_id, t, t_is_int, type_, agent, role, from_, to, tool, content_ref, trusted, extra, order = row
+    event = {"id": event_id, "t": int(t) if t_is_int and math.isfinite(t) else t, "type": type_, "agent": agent}
+    for key, value in (("role", role), ("from", from_), ("to", to), ("tool", tool),
+                       ("content_ref", content_ref), ("trusted", trusted)):
+        if value is not None:
+            event[key] = value
+    if extra is not None:
+        event.update(json.loads(extra))
+    return {key: event[key] for key in order} if order else event
+
+
+def read_events(db: Database, trace_id: str) -> list[dict]:
+    """Events of a trace rebuilt from their columns and `extra`, in document order."""
+    rows = db.execute(EVENT_SELECT + " WHERE trace_id = ? ORDER BY seq", [trace_id]).fetchall()
+    return [_rebuild(row) for row in rows]
+
+
+def event_ids(db: Database, trace_id: str) -> list[str]:
+    return [r[0] for r in db.execute("SELECT event_id FROM events WHERE trace_id = ? ORDER BY seq",
+                                     [trace_id]).fetchall()]
+
+
+def read_edges(db: Database, trace_id: str) -> list[dict]:
+    rows = db.execute(
+        "SELECT src, dst, type FROM edges WHERE trace_id = ? ORDER BY seq", [trace_id]
+    ).fetchall()
+    return [{"src": src, "dst": dst, "type": type_} for src, dst, type_ in rows]
+
+
+def trace_facets(db: Database) -> dict:
+    """Distinct systems, topologies and reward channel names across stored traces, for filters and columns."""
+    systems = [r["system"] for r in db.fetchall(
+        "SELECT DISTINCT system FROM traces WHERE system IS NOT NULL ORDER BY system")]
+    topologies = [r["topology"] for r in db.fetchall(
+        "SELECT DISTINCT topology FROM traces WHERE topology IS NOT NULL ORDER BY topology")]
+    channels = [r["channel"] for r in db.fetchall(
+        "SELECT DISTINCT unnest(json_keys(rewards)) AS channel FROM traces ORDER BY channel")]
+    return {"systems": systems, "topologies": topologies, "reward_channels": channels}
+
+
+def read_event_cores(db: Database, trace_id: str) -> list[dict]:
+    """Events with their column properties only (no `extra`): enough to draw and count, and fast."""
+    rows = db.execute(
+        """
+        SELECT event_id, t, type, agent, role, from_agent, to_agent, tool, content_ref, trusted
+        FROM events WHERE trace_id = ? ORDER BY seq
+        """,
+        [trace_id],
+    ).fetchall()
+    keys = ("id", "t", "type", "agent", "role", "from", "to", "tool", "content_ref", "trusted")
+    return [{k: v for k, v in zip(keys, row) if v is not None} for row in rows]
+
+
+def read_event_extras(db: Database, trace_id: str) -> list[tuple[int, dict]]:
+    """(seq, extra properties) of the events that have any."""
+    rows = db.execute(
+        "SELECT seq, extra FROM events WHERE trace_id = ? AND extra IS NOT NULL ORDER BY seq", [trace_id]
+    ).fetchall()
+    return [(seq, json.loads(extra)) for seq, extra in rows]
+
+
+def read_event(db: Database, trace_id: str, event_id: str) -> dict | None:
+    """One event, rebuilt whole, with its position in the trace."""
+    row = db.fetchone("SELECT seq FROM events WHERE trace_id = ? AND event_id = ?", [trace_id, event_id])
+    if row is None:
+        return None
+    event = _rebuild(db.execute(EVENT_SELECT + " WHERE trace_id = ? AND seq = ?", [trace_id, row["seq"]]).fetchone())
+    return {"seq": row["seq"], "event": event}
+
+
+def read_event_edges(db: Database, trace_id: str, event_id: str) -> dict[str, list[dict]]:
+    """Incoming and outgoing edges of an event, each with the other end's type and agent."""
+    rows = db.fetchall(
+        """
+        SELECT e.src, e.dst, e.type, other.event_id AS other_id, other.type AS other_type,
+               other.agent AS other_agent, e.dst = ? AS incoming
+        FROM edges e
+        JOIN events other ON other.trace_id = e.trace_id
+             AND other.event_id = CASE WHEN e.dst = ? THEN e.src ELSE e.dst END
+        WHERE e.trace_id = ? AND (e.src = ? OR e.dst = ?)
+        ORDER BY e.seq
+        """,
+        [event_id, event_id, trace_id, event_id, event_id],
+    )
+    return {"incoming": [r for r in rows if r["incoming"]], "outgoing": [r for r in rows if not r["incoming"]]}
+
+
+EVENT_SORTS = {"seq": "seq", "t": "t", "id": "event_id", "type": "type", "agent": "agent", "role": "role"}
+
+EVENT_FILTER = """
+    WHERE trace_id = ?
+      AND (?::VARCHAR IS NULL OR type = ?)
+      AND (?::VARCHAR IS NULL OR agent = ?)
+      AND (?::VARCHAR IS NULL OR role = ?)
+"""
+
+
+def list_events(db: Database, trace_id: str, type_=None, agent=None, role=None, sort="seq",
+                limit=50, offset=0) -> tuple[list[dict], int]:
+    """One page of a trace's events (column properties) and the number matching the filters."""
+    descending = sort.startswith("-")
+    column = EVENT_SORTS.get(sort.lstrip("-"), "seq")
+    params = [trace_id, type_ or None, type_ or None, agent or None, agent or None, role or None, role or None]
+    total = db.scalar("SELECT count(*) FROM events" + EVENT_FILTER, params)
+    rows = db.fetchall(
+        "SELECT seq, event_id AS id, t, type, agent, role, tool, trusted FROM events" + EVENT_FILTER
+        + f"ORDER BY {column} {'DESC' if descending else 'ASC'} NULLS LAST, seq LIMIT ? OFFSET ?",
+        params + [limit, offset],
+    )
+    return rows, total
+
+
+def event_facets(db: Database, trace_id: str) -> dict:
+    """Counts of a trace's events by type, by agent and by role."""
+    def counts(column: str) -> list[dict]:
+        return db.fetchall(
+            f"SELECT {column} AS value, count(*) AS n FROM events WHERE trace_id = ? "
+            f"GROUP BY {column} ORDER BY n DESC, value", [trace_id])
+    return {"type": counts("type"), "agent": counts("agent"), "role": counts("role")}
+
+
+# Labels: analytical reads over the current version of each (trace, event, reviewer) label.
+
+CURRENT_LABELS = """
+    SELECT * FROM annotations a
+    WHERE version = (SELECT max(version) FROM annotations b
+                     WHERE b.trace_id = a.trace_id AND b.event_id = a.event_id AND b.reviewer = a.reviewer)
+"""
+# A label that says something: a cleared label (all fields empty) does not count as labelled.
+NON_EMPTY = """(credit IS NOT NULL OR reward_family IS NOT NULL OR credit_unit IS NOT NULL
+    OR subdecision IS NOT NULL OR safety OR tags <> '[]' OR note <> '' OR paper IS NOT NULL)"""
+
+
+def label_count(db: Database, trace_id: str) -> int:
+    """Label versions stored for a trace (any reviewer, any event, orphaned included)."""
+    return db.scalar("SELECT count(*) FROM annotations WHERE trace_id = ?", [trace_id])
+
+
+def labelled_events(db: Database, trace_id: str, reviewer: str | None = None) -> list[str]:
+    """Event ids with a non-empty current label (by `reviewer`, or by anyone)."""
+    rows = db.fetchall(
+        "SELECT DISTINCT event_id FROM (" + CURRENT_LABELS + ") WHERE trace_id = ? AND "
+        "(?::VARCHAR IS NULL OR reviewer = ?) AND " + NON_EMPTY + " ORDER BY event_id",
+        [trace_id, reviewer, reviewer])
+    return [row["event_id"] for row in rows]
+
+
+def label_progress(db: Database, reviewer: str | None) -> dict[str, dict]:
+    """Per trace: events labelled by anyone, and by `reviewer`."""
+    rows = db.fetchall(
+        "SELECT trace_id, count(DISTINCT event_id) AS anyone, "
+        "count(DISTINCT event_id) FILTER (WHERE reviewer = ?) AS you "
+        "FROM (" + CURRENT_LABELS + ") WHERE " + NON_EMPTY + " GROUP BY trace_id", [reviewer])
+    return {row["trace_id"]: row for row in rows}
+
+
+def orphaned_labels(db: Database, trace_id: str | None = None) -> list[dict]:
+    """Current labels whose event no longer exists (its trace was replaced without it, or deleted)."""
+    return db.fetchall(
+        "SELECT l.trace_id, l.event_id, l.reviewer, l.version FROM (" + CURRENT_LABELS + ") l "
+        "LEFT JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
+        "WHERE e.event_id IS NULL AND (?::VARCHAR IS NULL OR l.trace_id = ?) "
+        "ORDER BY l.trace_id, l.event_id, l.reviewer", [trace_id, trace_id])
+
+
+def human_credit(db: Database, trace_id: str) -> list[dict]:
+    """Current numeric credit labels of a trace with each event's position."""
+    return db.fetchall(
+        "SELECT e.seq, l.reviewer, l.credit FROM (" + CURRENT_LABELS + ") l "
+        "JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
+        "WHERE l.trace_id = ? AND l.credit IS NOT NULL ORDER BY e.seq, l.reviewer", [trace_id])
+
+
+# The paper pool.
+
+PAPER_SORTS = {"key": "key", "title": "title", "first_author": "first_author", "year": "TRY_CAST(year AS INTEGER)",
+               "position": "position", "category": "category", "is_rl": "is_rl", "reward_type": "reward_type",
+               "credit_granularity": "credit_granularity", "orchestration_form": "orchestration_form",
+               "scenario": "scenario", "is_core": "is_core", "verified": "verified"}
+
+PAPER_FILTER = """
+    WHERE (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], category))
+      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], is_rl))
+      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], reward_type))
+      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], credit_granularity))
+      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], orchestration_form))
+      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], scenario))
+      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], is_core))
+      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], verified))
+      AND (?::VARCHAR IS NULL OR contains(lower(title || ' ' || first_author || ' ' || one_liner || ' ' || notes),
+                                          lower(?)))
+"""
+PAPER_FILTER_FIELDS = ("category", "is_rl", "reward_type", "credit_granularity", "orchestration_form", "scenario",
+                       "is_core", "verified")
+
+
+def list_papers(db: Database, filters: dict[str, list[str]], q: str | None, sort: str = "position",
+                limit: int = 25, offset: int = 0) -> tuple[list[dict], int]:
+    """One page of the pool matching multi-value filters per controlled field and free text."""
+    params = [v for field in PAPER_FILTER_FIELDS for v in (filters.get(field, []),) * 2] + [q or None, q or None]
+    descending = sort.startswith("-")
+    order = PAPER_SORTS.get(sort.lstrip("-"), "position")
+    total = db.scalar("SELECT count(*) FROM papers" + PAPER_FILTER, params)
+    rows = db.fetchall(
+        "SELECT * FROM papers" + PAPER_FILTER
+        + f"ORDER BY {order} {'DESC' if descending else 'ASC'} NULLS LAST, position LIMIT ? OFFSET ?",
+        params + [limit, offset])
+    return rows, total
+
+
+def read_paper(db: Database, key: str) -> dict | None:
+    return db.fetchone("SELECT * FROM papers WHERE key = ?", [key])
+
+
+def events_labelled_with_paper(db: Database, key: str) -> list[dict]:
+    """Current event labels that name this paper as an example."""
+    return db.fetchall(
+        "SELECT trace_id, event_id, event_type, reviewer, credit FROM (" + CURRENT_LABELS + ") "
+        "WHERE paper = ? ORDER BY trace_id, event_id, reviewer", [key])
+
+
+def list_excluded(db: Database, stage=None, source=None, query_family=None) -> list[dict]:
+    return db.fetchall(
+        "SELECT * FROM excluded WHERE (?::VARCHAR IS NULL OR stage = ?) AND (?::VARCHAR IS NULL OR source = ?) "
+        "AND (?::VARCHAR IS NULL OR query_family = ?) ORDER BY position",
+        [stage or None, stage or None, source or None, source or None, query_family or None, query_family or None])
+
+
+def excluded_facets(db: Database) -> dict[str, list[str]]:
+    return {column: [r["v"] for r in db.fetchall(f"SELECT DISTINCT {column} AS v FROM excluded ORDER BY v")]
+            for column in ("stage", "source", "query_family")}
+
+
+# Stored analyses (metrics and audit findings).
+
+def read_findings(db: Database, trace_id: str) -> list[dict]:
+    rows = db.fetchall("SELECT rule, severity, message, events FROM audit_findings WHERE trace_id = ? ORDER BY seq",
+                       [trace_id])
+    return [row | {"events": json.loads(row["events"])} for row in rows]
+
+
+def traces_needing_analysis(db: Database, version: int) -> list[str]:
+    """Traces without a stored analysis of this ingest and this analysis version."""
+    return [r["trace_id"] for r in db.fetchall(
+        "SELECT t.trace_id FROM traces t LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id "
+        "WHERE m.trace_id IS NULL OR m.ingested_at <> t.ingested_at OR m.analysis_version <> ? "
+        "ORDER BY t.trace_id", [version])]
+
+
+def audit_matrix(db: Database) -> list[dict]:
+    """Per trace: finding counts by rule, with the severity totals."""
+    rows = db.fetchall(
+        "SELECT m.trace_id, m.errors, m.warnings, m.infos, f.rule, count(f.rule) AS n "
+        "FROM trace_metrics m LEFT JOIN audit_findings f ON f.trace_id = m.trace_id "
+        "GROUP BY ALL ORDER BY m.trace_id")
+    out: dict[str, dict] = {}
+    for r in rows:
+        entry = out.setdefault(r["trace_id"], {"trace_id": r["trace_id"], "error": r["errors"],
+                                               "warning": r["warnings"], "info": r["infos"], "rules": {}})
+        if r["rule"]:
+            entry["rules"][r["rule"]] = r["n"]
+    return list(out.values())
+
+
+def corpus_points(db: Database) -> list[dict]:
+    """One row per analysed trace with the measures the dashboard plots."""
+    rows = db.fetchall(
+        "SELECT t.trace_id, t.system, t.topology, t.n_agents AS agents, t.tokens, t.wall_clock_s, t.rewards, "
+        "m.critical_path_steps, m.parallelism_speedup, m.errors, m.warnings, m.infos "
+        "FROM traces t JOIN trace_metrics m ON m.trace_id = t.trace_id AND m.ingested_at = t.ingested_at "
+        "ORDER BY t.trace_id")
+    return [row | {"rewards": json.loads(row["rewards"])} for row in rows]
+
+
+def findings_by_rule(db: Database) -> dict[str, int]:
+    return {r["rule"]: r["n"] for r in db.fetchall(
+        "SELECT rule, count(*) AS n FROM audit_findings GROUP BY rule ORDER BY n DESC, rule")}
+
+
+# ---- live traces and the ingest log ---------------------------------------------------------------
+# Functions taking `cur` run inside the caller's write transaction (a cursor), or on the Database.
+
+def live_items_seen(cur, source: str, source_trace: str, item_ids: list[str]) -> set[str]:
+    """Which of these span or record ids of a live trace were received before."""
+    rows = cur.execute(
+        "SELECT item_id FROM live_items WHERE source = ? AND source_trace_id = ? "
+        "AND item_id IN (SELECT unnest(?::VARCHAR[]))", [source, source_trace, item_ids]).fetchall()
+    return {row[0] for row in rows}
+
+
+def live_trace(cur, source: str, source_trace: str) -> dict | None:
+    cur = cur.execute("SELECT * FROM live_traces WHERE source = ? AND source_trace_id = ?", [source, source_trace])
+    row = cur.fetchone()
+    return None if row is None else dict(zip([d[0] for d in cur.description], row))
+
+
+def live_parts(db: Database, source: str, source_trace: str) -> list[str]:
+    """The JSON bodies of a live trace's parts, in the order they arrived."""
+    rows = db.execute("SELECT body FROM live_parts WHERE source = ? AND source_trace_id = ? ORDER BY received_at",
+                      [source, source_trace]).fetchall()
+    return [row[0] for row in rows]
+
+
+def live_parts_of_source(db: Database, source: str) -> list[tuple[str, str]]:
+    """(source trace id, JSON body) of every part held under a source, in the order they arrived."""
+    return db.execute("SELECT source_trace_id, body FROM live_parts WHERE source = ? ORDER BY received_at",
+                      [source]).fetchall()
+
+
+def live_traces_unbuilt(db: Database) -> list[tuple[str, str]]:
+    """Live traces that received batches after their last build."""
+    return db.execute("SELECT source, source_trace_id FROM live_traces WHERE source <> 'otlp_created' "
+                      "AND (built_at IS NULL OR built_at < last_received_at) ORDER BY last_received_at").fetchall()
+
+
+def live_status(db: Database, trace_id: str) -> dict | None:
+    """How a trace built from exporter batches stands: receiving until its root span arrived, then
+    building until it is stored with every span received, then complete."""
+    rows = db.fetchall("SELECT source, items AS received, root_seen, first_received_at, last_received_at, built_at, "
+                       "build_error "
+                       "FROM live_traces WHERE trace_id = ?", [trace_id])
+    if not rows:
+        return None
+    row = rows[0]
+    built = row["built_at"] is not None and row["built_at"] >= row["last_received_at"]
+    row["status"] = "receiving" if not row["root_seen"] else "complete" if built else "building"
+    return row
+
+
+def receiving_trace_ids(db: Database, trace_ids: list[str]) -> set[str]:
+    """Which of these traces are still receiving batches."""
+    rows = db.execute("SELECT trace_id FROM live_traces WHERE NOT root_seen "
+                      "AND trace_id IN (SELECT unnest(?::VARCHAR[]))", [trace_ids]).fetchall()
+    return {row[0] for row in rows}
+
+
+INGEST_LOG_COLUMNS = ("id, received_at, endpoint, format, unit, received, used, duplicates, skipped, reasons, "
+                      "created, extended, status, error")
+
+
+def list_ingest_log(db: Database, limit: int = 50, offset: int = 0, endpoint: str | None = None,
+                    trace_id: str | None = None) -> tuple[list[dict], int]:
+    """Receipts, newest first; optionally of one endpoint or touching one trace."""
+    where = "(? IS NULL OR endpoint = ?) AND (? IS NULL OR list_contains(created::VARCHAR[], ?) " \
+            "OR list_contains(extended::VARCHAR[], ?))"
+    params = [endpoint, endpoint, trace_id, trace_id, trace_id]
+    total = db.scalar(f"SELECT count(*) FROM ingest_log WHERE {where}", params)
+    rows = db.fetchall(f"SELECT {INGEST_LOG_COLUMNS} FROM ingest_log WHERE {where} "
+                       "ORDER BY received_at DESC, id LIMIT ? OFFSET ?", params + [limit, offset])
+    for row in rows:
+        for key in ("reasons", "created", "extended"):
+            row[key] = json.loads(row[key])
+        row["received_at"] = row["received_at"].isoformat() + "Z"
+    return rows, total
+
+
+def ingest_endpoints(db: Database) -> list[str]:
+    return [row[0] for row in db.execute("SELECT DISTINCT endpoint FROM ingest_log ORDER BY 1").fetchall()]

@@ -1,0 +1,198 @@
+"""Writes of traces: each request's traces stored whole in one transaction, events and edges in bulk.
+
+Rows reach DuckDB as Arrow tables built with as few passes over the parsed objects as possible: on a
+bulk load every pass over 20,000 scattered event dicts costs milliseconds in cache misses alone. pyarrow
+reads the column properties of each event straight from its dict; only `extra` and `key_order` need a
+Python step per event; counts and maxima per trace are aggregated by DuckDB.
+"""
+
+from collections.abc import Callable
+from itertools import chain, repeat
+from operator import itemgetter
+
+import pyarrow as pa
+
+from app.domain.jsontext import dumps
+from app.domain.refusals import Refusal
+from app.store.db import Database, utc_now
+from app.store.gcpause import paused_gc
+
+# Event properties with their own column, in the order an event is rebuilt; the rest go to `extra`.
+EVENT_COLUMN_KEYS = ("id", "t", "type", "agent", "role", "from", "to", "tool", "content_ref", "trusted")
+EVENT_COLUMNS = set(EVENT_COLUMN_KEYS)
+EXACT_FLOAT_INT = 2**53
+_STRING = pa.string()
+# The column properties but `t`, as pyarrow reads them from each event dict (absent keys become null).
+_EVENT_STRUCT = pa.struct([(key, pa.bool_() if key == "trusted" else _STRING)
+                           for key in EVENT_COLUMN_KEYS if key != "t"])
+_EDGE_STRUCT = pa.struct([("src", _STRING), ("dst", _STRING), ("type", _STRING)])
+_TRACE_COUNTS = """
+    SELECT trace_id, count(DISTINCT agent) FILTER (WHERE type <> 'tool_result') AS n_agents, max(t) AS t_max
+    FROM bulk_events GROUP BY trace_id
+"""
+
+
+class TracesExist(Refusal):
+    """Some trace ids are already stored and the caller asked neither to replace nor to skip them."""
+
+    status = 409
+
+    def __init__(self, trace_ids: list[str]):
+        self.trace_ids = trace_ids
+        super().__init__(f"already stored: {', '.join(trace_ids)} (use ?replace=true to replace)")
+
+    def details(self) -> dict:
+        return {"trace_ids": self.trace_ids}
+
+
+def store_traces(db: Database, traces: list[dict], existing: str = "error",
+                 then: Callable[[object, list[str], set[str]], None] | None = None) -> tuple[list[str], list[str]]:
+    """Store valid traces in one transaction; `existing` is "error", "replace" or "skip". `then(cursor,
+    stored ids, ids that were stored before)` runs last in the same transaction (e.g. to log the receipt).
+
+    Returns (stored ids, skipped ids). Raises TracesExist when `existing` is "error" and any id is taken.
+    """
+    ids = [trace["trace_id"] for trace in traces]
+    with paused_gc(), db.transaction() as cur:
+        taken = {row[0] for row in cur.execute(
+            "SELECT trace_id FROM traces WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()}
+        if taken and existing == "error":
+            raise TracesExist([i for i in ids if i in taken])
+        if existing == "skip":
+            traces = [trace for trace in traces if trace["trace_id"] not in taken]
+        elif taken:
+            _delete(cur, sorted(taken))
+        if traces:
+            _insert(cur, traces)
+        stored = [trace["trace_id"] for trace in traces]
+        if then is not None:
+            then(cur, stored, taken)
+    kept = set(stored)
+    return stored, [i for i in ids if i not in kept]
+
+
+def delete_trace(db: Database, trace_id: str) -> bool:
+    """Remove a trace with its events, edges and stored analysis; False when no such trace."""
+    with db.transaction() as cur:
+        if not cur.execute("SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id]).fetchone()[0]:
+            return False
+        _delete(cur, [trace_id])
+    return True
+
+
+def _delete(cur, trace_ids: list[str]) -> None:
+    for table in ("events", "edges", "trace_metrics", "audit_findings", "traces"):
+        cur.execute(f"DELETE FROM {table} WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))", [trace_ids])
+
+
+def _insert(cur, traces: list[dict]) -> None:
+    """Insert the rows of traces, events and edges; a trace's n_agents and t_max come from its events."""
+    bulk = {"bulk_traces": _trace_table(traces), "bulk_events": _event_table(traces),
+            "bulk_edges": _edge_table(traces)}
+    for name, table in bulk.items():
+        cur.register(name, table)
+    try:
+        names = ", ".join(bulk["bulk_traces"].column_names)
+        cur.execute(f"INSERT INTO traces ({names}, n_agents, t_max) "
+                    f"SELECT {names}, n_agents, t_max FROM bulk_traces JOIN ({_TRACE_COUNTS}) USING (trace_id)")
+        for table in ("events", "edges"):
+            names = ", ".join(bulk[f"bulk_{table}"].column_names)
+            cur.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM bulk_{table}")
+    finally:
+        for name in bulk:
+            cur.unregister(name)
+
+
+def _trace_table(traces: list[dict]) -> pa.Table:
+    """The `traces` columns but n_agents and t_max; pyarrow types the costs, which may be ints beyond a double."""
+    costs = [trace["costs"] for trace in traces]
+    return pa.table({
+        "trace_id": [trace["trace_id"] for trace in traces],
+        "task_id": [trace["task_id"] for trace in traces],
+        "system": [trace.get("system") for trace in traces],
+        "topology": [trace.get("topology") for trace in traces],
+        "rewards": [dumps(trace["rewards"]) for trace in traces],
+        "costs": list(map(dumps, costs)),
+        "metrics": [dumps(trace["metrics"]) if "metrics" in trace else None for trace in traces],
+        "n_events": [len(trace["events"]) for trace in traces],
+        "n_edges": [len(trace["edges"]) for trace in traces],
+        "tokens": list(map(itemgetter("tokens"), costs)),
+        "wall_clock_s": list(map(itemgetter("wall_clock_s"), costs)),
+        "ingested_at": [utc_now()] * len(traces),
+    })
+
+
+def _event_table(traces: list[dict]) -> pa.Table:
+    """Every event of every trace in document order, with its trace id and position."""
+    events = list(chain.from_iterable(trace["events"] for trace in traces))
+    ts = list(map(itemgetter("t"), events))
+    extra, numbers, key_orders = _extras(events, ts)
+    event_id, type_, agent, role, from_, to, tool, content_ref, trusted = pa.array(events, _EVENT_STRUCT).flatten()
+    return pa.table({
+        **_positions(traces, "events"),
+        "event_id": event_id,
+        "t": _doubles(ts),
+        "t_is_int": pa.array([type(t) is int for t in ts], pa.bool_()),
+        "type": type_, "agent": agent, "role": role, "from_agent": from_, "to_agent": to, "tool": tool,
+        "content_ref": content_ref, "trusted": trusted,
+        "extra": pa.array(extra, _STRING),
+        # Events share few key layouts: each names its layout, whose key order is converted once.
+        "key_order": pa.DictionaryArray.from_arrays(pa.array(numbers, pa.int32()),
+                                                    pa.array(key_orders, pa.list_(_STRING))),
+    })
+
+
+def _positions(traces: list[dict], key: str) -> dict[str, pa.Array]:
+    """The trace id and the position in its trace of every event (or edge)."""
+    counts = [len(trace[key]) for trace in traces]
+    return {
+        "trace_id": pa.array(list(chain.from_iterable(map(repeat, (t["trace_id"] for t in traces), counts))),
+                             _STRING),
+        "seq": pa.array(list(chain.from_iterable(map(range, counts))), pa.int32()),
+    }
+
+
+def _extras(events: list[dict], ts: list) -> tuple[list, list[int], list]:
+    """Per event, the JSON of its other properties (None when none) and the number of its key layout;
+    per layout, its key order, None when that is columns-then-extra (the order an event is rebuilt in)."""
+    extra, numbers, key_orders = [], [], []
+    # keys -> (layout number, the column keys to drop from a copy of the event; none when no others remain)
+    layouts: dict[tuple, tuple[int, tuple]] = {}
+    for ev in events:
+        keys = tuple(ev)
+        layout = layouts.get(keys)
+        if layout is None:
+            others = tuple(k for k in keys if k not in EVENT_COLUMNS)
+            rebuilt = tuple(k for k in EVENT_COLUMN_KEYS if k in keys) + others
+            columns = tuple(k for k in keys if k in EVENT_COLUMNS) if others else ()
+            layout = layouts[keys] = (len(key_orders), columns)
+            key_orders.append(None if rebuilt == keys else list(keys))
+        number, columns = layout
+        numbers.append(number)
+        if columns:  # copying and dropping the few column keys beats building the rest key by key
+            other = ev.copy()
+            for key in columns:
+                del other[key]
+            extra.append(dumps(other))
+        else:
+            extra.append(None)
+    if max(map(abs, ts)) > EXACT_FLOAT_INT:  # a DOUBLE holds it rounded: keep the exact integer in `extra`
+        for i, (ev, t) in enumerate(zip(events, ts)):
+            if type(t) is int and abs(t) > EXACT_FLOAT_INT:
+                extra[i] = dumps({**{k: v for k, v in ev.items() if k not in EVENT_COLUMNS}, "t": t})
+    return extra, numbers, key_orders
+
+
+def _doubles(ts: list) -> pa.Array:
+    """`t` as DOUBLE for sorting and plotting: rounded when an integer is beyond 2**53 (validation keeps
+    integers below 2**63, and `extra` keeps the exact one)."""
+    try:
+        return pa.array(ts, pa.float64())
+    except pa.ArrowInvalid:  # an integer that a double holds only rounded
+        return pa.array(list(map(float, ts)), pa.float64())
+
+
+def _edge_table(traces: list[dict]) -> pa.Table:
+    edges = list(chain.from_iterable(trace["edges"] for trace in traces))
+    src, dst, type_ = pa.array(edges, _EDGE_STRUCT).flatten()
+    return pa.table({**_positions(traces, "edges"), "src": src, "dst": dst, "type": type_})

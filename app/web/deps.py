@@ -1,0 +1,36 @@
+"""Dependency aliases shared by the routers."""
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from app.services.cache import TraceCache
+from app.services.live import LiveTraces
+from app.settings import Settings
+from app.store.db import Database
+
+
+def get_db(request: Request) -> Database:
+    return request.app.state.db
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+DbDep = Annotated[Database, Depends(get_db)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+def get_cache(request: Request) -> TraceCache:
+    return request.app.state.cache
+
+
+CacheDep = Annotated[TraceCache, Depends(get_cache)]
+
+
+def get_live(request: Request) -> LiveTraces:
+    return request.app.state.live
+
+
+LiveDep = Annotated[LiveTraces, Depends(get_live)]

@@ -1,0 +1,87 @@
+"""Request body limits: enforced while the body streams in, so an oversized upload is never buffered whole,
+and again on what a compressed body expands to."""
+
+import zlib
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.domain.refusals import Refusal
+from app.ingest.documents import DocumentError, TooLarge
+from app.web.errors import refusal_response
+
+
+class BodyTooLarge(Refusal):
+    """The request body passed the configured limit."""
+
+    status = 413
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        super().__init__(f"request body exceeds the limit of {max_bytes} bytes")
+
+    def details(self) -> dict:
+        return {"max_bytes": self.max_bytes}
+
+
+class BodyLimitMiddleware:
+    """Answer 413 on a declared Content-Length over the limit; raise BodyTooLarge when a stream passes it."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared and declared.isdigit() and int(declared) > self.max_bytes:
+            await refusal_response(BodyTooLarge(self.max_bytes))(scope, receive, send)
+            return
+        received = 0
+
+        async def limited_receive():
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise BodyTooLarge(self.max_bytes)
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+class UnsupportedEncoding(ValueError):
+    """A Content-Encoding the server does not decode."""
+
+
+# Content-Encoding -> zlib window bits: gzip framing, or zlib framing for "deflate" (RFC 9110), which
+# some clients send raw; that is tried when the zlib header is missing.
+CONTENT_ENCODINGS = {"gzip": 31, "x-gzip": 31, "deflate": 15}
+
+
+def decode_content(body: bytes, encoding: str | None, max_bytes: int) -> bytes:
+    """The body after its Content-Encoding, refusing to expand past `max_bytes` (a bomb stops early)."""
+    encoding = (encoding or "identity").strip().lower()
+    if encoding == "identity":
+        return body
+    if encoding not in CONTENT_ENCODINGS:
+        raise UnsupportedEncoding(f"Content-Encoding {encoding!r} is not supported; send gzip, deflate or none")
+    wbits = CONTENT_ENCODINGS[encoding]
+    try:
+        inflater = zlib.decompressobj(wbits=wbits)
+        out = inflater.decompress(body, max_bytes + 1)
+    except zlib.error:
+        if encoding != "deflate":
+            raise DocumentError("body is not readable gzip data") from None
+        try:
+            inflater = zlib.decompressobj(wbits=-15)
+            out = inflater.decompress(body, max_bytes + 1)
+        except zlib.error as exc:
+            raise DocumentError(f"body is not readable deflate data ({exc})") from None
+    if len(out) > max_bytes:
+        raise TooLarge(f"body decompresses to more than {max_bytes} bytes")
+    if not inflater.eof:
+        raise DocumentError(f"truncated {encoding} body")
+    return out

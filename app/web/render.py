@@ -1,0 +1,72 @@
+"""Template rendering: the only place that reads HX-* headers.
+
+A page includes its fragments (`_events_table.html` renders the element `id="events-table"`), so
+markup exists once; an htmx request aimed at one of them gets just that fragment.
+"""
+
+from pathlib import Path
+from urllib.parse import urlencode
+
+from fastapi import Request
+from fastapi.templating import Jinja2Templates
+from starlette.responses import HTMLResponse
+
+from app.web.browser import reviewer_of
+
+HTMX_JS = "vendor/htmx-2.0.11.min.js"
+
+
+def make_templates(directory: Path, plotly_js_url: str) -> Jinja2Templates:
+    templates = Jinja2Templates(directory=str(directory))
+    templates.env.globals.update(htmx_js=HTMX_JS, plotly_js_url=plotly_js_url, url_with=url_with)
+    templates.env.filters["num"] = format_number
+    return templates
+
+
+def url_with(request: Request, path: str | None = None, **changes) -> str:
+    """The current URL (or `path`) with some query parameters changed (None or "" removes one)."""
+    params = dict(request.query_params) if path is None or path == request.url.path else {}
+    for key, value in changes.items():
+        if value is None or value == "":
+            params.pop(key, None)
+        else:
+            params[key] = value
+    query = urlencode(params)
+    return (path or request.url.path) + ("?" + query if query else "")
+
+
+def format_number(value) -> str:
+    """Compact display of counts and measures: 12,000 · 0.25 · 1.5e-05."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
+        return f"{int(value):,}"
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) >= 1e-3 else f"{value:.3g}"
+    return str(value)
+
+
+def is_htmx(request: Request) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def hx_target(request: Request) -> str | None:
+    """The element id an htmx request will swap, or None for a normal page load."""
+    return request.headers.get("HX-Target") if is_htmx(request) else None
+
+
+def render(request: Request, template: str, context: dict, fragments: tuple[str, ...] = (),
+           status_code: int = 200) -> HTMLResponse:
+    """The whole page, or the fragment whose element id the htmx request targets."""
+    target = hx_target(request)
+    name = template
+    for fragment in fragments:
+        if target == Path(fragment).stem.lstrip("_").replace("_", "-"):
+            name = fragment
+    templates: Jinja2Templates = request.app.state.templates
+    context = {"reviewer": reviewer_of(request), "csrf_token": request.state.csrf_token} | context
+    response = templates.TemplateResponse(request, name, context, status_code=status_code)
+    response.headers["Vary"] = "HX-Request"
+    return response

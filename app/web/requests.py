@@ -1,0 +1,31 @@
+"""Request bodies as the routes read them: uploaded documents, and a JSON object checked before use."""
+
+from fastapi import HTTPException, Request
+from starlette.datastructures import UploadFile
+
+from app.ingest.documents import Upload, strict_loads
+from app.services import labels
+
+
+async def read_uploads(request: Request) -> list[Upload]:
+    """The request's documents: each multipart `file` part, or the raw body."""
+    if request.headers.get("content-type", "").startswith("multipart/form-data"):
+        form = await request.form(max_files=10_000)
+        files = [part for part in form.getlist("file") if isinstance(part, UploadFile)]
+        if not files:
+            raise HTTPException(400, "multipart upload has no `file` part")
+        return [Upload(part.filename or "file", await part.read()) for part in files]
+    return [Upload("body", await request.body())]
+
+
+async def json_object(request: Request) -> dict:
+    """The body as a JSON object, checked before anything reads it: too deep is 400; a key given twice or a
+    lone surrogate is 422 naming the field."""
+    try:
+        body = strict_loads(await request.body())
+    except ValueError as exc:
+        raise HTTPException(400, f"body is not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise HTTPException(400, "body must be a JSON object")
+    labels.check_request(body)
+    return body

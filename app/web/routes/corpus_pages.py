@@ -1,0 +1,64 @@
+"""Corpus-wide pages: the audit table (traces × rules) and the dashboard of charts across traces."""
+
+from fastapi import APIRouter, Request
+
+from app.domain import charts
+from app.domain.audit import RULES
+from app.services import analysis
+from app.store import queries
+from app.web.deps import CacheDep, DbDep
+from app.web.render import render
+
+router = APIRouter(include_in_schema=False)
+
+
+def audit_rows(db, cache, sort: str = "-error") -> list[dict]:
+    """Traces × rules with counts, every trace analysed first; sort by a rule, a severity or the trace id."""
+    analysis.ensure_all(db, cache)
+    rows = queries.audit_matrix(db)
+    key = sort.lstrip("-")
+    reverse = sort.startswith("-")
+    if key in RULES:
+        rows.sort(key=lambda r: (r["rules"].get(key, 0), r["trace_id"]), reverse=reverse)
+    elif key in ("error", "warning", "info"):
+        rows.sort(key=lambda r: (r[key], r["trace_id"]), reverse=reverse)
+    else:
+        rows.sort(key=lambda r: r["trace_id"], reverse=reverse)
+    return rows
+
+
+@router.get("/audit")
+def read_audit_page(request: Request, db: DbDep, cache: CacheDep, sort: str = "-error"):
+    return render(request, "audit.html", {"rows": audit_rows(db, cache, sort), "rules": RULES, "sort": sort})
+
+
+@router.get("/dashboard")
+def read_dashboard(request: Request, db: DbDep, cache: CacheDep):
+    """Charts across all traces; every point links to its trace."""
+    analysis.ensure_all(db, cache)
+    points = queries.corpus_points(db)
+    ids = [p["trace_id"] for p in points]
+    figures = {}
+    channels = sorted({c for p in points for c in p["rewards"]})
+    for channel in channels:
+        have = [p for p in points if channel in p["rewards"]]
+        figures[f"reward-{channel}"] = charts.scatter(
+            f"reward '{channel}' vs agents", [p["agents"] for p in have], [p["rewards"][channel] for p in have],
+            "agents", channel, ids=[p["trace_id"] for p in have], links=True)
+    figures["tokens-speedup"] = charts.scatter("tokens vs parallelism speedup", [p["parallelism_speedup"] for p in points],
+                                               [p["tokens"] for p in points], "parallelism speedup", "tokens",
+                                               ids=ids, links=True)
+    figures["steps-wall"] = charts.scatter("critical steps vs wall clock", [p["wall_clock_s"] for p in points],
+                                           [p["critical_path_steps"] for p in points], "wall clock s",
+                                           "critical steps", ids=ids, links=True)
+    figures["by-topology"] = charts.bar_chart("traces by topology", _count(p["topology"] or "(none)" for p in points))
+    figures["by-system"] = charts.bar_chart("traces by system", _count(p["system"] or "(none)" for p in points))
+    figures["findings"] = charts.bar_chart("audit findings by rule", queries.findings_by_rule(db))
+    return render(request, "dashboard.html", {"figures": figures, "channels": channels, "n_traces": len(points)})
+
+
+def _count(values) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))

@@ -1,0 +1,172 @@
+"""HTML pages: the trace list with upload, and the trace page with graph, inspector and events table."""
+
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import RedirectResponse
+
+from app.domain import charts
+from app.domain.audit import SEVERITIES
+from app.domain.credit import RULES
+from app.domain.figure import spawn_tree
+from app.domain.overlays import describe
+from app.domain.paging import fetch_page
+from app.domain.taxonomy import EVENT_TYPES
+from app.ingest.documents import DocumentError
+from app.ingest.importers.common import ImportFailed
+from app.ingest.pipeline import InvalidTraces, ingest
+from app.services import analysis, graph, labels
+from app.store import queries
+from app.store.writes import TracesExist
+from app.web.browser import require_csrf, reviewer_of
+from app.web.deps import CacheDep, DbDep, SettingsDep
+from app.web.label_form import label_context
+from app.web.render import is_htmx, render
+from app.web.requests import read_uploads
+
+router = APIRouter(include_in_schema=False)
+
+TRACES_PER_PAGE = 25
+EVENTS_PER_PAGE = 50
+DEFAULT_TRACE_SORT = "-ingested_at"
+
+
+def trace_list_context(db, q, system, topology, sort, page, reviewer=None) -> dict:
+    try:
+        queries.parse_sort(sort)
+    except ValueError:
+        sort = DEFAULT_TRACE_SORT
+    items, total, page, pages = fetch_page(
+        page, TRACES_PER_PAGE, lambda limit, offset: queries.list_traces(db, topology, system, q, sort, limit, offset))
+    return {"items": items, "total": total, "page": page, "pages": pages,
+            "sort": sort, "filters": {"q": q or "", "system": system or "", "topology": topology or ""},
+            "facets": queries.trace_facets(db), "labelled": queries.label_progress(db, reviewer),
+            "receiving": queries.receiving_trace_ids(db, [t["trace_id"] for t in items])}
+
+
+@router.get("/")
+def read_trace_list(request: Request, db: DbDep, cache: CacheDep, q: str | None = None, system: str | None = None,
+                    topology: str | None = None, sort: str = DEFAULT_TRACE_SORT, page: int = 1):
+    analysis.ensure_all(db, cache)  # metric columns need every trace analysed (stored; once per ingest)
+    context = trace_list_context(db, q, system, topology, sort, page, reviewer_of(request))
+    return render(request, "trace_list.html", context, fragments=("_trace_table.html",))
+
+
+@router.post("/upload", dependencies=[Depends(require_csrf)])
+async def create_upload(request: Request, db: DbDep, settings: SettingsDep):
+    """The upload form: ingest the files, then show what was stored or every reason it was refused."""
+    result: dict = {"ingested": [], "errors": [], "error": None, "warnings": []}
+    status = 200
+    try:
+        uploads = await read_uploads(request)
+        result["ingested"], _, result["warnings"] = await run_in_threadpool(
+            ingest, db, uploads, "error", settings.max_body_bytes, endpoint="POST /upload")
+        status = 201
+    except DocumentError as exc:
+        result["error"], status = str(exc), 400
+    except InvalidTraces as exc:
+        result["error"], result["errors"], status = str(exc), exc.errors, 422
+    except (TracesExist, ImportFailed) as exc:
+        result["error"], status = str(exc), 409 if isinstance(exc, TracesExist) else 422
+    context = trace_list_context(db, None, None, None, DEFAULT_TRACE_SORT, 1, reviewer_of(request))
+    context["upload"] = result
+    return render(request, "trace_list.html", context, fragments=("_upload_result.html",), status_code=status)
+
+
+def nest_spawn_tree(events: list[dict], counts: dict[str, int]) -> list[dict]:
+    """The spawn tree as nested nodes (agent, role, events, children) for the collapsible panel."""
+    order, parents, roles = spawn_tree(events)
+    nodes = {a: {"agent": a, "role": roles[a], "events": counts.get(a, 0), "children": []} for a in order}
+    roots = []
+    for agent in order:
+        parent = parents.get(agent)
+        (nodes[parent]["children"] if parent in nodes else roots).append(nodes[agent])
+    return roots
+
+
+@router.get("/traces/{trace_id}")
+def read_trace_page(request: Request, trace_id: str, db: DbDep, cache: CacheDep, event: str | None = None,
+                    type: str | None = None, agent: str | None = None, role: str | None = None,
+                    sort: str = "seq", page: int = 1):
+    summary = queries.read_trace_summary(db, trace_id)
+    if summary is None:
+        return render(request, "not_found.html", {"what": f"trace '{trace_id}'"}, status_code=404)
+    rows, total, page, pages = fetch_page(
+        page, EVENTS_PER_PAGE, lambda limit, offset: queries.list_events(db, trace_id, type, agent, role, sort,
+                                                                         limit, offset))
+    facets = queries.event_facets(db, trace_id)
+    selected = queries.read_event(db, trace_id, event) if event else None
+    reviewer = reviewer_of(request)
+    context = {
+        "trace": summary,
+        "live": queries.live_status(db, trace_id),
+        "facets": facets,
+        "event_types": EVENT_TYPES,
+        "events": {"rows": rows, "total": total, "page": page, "pages": pages,
+                   "sort": sort, "filters": {"type": type or "", "agent": agent or "", "role": role or ""}},
+        "selected": selected,
+        "selected_edges": queries.read_event_edges(db, trace_id, event) if selected else None,
+        "missing_event": event if event and not selected else None,
+        "channels": describe(graph.overlay_channels(db, cache, trace_id)),
+        "computed_channels": analysis.computed_channel_names(summary["rewards"]),
+        "progress": labels.progress(db, trace_id, reviewer),
+        "tree": cache.get_or_build(
+            ("tree", trace_id, summary["ingested_at"]),
+            lambda: nest_spawn_tree(queries.read_event_cores(db, trace_id),
+                                    {row["value"]: row["n"] for row in facets["agent"]})),
+    }
+    if selected:
+        context |= label_context(db, trace_id, selected["event"]["id"], reviewer)
+    return render(request, "trace_detail.html", context,
+                  fragments=("_events_table.html", "_event_inspector.html"))
+
+
+@router.get("/traces/{trace_id}/analysis")
+def read_analysis_panel(request: Request, trace_id: str, db: DbDep, cache: CacheDep):
+    """Metrics, deployment envelope and audit findings of a trace, loaded after the page (htmx)."""
+    if not is_htmx(request):
+        return panel_on_page(trace_id, "analysis-panel")
+    result = analysis.ensure_analysis(db, cache, trace_id)
+    if result is None:
+        return render(request, "not_found.html", {"what": f"trace '{trace_id}'"}, status_code=404)
+    metrics = result["metrics"]
+    figures = {"envelope": charts.envelope_chart(metrics["spawns"], metrics["tool_calls"], metrics["events"])}
+    findings = {severity: [f for f in result["findings"] if f["severity"] == severity] for severity in SEVERITIES}
+    return render(request, "_analysis_panel.html", {"trace_id": trace_id, "metrics": metrics,
+                                                    "findings": findings, "figures": figures})
+
+
+@router.get("/traces/{trace_id}/credit")
+def read_credit_panel(request: Request, trace_id: str, db: DbDep, cache: CacheDep, rule: str = "causal",
+                      channel: str | None = None):
+    """Computed credit rolled up to the eight credit units, beside the reviewers' mean credit."""
+    if not is_htmx(request):
+        return panel_on_page(trace_id, "credit-panel")
+    trace = analysis.stored_trace(db, cache, trace_id)
+    if trace is None:
+        return render(request, "not_found.html", {"what": f"trace '{trace_id}'"}, status_code=404)
+    channels = list(trace["rewards"])
+    channel = channel if channel in channels else (channels[0] if channels else None)
+    context = {"trace_id": trace_id, "rules": RULES, "rule": rule if rule in RULES else "causal",
+               "channels": channels, "channel": channel, "figures": {}}
+    if channel is not None:
+        values = analysis.computed_credit(db, cache, trace_id, context["rule"], channel)
+        human = (graph.overlay_channels(db, cache, trace_id) or {}).get(graph.HUMAN_MEAN)
+        report = analysis.credit_report(db, cache, trace_id, values, human)
+        context |= report
+        context["figures"] = {f"rollup-{unit}": charts.rollup_chart(f"credit by {unit}", report["rollup"][unit])
+                              for unit in ("agent", "role")}
+        if human:
+            pairs = [(c, h, e["id"]) for c, h, e in zip(values, human, trace["events"]) if h is not None]
+            context["figures"]["human-vs-computed"] = charts.scatter(
+                "human mean credit vs computed", [p[0] for p in pairs], [p[1] for p in pairs],
+                f"computed ({context['rule']} × {channel})", "human mean", names=[p[2] for p in pairs])
+    return render(request, "_credit_panel.html", context)
+
+
+def panel_on_page(trace_id: str, panel: str) -> RedirectResponse:
+    """A panel's URL opened directly (a link, a reload) shows the trace page, where the panel loads."""
+    response = RedirectResponse(f"/traces/{quote(trace_id, safe='')}#{panel}", status_code=303)
+    response.headers["Vary"] = "HX-Request"
+    return response

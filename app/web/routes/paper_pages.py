@@ -1,0 +1,110 @@
+"""HTML pages of the paper pool: browse with filters, one paper with tagging, the exclusion log,
+corpus statistics with charts, and where reviewers (or a reviewer and the pool) disagree."""
+
+from urllib.parse import urlparse
+
+from fastapi import APIRouter, Depends, Request
+
+from app.domain import charts
+from app.domain.agreement import agreement
+from app.domain.paging import fetch_page
+from app.domain.taxonomy import PAPER_FIELDS
+from app.services import papers
+from app.services.labels import LabelError
+from app.store import queries
+from app.web.browser import require_csrf, reviewer_of
+from app.web.deps import DbDep
+from app.web.render import render
+
+router = APIRouter(include_in_schema=False)
+PAPERS_PER_PAGE = 25
+
+
+@router.get("/papers")
+def read_papers_page(request: Request, db: DbDep, q: str | None = None, sort: str = "position", page: int = 1):
+    filters = {field: request.query_params.getlist(field) for field in PAPER_FIELDS}
+    filters = {field: [v for v in values if v] for field, values in filters.items()}
+    rows, total, page, pages = fetch_page(
+        page, PAPERS_PER_PAGE, lambda limit, offset: queries.list_papers(db, filters, q, sort, limit, offset))
+    context = {"papers": rows, "total": total, "page": page, "pages": pages,
+               "filters": filters, "q": q or "", "sort": sort, "fields": PAPER_FIELDS,
+               "pool_size": db.scalar("SELECT count(*) FROM papers")}
+    return render(request, "papers.html", context, fragments=("_papers_table.html",))
+
+
+@router.get("/papers/excluded")
+def read_excluded_page(request: Request, db: DbDep, stage: str | None = None, source: str | None = None,
+                       query_family: str | None = None):
+    context = {"records": queries.list_excluded(db, stage, source, query_family),
+               "facets": queries.excluded_facets(db),
+               "filters": {"stage": stage or "", "source": source or "", "query_family": query_family or ""}}
+    return render(request, "papers_excluded.html", context, fragments=("_excluded_table.html",))
+
+
+@router.get("/papers/stats")
+def read_stats_page(request: Request, db: DbDep, source: str = papers.POOL):
+    sources = [papers.POOL, *papers.taggers(db)]
+    source = source if source in sources else papers.POOL
+    stats = papers.stats(db, source)
+    figures = {f"count-{field}": charts.bar_chart(field, counts) for field, counts in stats["counts"].items()}
+    for name, table in stats["crosstabs"].items():
+        y_label, x_label = name.split(" x ")
+        figures[f"cross-{name}"] = charts.heatmap(name, table, x_label, y_label)
+    for field, counts in stats["excluded_counts"].items():
+        figures[f"excluded-{field}"] = charts.bar_chart(f"excluded by {field}", counts)
+    return render(request, "papers_stats.html", {"stats": stats, "figures": figures, "sources": sources})
+
+
+@router.get("/papers/disagreements")
+def read_disagreements_page(request: Request, db: DbDep, reviewers: str | None = None):
+    """Per controlled field, the papers where the chosen raters differ (the pool counts as a rater)."""
+    everyone = [papers.POOL, *papers.taggers(db)]
+    chosen = [r for r in (reviewers or ",".join(everyone)).split(",") if r in everyone]
+    fields = {}
+    for field in PAPER_FIELDS:
+        fields[field] = {"rows": papers.disagreements(db, field, chosen),
+                         "agreement": agreement(papers.ratings(db, field, chosen), chosen) if len(chosen) >= 2
+                         else None}
+    return render(request, "papers_disagreements.html", {"fields": fields, "everyone": everyone, "chosen": chosen})
+
+
+def paper_context(db, key: str, reviewer: str | None, **extra) -> dict | None:
+    paper = queries.read_paper(db, key)
+    if paper is None:
+        return None
+    current = {t["reviewer"]: t for t in papers.tag_history(db, key, history=False)}
+    mine = current.get(reviewer) if reviewer else None
+    prefill = {f: (mine[f] if mine and mine[f] is not None else paper[f]) for f in PAPER_FIELDS}
+    return {"paper": paper, "fields": PAPER_FIELDS, "tags": current, "prefill": prefill,
+            "note": mine["note"] if mine else "", "history": papers.tag_history(db, key),
+            "url_ok": urlparse(paper["url"]).scheme in ("http", "https"),
+            "events": queries.events_labelled_with_paper(db, key)} | extra
+
+
+@router.get("/papers/{key}")
+def read_paper_page(request: Request, key: str, db: DbDep):
+    context = paper_context(db, key, reviewer_of(request))
+    if context is None:
+        return render(request, "not_found.html", {"what": f"paper '{key}'"}, status_code=404)
+    return render(request, "paper_detail.html", context, fragments=("_paper_tags.html",))
+
+
+@router.post("/papers/{key}/tags", dependencies=[Depends(require_csrf)])
+async def save_paper_tags_form(request: Request, key: str, db: DbDep):
+    """The tag form: every controlled field (prefilled from the pool) and a note, saved as a new version."""
+    form = await request.form()
+    reviewer = reviewer_of(request)
+    status, code = None, 200
+    try:
+        if reviewer is None:
+            raise LabelError("reviewer", "pick a reviewer name first (top right)")
+        data = {"reviewer": reviewer, "note": form.get("note") or ""}
+        data |= {field: form.get(field) or None for field in PAPER_FIELDS}
+        saved = papers.save_tags(db, key, data)
+        status = f"saved v{saved['version']}"
+    except LabelError as exc:
+        status, code = str(exc), 422
+    context = paper_context(db, key, reviewer, status=status, status_code=code)
+    if context is None:
+        return render(request, "not_found.html", {"what": f"paper '{key}'"}, status_code=404)
+    return render(request, "paper_detail.html", context, fragments=("_paper_tags.html",), status_code=code)

@@ -1,0 +1,247 @@
+"""JSON API of traces: ingest, list, read whole, delete.
+
+The OpenAPI description names every body, status and media type a route answers with; the JSON schemas
+of the answers are written here (`responses=`), since the routes return plain dicts.
+"""
+
+from typing import Literal
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+
+from app.domain.overlays import describe
+from app.domain.paging import MAX_OFFSET
+from app.ingest.pipeline import ingest
+from app.services import analysis, graph
+from app.store import queries
+from app.store.writes import delete_trace
+from app.web.apidoc import (
+    BINARY,
+    COUNT,
+    DOCUMENT_ERROR,
+    INVALID,
+    MAYBE_TEXT,
+    NUMBER,
+    OBJECT,
+    PROBLEMS,
+    READ_REFUSALS,
+    TEXT,
+    TEXTS,
+    WRITE_REFUSALS,
+    object_schema,
+    reply,
+)
+from app.web.deps import CacheDep, DbDep, SettingsDep
+from app.web.requests import read_uploads
+from app.web.responses import JsonBody
+
+router = APIRouter(prefix="/api/traces", tags=["traces"])
+
+
+NO_TRACE = {404: reply("no trace with this id")}
+TRACE_SUMMARY = object_schema({
+    "trace_id": TEXT, "task_id": TEXT, "system": MAYBE_TEXT, "topology": MAYBE_TEXT,
+    "rewards": OBJECT, "costs": OBJECT, "metrics": {"type": ["object", "null"]}, "events": COUNT, "edges": COUNT,
+    "agents": COUNT, "tokens": NUMBER, "wall_clock_s": NUMBER, "ingested_at": TEXT}, "trace_id", "task_id")
+EVENT = object_schema({"id": TEXT, "t": NUMBER, "type": TEXT, "agent": TEXT}, "id", "t", "type", "agent")
+EDGE = object_schema({"src": TEXT, "dst": TEXT, "type": TEXT}, "src", "dst", "type")
+TRACE = object_schema({"trace_id": TEXT, "task_id": TEXT, "system": TEXT, "topology": TEXT,
+                       "events": {"type": "array", "items": EVENT}, "edges": {"type": "array", "items": EDGE},
+                       "rewards": OBJECT, "costs": OBJECT, "metrics": OBJECT},
+                      "trace_id", "task_id", "events", "edges", "rewards", "costs")
+UPLOAD_BODY = {"requestBody": {"required": True, "description": (
+    "One trace object, a JSON array of traces, JSON Lines (one per line), or an export in an industrial "
+    "format (OTLP/JSON, an OpenAI Agents SDK export, a Claude Code session): as the body, gzipped or not, "
+    "or as multipart `file` parts (also .zip and .tar.gz archives). The format is recognised from the "
+    "content, or named by `format`."), "content": {
+    "application/json": {"schema": {"description": "a trace, an array of traces, or an industrial export"}},
+    "application/x-ndjson": {"schema": {"description": "JSON Lines: one trace (or record) per line"}},
+    "application/gzip": {"schema": BINARY},
+    "application/zip": {"schema": BINARY},
+    "application/x-tar": {"schema": BINARY},
+    "multipart/form-data": {"schema": object_schema({"file": {"type": "array", "items": BINARY}}, "file")},
+}}}
+
+
+ImportFormat = Literal["orchestrace", "otlp", "openai_agents", "claude_code"]
+
+
+@router.post("", status_code=201, openapi_extra=UPLOAD_BODY, responses=WRITE_REFUSALS | {
+    201: reply("the traces are stored; `orphaned_labels` (with replace=true) lists labels of events that vanished",
+               object_schema({"ingested": TEXTS, "warnings": TEXTS, "orphaned_labels": {"type": "array",
+                                                                                        "items": OBJECT}},
+                             "ingested", "warnings")),
+    400: reply("the body is not readable (malformed JSON, not UTF-8, not gzip, a multipart upload without a "
+               "`file` part), or the Host is not served here", DOCUMENT_ERROR),
+    409: reply("a trace id is stored already (add replace=true); nothing is stored",
+               object_schema({"error": TEXT, "trace_ids": TEXTS}, "error", "trace_ids")),
+    415: reply("a Content-Type a browser may send cross-site (text/plain, a form)"),
+    422: reply("invalid traces (each problem with its trace and path), a file no importer can read, or an "
+               "invalid parameter; nothing is stored", PROBLEMS)})
+async def create_traces(request: Request, db: DbDep, settings: SettingsDep, replace: bool = False,
+                        format: ImportFormat | None = None, keep_content: bool = False):
+    """Ingest traces in our format or an industrial one (detected, or `format`); all stored or none.
+
+    Beyond the published schema, refused (422, naming the path): text with a lone surrogate (an
+    unpaired \\ud800-\\udfff escape), a number beyond a double (such as 1e400), an integer of 2**63 or
+    more in `t` or `costs`, a key given twice in one object, and an event property nested more than 64
+    levels of objects and arrays deep. Other integers of any size are kept exactly."""
+    uploads = await read_uploads(request)
+    existing = "replace" if replace else "error"
+    stored, _, warnings = await run_in_threadpool(ingest, db, uploads, existing, settings.max_body_bytes,
+                                                  format, keep_content)
+    answer = {"ingested": stored, "warnings": warnings}
+    if replace:  # labels of events that vanished with the replacement are kept and reported
+        orphans = [o for trace_id in stored for o in queries.orphaned_labels(db, trace_id)]
+        answer["orphaned_labels"] = orphans
+    return answer
+
+
+@router.get("", responses=READ_REFUSALS | INVALID | {
+    200: reply("one page of trace summaries, and how many match",
+               object_schema({"items": {"type": "array", "items": TRACE_SUMMARY}, "total": COUNT}, "items", "total"))})
+def read_traces(
+    db: DbDep,
+    topology: str | None = None,
+    system: str | None = None,
+    q: str | None = None,
+    sort: str = "trace_id",
+    limit: int = Query(50, ge=1, le=1000),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
+):
+    """Trace summaries matching the filters, one page at a time."""
+    try:
+        items, total = queries.list_traces(db, topology, system, q, sort, limit, offset)
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from exc
+    return JsonBody({"items": items, "total": total})
+
+
+@router.get("/{trace_id}", responses=READ_REFUSALS | NO_TRACE | {200: reply("the trace as ingested", TRACE)})
+def read_trace(trace_id: str, db: DbDep):
+    """The trace exactly as ingested."""
+    trace = queries.read_trace(db, trace_id)
+    if trace is None:
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    return JsonBody(trace)
+
+
+@router.get("/{trace_id}/live", responses=READ_REFUSALS | {
+    200: reply("how the trace stands", object_schema({
+        "status": {"enum": ["receiving", "building", "complete"]}, "source": TEXT, "received": COUNT,
+        "first_received_at": TEXT, "last_received_at": TEXT, "built_at": MAYBE_TEXT,
+        "build_error": MAYBE_TEXT}, "status", "source", "received")),
+    404: reply("no trace received from an exporter with this id")})
+def read_live_status(trace_id: str, db: DbDep):
+    """How a trace sent by an exporter stands: `receiving` (its root span has not arrived), `building`
+    (stored once the builder has run), `complete`; with spans received and the last build's error."""
+    status = queries.live_status(db, trace_id)
+    if status is None:
+        raise HTTPException(404, f"no trace received from an exporter with id '{trace_id}'")
+    return {"status": status["status"], "source": status["source"], "received": status["received"],
+            "first_received_at": status["first_received_at"].isoformat() + "Z",
+            "last_received_at": status["last_received_at"].isoformat() + "Z",
+            "built_at": status["built_at"].isoformat() + "Z" if status["built_at"] else None,
+            "build_error": status["build_error"]}
+
+
+@router.get("/{trace_id}/figure", responses=READ_REFUSALS | INVALID | NO_TRACE | {
+    200: reply("a Plotly figure with its lanes and event positions", object_schema(
+        {"figure": OBJECT, "lanes": {"type": "array"}, "event_ids": TEXTS}, "figure"))})
+def read_figure(trace_id: str, db: DbDep, cache: CacheDep, group: Literal["auto", "role", "agent"] = "auto",
+                expand: list[str] = Query([])):
+    """The interaction graph as a Plotly figure, with lane layout and event ids (built once, cached)."""
+    grouping = {"auto": None, "role": True, "agent": False}[group]
+    body = graph.figure_json(db, cache, trace_id, grouping, frozenset(expand))
+    if body is None:
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    return Response(body, media_type="application/json")
+
+
+@router.get("/{trace_id}/overlays", responses=READ_REFUSALS | NO_TRACE | {
+    200: reply("the numeric channels", object_schema({"channels": {"type": "array", "items": object_schema(
+        {"name": TEXT, "count": COUNT, "min": NUMBER, "max": NUMBER}, "name", "count", "min", "max")}}, "channels"))})
+def read_overlays(trace_id: str, db: DbDep, cache: CacheDep):
+    """The numeric per-event channels a graph can be coloured by."""
+    channels = graph.overlay_channels(db, cache, trace_id)
+    if channels is None:
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    return JsonBody({"channels": describe(channels)})
+
+
+@router.get("/{trace_id}/overlay", responses=READ_REFUSALS | INVALID | {
+    200: reply("the channel's value per event", object_schema(
+        {"channel": TEXT, "values": {"type": "array", "items": {"type": ["number", "null"]}}}, "channel", "values")),
+    404: reply("no trace with this id, or no numeric channel of this name")})
+def read_overlay(trace_id: str, channel: str, db: DbDep, cache: CacheDep):
+    """One channel's value per event, in event order (null where an event has none)."""
+    if not queries.trace_exists(db, trace_id):
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    try:
+        values = graph.overlay_channel(db, cache, trace_id, channel)
+    except ValueError as exc:
+        raise HTTPException(404, str(exc)) from exc
+    if values is None:
+        raise HTTPException(404, f"trace '{trace_id}' has no numeric channel '{channel}'")
+    return {"channel": channel, "values": values}
+
+
+@router.get("/{trace_id}/metrics", responses=READ_REFUSALS | NO_TRACE | {
+    200: reply("the measures by name", object_schema({"events": COUNT, "edges": COUNT, "agents": COUNT,
+                                                      "critical_path": TEXTS}, "events", "edges", "agents"))})
+def read_metrics(trace_id: str, db: DbDep, cache: CacheDep):
+    """Orchestration measures of the trace (definitions in the README), with its critical path."""
+    result = analysis.ensure_analysis(db, cache, trace_id)
+    if result is None:
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    return JsonBody(result["metrics"])
+
+
+@router.get("/{trace_id}/audit", responses=READ_REFUSALS | NO_TRACE | {
+    200: reply("the findings", object_schema({"findings": {"type": "array", "items": object_schema(
+        {"rule": TEXT, "severity": {"enum": ["error", "warning", "info"]}, "message": TEXT, "events": TEXTS},
+        "rule", "severity", "message", "events")}}, "findings"))})
+def read_audit(trace_id: str, db: DbDep, cache: CacheDep):
+    """Structural and safety findings: rule, severity, message and the events involved."""
+    result = analysis.ensure_analysis(db, cache, trace_id)
+    if result is None:
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    return JsonBody({"findings": result["findings"]})
+
+
+@router.get("/{trace_id}/credit", responses=READ_REFUSALS | NO_TRACE | {
+    200: reply("each event's credit, the roll-ups and the correlation with reviewers", object_schema(
+        {"rule": TEXT, "channel": TEXT, "total": NUMBER, "events": {"type": "array", "items": object_schema(
+            {"id": TEXT, "credit": NUMBER}, "id", "credit")}, "rollup": OBJECT}, "rule", "channel", "total", "events")),
+    422: reply("no reward channel of this name, or an invalid parameter", PROBLEMS)})
+def read_credit(trace_id: str, db: DbDep, cache: CacheDep, channel: str,
+                rule: Literal["uniform", "causal", "critical_path"] = "causal"):
+    """A reward channel assigned to events by a rule, rolled up to the eight credit units, and its
+    correlation with the reviewers' mean credit."""
+    if not queries.trace_exists(db, trace_id):
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    try:
+        values = analysis.computed_credit(db, cache, trace_id, rule, channel)
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from exc
+    human = (graph.overlay_channels(db, cache, trace_id) or {}).get(graph.HUMAN_MEAN)
+    ids = queries.event_ids(db, trace_id)
+    report = analysis.credit_report(db, cache, trace_id, values, human)
+    return JsonBody({"rule": rule, "channel": channel, "total": sum(values),
+                     "events": [{"id": i, "credit": v} for i, v in zip(ids, values)], **report})
+
+
+@router.delete("/{trace_id}", responses=WRITE_REFUSALS | NO_TRACE | {
+    200: reply("the trace is removed; its labels are kept",
+               object_schema({"deleted": TEXT, "labels_kept": COUNT}, "deleted", "labels_kept")),
+    409: reply("the trace has labels: add force=true")})
+def remove_trace(trace_id: str, db: DbDep, force: bool = False):
+    """Remove a trace; one with labels needs force=true, and its labels stay (orphaned, exportable)."""
+    if not queries.trace_exists(db, trace_id):
+        raise HTTPException(404, f"no trace with id '{trace_id}'")
+    labels = queries.label_count(db, trace_id)
+    if labels and not force:
+        raise HTTPException(409, f"trace '{trace_id}' has {labels} label version(s); "
+                                 "add ?force=true to delete it (the labels are kept and stay exportable)")
+    delete_trace(db, trace_id)
+    return {"deleted": trace_id, "labels_kept": labels}
