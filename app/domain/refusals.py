@@ -11,6 +11,16 @@ class Refusal(Exception):
         return {}
 
 
+class NotFound(Refusal, LookupError):
+    """What the request names does not exist; `what` names it for a page ("trace 'x'")."""
+
+    status = 404
+
+    def __init__(self, message: str, what: str | None = None):
+        self.what = what
+        super().__init__(message)
+
+
 def status_of(exc: Exception) -> int:
     """The HTTP status of a refusal (or of a Starlette HTTPException)."""
     return getattr(exc, "status_code", None) or getattr(exc, "status", 422)

@@ -15,7 +15,7 @@ from sqlmodel import Session, select
 
 from app.domain import csvsafe
 from app.domain.jsontext import KeyedTwice
-from app.domain.refusals import Refusal
+from app.domain.refusals import NotFound, Refusal
 from app.domain.taxonomy import CREDIT_RANGE, LABEL_TAXONOMY_FIELDS
 from app.domain.validation import escaped, is_text
 from app.ingest.documents import strict_loads
@@ -51,12 +51,6 @@ class LabelError(Refusal, ValueError):
 
     def details(self) -> dict:
         return {"field": self.field}
-
-
-class NotFound(Refusal, LookupError):
-    """The trace, event or paper asked for does not exist."""
-
-    status = 404
 
 
 class StaleVersion(Refusal):

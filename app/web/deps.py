@@ -4,9 +4,11 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from app.domain.refusals import NotFound
 from app.services.cache import TraceCache
 from app.services.live import LiveTraces
 from app.settings import Settings
+from app.store import queries
 from app.store.db import Database
 
 
@@ -34,3 +36,13 @@ def get_live(request: Request) -> LiveTraces:
 
 
 LiveDep = Annotated[LiveTraces, Depends(get_live)]
+
+
+def existing_trace(trace_id: str, db: DbDep) -> str:
+    """The path's trace id, once the trace is known to exist: the one "no such trace" of every route."""
+    if not queries.trace_exists(db, trace_id):
+        raise NotFound(f"no trace with id '{trace_id}'", what=f"trace '{trace_id}'")
+    return trace_id
+
+
+TraceId = Annotated[str, Depends(existing_trace)]

@@ -7,7 +7,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.domain.refusals import Refusal, status_of
+from app.domain.refusals import NotFound, Refusal, status_of
 from app.web.render import render
 
 # Paths whose answers are JSON (or files) even when refused: the rest are pages.
@@ -23,6 +23,8 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Refusal)
     async def refused(request: Request, exc: Refusal):
+        if isinstance(exc, NotFound) and exc.what and not request.url.path.startswith(NOT_PAGES):
+            return render(request, "not_found.html", {"what": exc.what}, status_code=404)
         return refusal_response(exc)
 
     @app.exception_handler(StarletteHTTPException)

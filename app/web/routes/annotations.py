@@ -24,7 +24,7 @@ from app.web.apidoc import (
     object_schema,
     reply,
 )
-from app.web.deps import DbDep
+from app.web.deps import DbDep, TraceId
 from app.web.downloads import attachment
 from app.web.requests import json_object
 from app.web.responses import JsonBody
@@ -114,11 +114,9 @@ async def import_annotations(request: Request, db: DbDep):
 
 
 @router.get("/traces/{trace_id}/annotated", responses=READ_REFUSALS | {404: reply("no such trace")})
-def read_annotated_trace(trace_id: str, db: DbDep):
+def read_annotated_trace(trace_id: TraceId, db: DbDep):
     """The trace with an `annotations` list (current labels) on each labelled event."""
     trace = queries.read_trace(db, trace_id)
-    if trace is None:
-        raise HTTPException(404, f"no trace with id '{trace_id}'")
     by_event: dict[str, list] = {}
     for label in annotations.list_labels(db, trace_id):
         by_event.setdefault(label["event_id"], []).append(

@@ -10,7 +10,7 @@ from app.domain.taxonomy import REWARD_FAMILIES
 from app.services import labels as annotations
 from app.store import queries
 from app.web.browser import COOKIE_MAX_AGE_S, REVIEWER_COOKIE, local_url, require_csrf, reviewer_of
-from app.web.deps import DbDep
+from app.web.deps import DbDep, TraceId
 from app.web.label_form import label_context
 from app.web.render import render
 
@@ -141,11 +141,9 @@ def read_labels_page(request: Request, db: DbDep, trace_id: str | None = None, r
 
 
 @router.get("/traces/{trace_id}/agreement")
-def read_agreement_page(request: Request, trace_id: str, db: DbDep, reviewers: str | None = None):
+def read_agreement_page(request: Request, trace_id: TraceId, db: DbDep, reviewers: str | None = None):
     """Agreement per field among the trace's reviewers, and the events they disagree on most."""
     summary = queries.read_trace_summary(db, trace_id)
-    if summary is None:
-        return render(request, "not_found.html", {"what": f"trace '{trace_id}'"}, status_code=404)
     labels = annotations.list_labels(db, trace_id)
     everyone = sorted({label["reviewer"] for label in labels})
     chosen = [r for r in (reviewers.split(",") if reviewers else everyone) if r in everyone]

@@ -20,7 +20,7 @@ from app.services import analysis, graph, labels
 from app.store import queries
 from app.store.writes import TracesExist
 from app.web.browser import require_csrf, reviewer_of
-from app.web.deps import CacheDep, DbDep, SettingsDep
+from app.web.deps import CacheDep, DbDep, SettingsDep, TraceId
 from app.web.label_form import label_context
 from app.web.render import is_htmx, render
 from app.web.requests import read_uploads
@@ -86,12 +86,10 @@ def nest_spawn_tree(events: list[dict], counts: dict[str, int]) -> list[dict]:
 
 
 @router.get("/traces/{trace_id}")
-def read_trace_page(request: Request, trace_id: str, db: DbDep, cache: CacheDep, event: str | None = None,
+def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: CacheDep, event: str | None = None,
                     type: str | None = None, agent: str | None = None, role: str | None = None,
                     sort: str = "seq", page: int = 1):
     summary = queries.read_trace_summary(db, trace_id)
-    if summary is None:
-        return render(request, "not_found.html", {"what": f"trace '{trace_id}'"}, status_code=404)
     rows, total, page, pages = fetch_page(
         page, EVENTS_PER_PAGE, lambda limit, offset: queries.list_events(db, trace_id, type, agent, role, sort,
                                                                          limit, offset))
@@ -123,13 +121,11 @@ def read_trace_page(request: Request, trace_id: str, db: DbDep, cache: CacheDep,
 
 
 @router.get("/traces/{trace_id}/analysis")
-def read_analysis_panel(request: Request, trace_id: str, db: DbDep, cache: CacheDep):
+def read_analysis_panel(request: Request, trace_id: TraceId, db: DbDep, cache: CacheDep):
     """Metrics, deployment envelope and audit findings of a trace, loaded after the page (htmx)."""
     if not is_htmx(request):
         return panel_on_page(trace_id, "analysis-panel")
     result = analysis.ensure_analysis(db, cache, trace_id)
-    if result is None:
-        return render(request, "not_found.html", {"what": f"trace '{trace_id}'"}, status_code=404)
     metrics = result["metrics"]
     figures = {"envelope": charts.envelope_chart(metrics["spawns"], metrics["tool_calls"], metrics["events"])}
     findings = {severity: [f for f in result["findings"] if f["severity"] == severity] for severity in SEVERITIES}
@@ -138,14 +134,12 @@ def read_analysis_panel(request: Request, trace_id: str, db: DbDep, cache: Cache
 
 
 @router.get("/traces/{trace_id}/credit")
-def read_credit_panel(request: Request, trace_id: str, db: DbDep, cache: CacheDep, rule: str = "causal",
+def read_credit_panel(request: Request, trace_id: TraceId, db: DbDep, cache: CacheDep, rule: str = "causal",
                       channel: str | None = None):
     """Computed credit rolled up to the eight credit units, beside the reviewers' mean credit."""
     if not is_htmx(request):
         return panel_on_page(trace_id, "credit-panel")
     trace = analysis.stored_trace(db, cache, trace_id)
-    if trace is None:
-        return render(request, "not_found.html", {"what": f"trace '{trace_id}'"}, status_code=404)
     channels = list(trace["rewards"])
     channel = channel if channel in channels else (channels[0] if channels else None)
     context = {"trace_id": trace_id, "rules": RULES, "rule": rule if rule in RULES else "causal",

@@ -31,7 +31,7 @@ from app.web.apidoc import (
     object_schema,
     reply,
 )
-from app.web.deps import CacheDep, DbDep, SettingsDep
+from app.web.deps import CacheDep, DbDep, SettingsDep, TraceId
 from app.web.requests import read_uploads
 from app.web.responses import JsonBody
 
@@ -118,11 +118,9 @@ def read_traces(
 
 
 @router.get("/{trace_id}", responses=READ_REFUSALS | NO_TRACE | {200: reply("the trace as ingested", TRACE)})
-def read_trace(trace_id: str, db: DbDep):
+def read_trace(trace_id: TraceId, db: DbDep):
     """The trace exactly as ingested."""
     trace = queries.read_trace(db, trace_id)
-    if trace is None:
-        raise HTTPException(404, f"no trace with id '{trace_id}'")
     return JsonBody(trace)
 
 
@@ -148,24 +146,20 @@ def read_live_status(trace_id: str, db: DbDep):
 @router.get("/{trace_id}/figure", responses=READ_REFUSALS | INVALID | NO_TRACE | {
     200: reply("a Plotly figure with its lanes and event positions", object_schema(
         {"figure": OBJECT, "lanes": {"type": "array"}, "event_ids": TEXTS}, "figure"))})
-def read_figure(trace_id: str, db: DbDep, cache: CacheDep, group: Literal["auto", "role", "agent"] = "auto",
+def read_figure(trace_id: TraceId, db: DbDep, cache: CacheDep, group: Literal["auto", "role", "agent"] = "auto",
                 expand: list[str] = Query([])):
     """The interaction graph as a Plotly figure, with lane layout and event ids (built once, cached)."""
     grouping = {"auto": None, "role": True, "agent": False}[group]
     body = graph.figure_json(db, cache, trace_id, grouping, frozenset(expand))
-    if body is None:
-        raise HTTPException(404, f"no trace with id '{trace_id}'")
     return Response(body, media_type="application/json")
 
 
 @router.get("/{trace_id}/overlays", responses=READ_REFUSALS | NO_TRACE | {
     200: reply("the numeric channels", object_schema({"channels": {"type": "array", "items": object_schema(
         {"name": TEXT, "count": COUNT, "min": NUMBER, "max": NUMBER}, "name", "count", "min", "max")}}, "channels"))})
-def read_overlays(trace_id: str, db: DbDep, cache: CacheDep):
+def read_overlays(trace_id: TraceId, db: DbDep, cache: CacheDep):
     """The numeric per-event channels a graph can be coloured by."""
     channels = graph.overlay_channels(db, cache, trace_id)
-    if channels is None:
-        raise HTTPException(404, f"no trace with id '{trace_id}'")
     return JsonBody({"channels": describe(channels)})
 
 
@@ -173,10 +167,8 @@ def read_overlays(trace_id: str, db: DbDep, cache: CacheDep):
     200: reply("the channel's value per event", object_schema(
         {"channel": TEXT, "values": {"type": "array", "items": {"type": ["number", "null"]}}}, "channel", "values")),
     404: reply("no trace with this id, or no numeric channel of this name")})
-def read_overlay(trace_id: str, channel: str, db: DbDep, cache: CacheDep):
+def read_overlay(trace_id: TraceId, channel: str, db: DbDep, cache: CacheDep):
     """One channel's value per event, in event order (null where an event has none)."""
-    if not queries.trace_exists(db, trace_id):
-        raise HTTPException(404, f"no trace with id '{trace_id}'")
     try:
         values = graph.overlay_channel(db, cache, trace_id, channel)
     except ValueError as exc:
@@ -189,11 +181,9 @@ def read_overlay(trace_id: str, channel: str, db: DbDep, cache: CacheDep):
 @router.get("/{trace_id}/metrics", responses=READ_REFUSALS | NO_TRACE | {
     200: reply("the measures by name", object_schema({"events": COUNT, "edges": COUNT, "agents": COUNT,
                                                       "critical_path": TEXTS}, "events", "edges", "agents"))})
-def read_metrics(trace_id: str, db: DbDep, cache: CacheDep):
+def read_metrics(trace_id: TraceId, db: DbDep, cache: CacheDep):
     """Orchestration measures of the trace (definitions in the README), with its critical path."""
     result = analysis.ensure_analysis(db, cache, trace_id)
-    if result is None:
-        raise HTTPException(404, f"no trace with id '{trace_id}'")
     return JsonBody(result["metrics"])
 
 
@@ -201,11 +191,9 @@ def read_metrics(trace_id: str, db: DbDep, cache: CacheDep):
     200: reply("the findings", object_schema({"findings": {"type": "array", "items": object_schema(
         {"rule": TEXT, "severity": {"enum": ["error", "warning", "info"]}, "message": TEXT, "events": TEXTS},
         "rule", "severity", "message", "events")}}, "findings"))})
-def read_audit(trace_id: str, db: DbDep, cache: CacheDep):
+def read_audit(trace_id: TraceId, db: DbDep, cache: CacheDep):
     """Structural and safety findings: rule, severity, message and the events involved."""
     result = analysis.ensure_analysis(db, cache, trace_id)
-    if result is None:
-        raise HTTPException(404, f"no trace with id '{trace_id}'")
     return JsonBody({"findings": result["findings"]})
 
 
@@ -214,12 +202,10 @@ def read_audit(trace_id: str, db: DbDep, cache: CacheDep):
         {"rule": TEXT, "channel": TEXT, "total": NUMBER, "events": {"type": "array", "items": object_schema(
             {"id": TEXT, "credit": NUMBER}, "id", "credit")}, "rollup": OBJECT}, "rule", "channel", "total", "events")),
     422: reply("no reward channel of this name, or an invalid parameter", PROBLEMS)})
-def read_credit(trace_id: str, db: DbDep, cache: CacheDep, channel: str,
+def read_credit(trace_id: TraceId, db: DbDep, cache: CacheDep, channel: str,
                 rule: Literal["uniform", "causal", "critical_path"] = "causal"):
     """A reward channel assigned to events by a rule, rolled up to the eight credit units, and its
     correlation with the reviewers' mean credit."""
-    if not queries.trace_exists(db, trace_id):
-        raise HTTPException(404, f"no trace with id '{trace_id}'")
     try:
         values = analysis.computed_credit(db, cache, trace_id, rule, channel)
     except ValueError as exc:
@@ -235,10 +221,8 @@ def read_credit(trace_id: str, db: DbDep, cache: CacheDep, channel: str,
     200: reply("the trace is removed; its labels are kept",
                object_schema({"deleted": TEXT, "labels_kept": COUNT}, "deleted", "labels_kept")),
     409: reply("the trace has labels: add force=true")})
-def remove_trace(trace_id: str, db: DbDep, force: bool = False):
+def remove_trace(trace_id: TraceId, db: DbDep, force: bool = False):
     """Remove a trace; one with labels needs force=true, and its labels stay (orphaned, exportable)."""
-    if not queries.trace_exists(db, trace_id):
-        raise HTTPException(404, f"no trace with id '{trace_id}'")
     labels = queries.label_count(db, trace_id)
     if labels and not force:
         raise HTTPException(409, f"trace '{trace_id}' has {labels} label version(s); "
