@@ -6,8 +6,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parent
 ENV_PREFIX = "ORCHESTRACE_"
+
+
+def data_dir(name: str) -> Path:
+    """A folder the app ships: inside the installed package (a wheel), else beside it (the repo)."""
+    packaged = PACKAGE / name
+    return packaged if packaged.is_dir() else PACKAGE.parent / name
 
 
 class Settings(BaseModel):
@@ -15,10 +21,11 @@ class Settings(BaseModel):
     host: str = Field("127.0.0.1", description="Interface `orchestrace serve` listens on.")
     port: int = Field(8000, description="Port `orchestrace serve` listens on.")
     max_body_bytes: int = Field(200 * 1024 * 1024, description="Largest request body accepted; larger ones get 413.")
-    migrations_dir: Path = Field(ROOT / "migrations", description="Folder of numbered plain-SQL migrations.")
-    templates_dir: Path = Field(ROOT / "templates", description="Folder of Jinja2 templates.")
-    static_dir: Path = Field(ROOT / "static", description="Folder of stylesheets, scripts and vendored libraries.")
-    sample_dir: Path = Field(ROOT / "sample_traces", description="Folder of sample traces loaded by `orchestrace demo`.")
+    migrations_dir: Path = Field(data_dir("migrations"), description="Folder of numbered plain-SQL migrations.")
+    templates_dir: Path = Field(data_dir("templates"), description="Folder of Jinja2 templates.")
+    static_dir: Path = Field(data_dir("static"), description="Folder of stylesheets, scripts and vendored libraries.")
+    sample_dir: Path = Field(data_dir("sample_traces"),
+                             description="Folder of sample traces loaded by `orchestrace demo`.")
     auth: Literal["auto", "required"] = Field(
         "auto", description="`required`: every page and API call needs a login or an API token. `auto`: open "
                             "single-user mode while bound to a loopback address, `required` otherwise.")

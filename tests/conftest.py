@@ -103,12 +103,16 @@ def form_headers(client, target: str | None = None) -> dict:
 SERVER_START_TIMEOUT_S = 60
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 @contextmanager
 def running_server(db_path: Path):
     """A real `orchestrace serve` (uvicorn) over a DuckDB file on a free loopback port; its base URL."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--db", str(db_path), "--port", str(port)],
                             cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)

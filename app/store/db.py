@@ -27,6 +27,10 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
+class MigrationsMissing(RuntimeError):
+    """The migrations folder is missing or holds no migration: the schema cannot be made."""
+
+
 class DatabaseLocked(RuntimeError):
     """Another process (usually a running `orchestrace serve`) holds the DuckDB file."""
 
@@ -105,15 +109,19 @@ class Database:
 
     def migrate(self, migrations_dir: Path) -> list[str]:
         """Apply the numbered migrations not yet recorded in schema_migrations; return their names."""
+        files = sorted(path for path in migrations_dir.glob("*.sql") if MIGRATION_NAME.match(path.name))
+        if not files:
+            raise MigrationsMissing(f"no migrations in {migrations_dir} (numbered NNNN_name.sql files): "
+                                    "the database schema cannot be made; is the package installed whole?")
         self.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations "
             "(version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
         )
         done = {row["version"] for row in self.fetchall("SELECT version FROM schema_migrations")}
         applied = []
-        for path in sorted(migrations_dir.glob("*.sql")):
+        for path in files:
             match = MIGRATION_NAME.match(path.name)
-            if not match or int(match.group(1)) in done:
+            if int(match.group(1)) in done:
                 continue
             with self.transaction() as cur:
                 cur.execute(path.read_text())
