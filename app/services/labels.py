@@ -20,10 +20,11 @@ from app.domain.taxonomy import CREDIT_RANGE, LABEL_TAXONOMY_FIELDS
 from app.domain.validation import escaped, is_text
 from app.ingest.documents import strict_loads
 from app.store import queries
-from app.store.db import Database, utc_now
+from app.store.db import Database, iso_utc, stored_utc, utc_now
 from app.store.models import Annotation, Reviewer
 
 LABEL_FIELDS = ("credit", "reward_family", "credit_unit", "subdecision", "safety", "tags", "note", "paper")
+# The values of a label that says nothing: what clearing sets, and what a first version changes from.
 EMPTY_LABEL = {"credit": None, "reward_family": None, "credit_unit": None, "subdecision": None,
                "safety": False, "tags": [], "note": "", "paper": None}
 EXPORT_COLUMNS = ("trace_id", "event_id", "event_type", "agent", "role", "reviewer", "credit", "reward_family",
@@ -35,8 +36,7 @@ MAX_TEXT = 10_000
 MAX_VERSION = 2**31 - 1  # a 32-bit INTEGER column
 # Label versions read with plain SQL come back as these records (what to_dict needs): an ORM object costs
 # about 50 us a row to build, more than the query; saves and label reads are the busiest requests.
-LabelRow = namedtuple("LabelRow", Annotation.model_fields)
-ANNOTATION_COLUMNS = ", ".join(LabelRow._fields)
+LabelRow = namedtuple("LabelRow", [*Annotation.model_fields, "empty"])  # a row of queries.LABEL_COLUMNS
 
 
 class LabelError(Refusal, ValueError):
@@ -155,15 +155,15 @@ def to_dict(row: Annotation) -> dict:
         "credit": row.credit, "reward_family": row.reward_family, "credit_unit": row.credit_unit,
         "subdecision": row.subdecision, "safety": row.safety, "tags": json.loads(row.tags), "note": row.note,
         "paper": row.paper, "annotator_kind": row.annotator_kind, "version": row.version,
-        "created_at": row.created_at.isoformat(),
+        "created_at": iso_utc(row.created_at), "empty": row.empty,
     }
 
 
 def _event_snapshot(db: Database, trace_id: str, event_id: str) -> dict:
-    row = db.fetchone("SELECT type, agent, role FROM events WHERE trace_id = ? AND event_id = ?", [trace_id, event_id])
+    row = queries.event_identity(db, trace_id, event_id)
     if row is not None:
         return {"event_type": row["type"], "agent": row["agent"], "role": row["role"]}
-    if db.scalar("SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id]) == 0:
+    if not queries.trace_exists(db, trace_id):
         raise NotFound(f"no trace with id '{trace_id}'")
     raise NotFound(f"trace '{trace_id}' has no event '{event_id}'")
 
@@ -190,7 +190,7 @@ def save_label(db: Database, data: dict) -> tuple[dict, bool]:
     with db.transaction() as cur:
         # The current version, and the one this request made before if it is a retry.
         rows = [LabelRow._make(row) for row in cur.execute(
-            f"SELECT {ANNOTATION_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
+            f"SELECT {queries.LABEL_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
             "QUALIFY version = max(version) OVER () OR client_request_id = ?",
             [trace_id, event_id, reviewer, request_id]).fetchall()]
         done = next((row for row in rows if request_id and row.client_request_id == request_id), None)
@@ -206,7 +206,7 @@ def save_label(db: Database, data: dict) -> tuple[dict, bool]:
                **snapshot, **_columns(_values_of(current) | values)}
         row = LabelRow._make(cur.execute(
             f"INSERT INTO annotations ({', '.join(new)}) VALUES ({', '.join('?' * len(new))}) "
-            f"RETURNING {ANNOTATION_COLUMNS}", list(new.values())).fetchone())
+            f"RETURNING {queries.LABEL_COLUMNS}", list(new.values())).fetchone())
         cur.execute("INSERT OR IGNORE INTO reviewers (name, created_at) VALUES (?, ?)", [reviewer, stamp])
     return to_dict(row), True
 
@@ -221,9 +221,7 @@ def undo_label(db: Database, data: dict) -> tuple[dict, bool]:
     check_request(data)
     reviewer = clean_reviewer(data.get("reviewer"))
     trace_id, event_id = str(data.get("trace_id") or ""), str(data.get("event_id") or "")
-    latest = [LabelRow._make(row) for row in db.execute(
-        f"SELECT {ANNOTATION_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
-        "ORDER BY version DESC LIMIT 2", [trace_id, event_id, reviewer]).fetchall()]
+    latest = [LabelRow._make(row) for row in queries.last_label_versions(db, trace_id, event_id, reviewer, 2)]
     if not latest:
         raise NotFound(f"{reviewer} has no label on event '{event_id}' of trace '{trace_id}' to undo")
     current = latest[0]
@@ -244,20 +242,9 @@ def _columns(values: dict) -> dict:
     return {**values, "tags": json.dumps(values["tags"])}
 
 
-def is_empty(label: dict) -> bool:
-    """A label that says nothing (e.g. after clear) does not count as labelled."""
-    return all(label[f] == EMPTY_LABEL[f] for f in LABEL_FIELDS)
-
-
 def list_labels(db: Database, trace_id=None, event_id=None, reviewer=None, history=False) -> list[dict]:
     """Current labels (or every version) matching the filters, in trace, event, reviewer, version order."""
-    filters = {column: value for column, value in
-               (("trace_id", trace_id), ("event_id", event_id), ("reviewer", reviewer)) if value}
-    where = " WHERE " + " AND ".join(f"{column} = ?" for column in filters) if filters else ""
-    latest = "" if history else " QUALIFY version = max(version) OVER (PARTITION BY trace_id, event_id, reviewer)"
-    rows = db.execute(f"SELECT {ANNOTATION_COLUMNS} FROM annotations{where}{latest} "
-                      "ORDER BY trace_id, event_id, reviewer, version", list(filters.values())).fetchall()
-    return [to_dict(LabelRow._make(row)) for row in rows]
+    return [to_dict(LabelRow._make(row)) for row in queries.read_labels(db, trace_id, event_id, reviewer, history)]
 
 
 def reviewers(db: Database) -> list[str]:
@@ -313,13 +300,14 @@ class LabelImportError(Refusal, ValueError):
 
 
 def parse_import(body: bytes, content_type: str) -> list[tuple[str, dict]]:
-    """(location, raw row) pairs from our JSON or CSV export; CSV cells as app.csvsafe reads them back."""
+    """(location, raw row) pairs from our JSON or CSV export (as the content type says, else as the text
+    looks); CSV cells as app.domain.csvsafe reads them back."""
     try:
         text = body.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise LabelImportError([{"where": "body", "message": f"not UTF-8 text (byte {exc.start})"}], 400) from exc
     stripped = text.lstrip()
-    if "json" in content_type or stripped.startswith(("[", "{")):
+    if "json" in content_type or ("csv" not in content_type and stripped.startswith(("[", "{"))):
         try:
             doc = strict_loads(text)
         except json.JSONDecodeError as exc:
@@ -422,7 +410,7 @@ def _import_row(raw: dict) -> Annotation:
         trace_id=str(raw["trace_id"]), event_id=str(raw["event_id"]), reviewer=clean_reviewer(raw.get("reviewer")),
         version=version, annotator_kind=kind, event_type=raw.get("event_type") or None,
         agent=raw.get("agent") or None, role=raw.get("role") or None,
-        created_at=datetime.fromisoformat(str(raw["created_at"])).replace(tzinfo=None), **_columns(values))
+        created_at=stored_utc(str(raw["created_at"])), **_columns(values))
 
 
 def _version(value) -> int:

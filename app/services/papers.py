@@ -15,7 +15,7 @@ from app.domain import csvsafe
 from app.domain.refusals import Refusal
 from app.domain.taxonomy import EXCLUSION_COLUMNS, PAPER_COLUMNS, PAPER_FIELDS
 from app.services.labels import LabelError, NotFound, clean_reviewer, now
-from app.store.db import Database
+from app.store.db import Database, iso_utc
 from app.store.models import ExcludedRecord, Paper, PaperTag, Reviewer
 
 POOL = "pool"
@@ -150,7 +150,7 @@ def tag_values(data: dict) -> dict:
 
 def tag_dict(row: PaperTag) -> dict:
     return {"key": row.key, "reviewer": row.reviewer, "version": row.version,
-            **{f: getattr(row, f) for f in PAPER_FIELDS}, "note": row.note, "created_at": row.created_at.isoformat()}
+            **{f: getattr(row, f) for f in PAPER_FIELDS}, "note": row.note, "created_at": iso_utc(row.created_at)}
 
 
 def save_tags(db: Database, key: str, data: dict) -> dict:

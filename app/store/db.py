@@ -27,6 +27,17 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
+def iso_utc(stamp: datetime) -> str:
+    """A stored TIMESTAMP as ISO 8601 with its time zone (UTC, "Z"), as every answer and export writes it."""
+    return stamp.isoformat() + "Z"
+
+
+def stored_utc(text: str) -> datetime:
+    """ISO 8601 text (any offset; none means UTC) as a stored TIMESTAMP: naive UTC."""
+    stamp = datetime.fromisoformat(text)
+    return stamp.astimezone(timezone.utc).replace(tzinfo=None) if stamp.tzinfo else stamp
+
+
 class MigrationsMissing(RuntimeError):
     """The migrations folder is missing or holds no migration: the schema cannot be made."""
 

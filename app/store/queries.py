@@ -3,7 +3,15 @@
 import json
 import math
 
-from app.store.db import Database
+from app.store.db import Database, iso_utc
+from app.store.models import Annotation
+
+# Who counts as an agent, everywhere a page or the API says "agents": a team member, the `agent` of an event
+# that is neither a tool answering a call (tool_result) nor a person (a human_intervention, or anything said
+# by `user`, the name the importers give the person at the keyboard). Used by the stored traces.n_agents
+# (app/store/writes.py) and the trace page's agent facet; its Python twin is app/domain/metrics.py is_team_act
+# (the metrics' agents and lifetimes), and tests/test_analysis.py checks the two agree.
+TEAM_MEMBER_EVENT = "(type NOT IN ('tool_result', 'human_intervention') AND agent <> 'user')"
 
 # Sortable columns of the trace list: public name -> SQL expression (never user text).
 TRACE_SORTS = {
@@ -67,7 +75,7 @@ def parse_sort(sort: str) -> tuple[str, list, bool]:
 def _summary(row: dict) -> dict:
     for key in ("rewards", "costs", "metrics"):
         row[key] = json.loads(row[key]) if row[key] is not None else None
-    row["ingested_at"] = row["ingested_at"].isoformat() + "Z"
+    row["ingested_at"] = iso_utc(row["ingested_at"])
     return row
 
 
@@ -93,6 +101,11 @@ def read_trace_summary(db: Database, trace_id: str) -> dict | None:
 def event_count(db: Database, trace_id: str) -> int:
     """Events of a trace (0 when no such trace)."""
     return db.scalar("SELECT n_events FROM traces WHERE trace_id = ?", [trace_id]) or 0
+
+
+def event_identity(db: Database, trace_id: str, event_id: str) -> dict | None:
+    """An event's type, agent and role (what a label records of it)."""
+    return db.fetchone("SELECT type, agent, role FROM events WHERE trace_id = ? AND event_id = ?", [trace_id, event_id])
 
 
 def trace_exists(db: Database, trace_id: str) -> bool:
@@ -242,24 +255,44 @@ def list_events(db: Database, trace_id: str, type_=None, agent=None, role=None, 
 
 
 def event_facets(db: Database, trace_id: str) -> dict:
-    """Counts of a trace's events by type, by agent and by role."""
+    """Counts of a trace's events by type, by agent and by role. Each `agent` row has a `kind`: `agent` for a
+    team member (TEAM_MEMBER_EVENT), `tool` for a lane of tool results only, else `person`."""
     def counts(column: str) -> list[dict]:
         return db.fetchall(
             f"SELECT {column} AS value, count(*) AS n FROM events WHERE trace_id = ? "
             f"GROUP BY {column} ORDER BY n DESC, value", [trace_id])
-    return {"type": counts("type"), "agent": counts("agent"), "role": counts("role")}
+    agents = db.fetchall(
+        "SELECT agent AS value, count(*) AS n, CASE WHEN bool_or(" + TEAM_MEMBER_EVENT + ") THEN 'agent' "
+        "WHEN bool_and(type = 'tool_result') THEN 'tool' ELSE 'person' END AS kind "
+        "FROM events WHERE trace_id = ? GROUP BY agent ORDER BY n DESC, value", [trace_id])
+    return {"type": counts("type"), "agent": agents, "role": counts("role")}
 
 
-# Labels: analytical reads over the current version of each (trace, event, reviewer) label.
+# Labels. The current label of an (event, reviewer) is its highest version; a label says something unless
+# every field is empty (a cleared label does not count as labelled). Both rules are written here only: the
+# services, the pages and the browser read them as the `empty` column of every label row.
 
-CURRENT_LABELS = """
-    SELECT * FROM annotations a
-    WHERE version = (SELECT max(version) FROM annotations b
-                     WHERE b.trace_id = a.trace_id AND b.event_id = a.event_id AND b.reviewer = a.reviewer)
-"""
-# A label that says something: a cleared label (all fields empty) does not count as labelled.
+CURRENT = " QUALIFY version = max(version) OVER (PARTITION BY trace_id, event_id, reviewer)"
+CURRENT_LABELS = "SELECT * FROM annotations" + CURRENT
 NON_EMPTY = """(credit IS NOT NULL OR reward_family IS NOT NULL OR credit_unit IS NOT NULL
     OR subdecision IS NOT NULL OR safety OR tags <> '[]' OR note <> '' OR paper IS NOT NULL)"""
+LABEL_COLUMNS = ", ".join(Annotation.model_fields) + ", NOT " + NON_EMPTY + " AS empty"
+
+
+def read_labels(db: Database, trace_id=None, event_id=None, reviewer=None, history=False) -> list[tuple]:
+    """Current labels (every version with history) matching the filters, in trace, event, reviewer, version
+    order: rows of LABEL_COLUMNS."""
+    filters = {column: value for column, value in
+               (("trace_id", trace_id), ("event_id", event_id), ("reviewer", reviewer)) if value}
+    where = " WHERE " + " AND ".join(f"{column} = ?" for column in filters) if filters else ""
+    return db.execute(f"SELECT {LABEL_COLUMNS} FROM annotations{where}{'' if history else CURRENT} "
+                      "ORDER BY trace_id, event_id, reviewer, version", list(filters.values())).fetchall()
+
+
+def last_label_versions(db: Database, trace_id: str, event_id: str, reviewer: str, count: int) -> list[tuple]:
+    """The `count` highest versions of a reviewer's label on an event, highest first: rows of LABEL_COLUMNS."""
+    return db.execute(f"SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
+                      "ORDER BY version DESC LIMIT ?", [trace_id, event_id, reviewer, count]).fetchall()
 
 
 def label_count(db: Database, trace_id: str) -> int:
@@ -481,7 +514,7 @@ def list_ingest_log(db: Database, limit: int = 50, offset: int = 0, endpoint: st
     for row in rows:
         for key in ("reasons", "created", "extended"):
             row[key] = json.loads(row[key])
-        row["received_at"] = row["received_at"].isoformat() + "Z"
+        row["received_at"] = iso_utc(row["received_at"])
     return rows, total
 
 

@@ -12,7 +12,7 @@ def label_context(db, trace_id: str, event_id: str, reviewer: str | None, **extr
     versions = labels.list_labels(db, trace_id, event_id, None, history=True)
     return {
         "label": current[0] if current else None,
-        "label_is_empty": labels.is_empty(current[0]) if current else True,
+        "label_is_empty": current[0]["empty"] if current else True,
         "label_event": event_id,
         "label_trace": trace_id,
         "label_versions": len(versions),

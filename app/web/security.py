@@ -25,7 +25,7 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 # Content types a browser may send cross-site without asking first (CORS "simple" requests): an API or
 # exporter route that takes JSON or protobuf refuses them, so such a request cannot write.
 SIMPLE_TYPES = ("text/plain", "application/x-www-form-urlencoded")
-FILE_ROUTES = ("/api/traces", "/api/papers/import")  # also take multipart files
+FILE_ROUTES = ("/api/traces", "/api/papers/import", "/api/annotations/import")  # also take multipart files
 
 # (methods, path prefix, role needed); the first match wins. None: public.
 POLICY = (

@@ -12,6 +12,7 @@ from app.services import labels as annotations
 from app.services import papers
 from app.store import queries
 from app.web.apidoc import (
+    BINARY,
     CSV,
     FIELD_ERROR,
     INVALID,
@@ -26,7 +27,7 @@ from app.web.apidoc import (
 )
 from app.web.deps import DbDep, TraceId
 from app.web.downloads import attachment
-from app.web.requests import json_object
+from app.web.requests import json_object, read_uploads
 from app.web.responses import JsonBody
 from app.web.security import acting_reviewer, current_user
 
@@ -99,8 +100,11 @@ def export_annotations(db: DbDep, format: Literal["csv", "json"] = "csv", histor
 
 
 @router.post("/annotations/import", openapi_extra={"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {"type": "array", "items": OBJECT}}, "text/csv": {"schema": CSV}},
-    "description": "our JSON or CSV export of labels (admins only)"}}, responses=WRITE_REFUSALS | {
+    "application/json": {"schema": {"type": "array", "items": OBJECT}}, "text/csv": {"schema": CSV},
+    "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
+        "file": {"type": "array", "items": BINARY}}}}},
+    "description": "our JSON or CSV export of labels, as the body or as multipart `file` parts (admins only)"}},
+    responses=WRITE_REFUSALS | {
     200: reply("what was imported and what was already there",
                object_schema({"imported": {"type": "integer"}, "unchanged": {"type": "integer"}})),
     400: reply("the body cannot be read as JSON or CSV", PROBLEMS),
@@ -108,7 +112,10 @@ def export_annotations(db: DbDep, format: Literal["csv", "json"] = "csv", histor
     422: reply("rows that are not labels, each with where it is", PROBLEMS)})
 async def import_annotations(request: Request, db: DbDep):
     """Merge our JSON or CSV export: identical versions are skipped, so re-importing changes nothing."""
-    rows = annotations.parse_import(await request.body(), request.headers.get("content-type", ""))
+    uploads = await read_uploads(request)
+    content_type = "" if len(uploads) > 1 or uploads[0].source != "body" else request.headers.get("content-type", "")
+    rows = [(f"{upload.source}: {where}" if len(uploads) > 1 else where, raw)
+            for upload in uploads for where, raw in annotations.parse_import(upload.data, content_type)]
     user = current_user(request)
     return await run_in_threadpool(annotations.import_labels, db, rows, user.name if user else None)
 

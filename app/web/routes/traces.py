@@ -14,6 +14,7 @@ from app.domain.paging import MAX_OFFSET
 from app.ingest.pipeline import ingest
 from app.services import analysis, graph
 from app.store import queries
+from app.store.db import iso_utc
 from app.store.writes import delete_trace
 from app.web.apidoc import (
     BINARY,
@@ -137,9 +138,9 @@ def read_live_status(trace_id: str, db: DbDep):
     if status is None:
         raise HTTPException(404, f"no trace received from an exporter with id '{trace_id}'")
     return {"status": status["status"], "source": status["source"], "received": status["received"],
-            "first_received_at": status["first_received_at"].isoformat() + "Z",
-            "last_received_at": status["last_received_at"].isoformat() + "Z",
-            "built_at": status["built_at"].isoformat() + "Z" if status["built_at"] else None,
+            "first_received_at": iso_utc(status["first_received_at"]),
+            "last_received_at": iso_utc(status["last_received_at"]),
+            "built_at": iso_utc(status["built_at"]) if status["built_at"] else None,
             "build_error": status["build_error"]}
 
 
