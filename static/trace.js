@@ -311,9 +311,7 @@
     const response = await fetch("/api/annotations?" + params);
     if (!response.ok) return;
     (await response.json()).items.forEach((label) => {
-      const says = label.credit !== null || label.reward_family || label.credit_unit || label.subdecision
-        || label.safety || label.tags.length || label.note || label.paper;
-      if (says) labelled.add(label.event_id);
+      if (!label.empty) labelled.add(label.event_id);
     });
   }
 
