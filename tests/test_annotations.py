@@ -203,3 +203,54 @@ def test_agreement_between_reviewers(client, trace):
     assert nominal["level"] == "nominal" and nominal["percent_agreement"] == pytest.approx(2 / 3)
     assert client.get("/api/agreement", params={"field": "credit", "reviewers": "ada"}).status_code == 422
     assert client.get("/api/agreement", params={"field": "colour", "reviewers": "a,b"}).status_code == 422
+
+
+def test_counterfactual_and_stop_answers_are_saved_exported_and_imported_back(client, trace):
+    assert save(client, event_id="e5", counterfactual="partly", credit=0.25).json()["counterfactual"] == "partly"
+    stopped = save(client, event_id="e1", stop="stop_too_early", counterfactual="cannot tell")
+    assert stopped.status_code == 201
+    assert (stopped.json()["stop"], stopped.json()["counterfactual"]) == ("stop_too_early", "cannot tell")
+    assert not stopped.json()["empty"]
+    exported = client.get("/api/annotations/export", params={"format": "csv"}).text
+    rows = {row["event_id"]: row for row in csv.DictReader(io.StringIO(exported))}
+    assert (rows["e1"]["stop"], rows["e5"]["counterfactual"], rows["e5"]["stop"]) == ("stop_too_early", "partly", "")
+    # into a fresh server: the same two answers come back, and exporting again gives the same bytes
+    client.delete("/api/traces/lab", params={"force": "true"})
+    assert post_json(client, make_trace("lab")).status_code == 201
+    assert client.post("/api/annotations/import", content=exported,
+                       headers={"Content-Type": "text/csv"}).json() == {"imported": 0, "unchanged": 2}
+
+
+@pytest.mark.parametrize("fields, fragment", [
+    ({"event_id": "e1", "counterfactual": "maybe"}, "no, partly, yes, cannot tell"),
+    ({"event_id": "e1", "stop": "late"}, "stop_too_early, right, stop_too_late, cannot tell"),
+    ({"event_id": "e5", "stop": "right"}, "orchestrator_decision and despawn events; this is a return"),
+])
+def test_bad_counterfactual_or_stop_answers_are_422(client, trace, fields, fragment):
+    response = save(client, **fields)
+    assert response.status_code == 422 and fragment in response.json()["error"]
+
+
+def test_a_clear_empties_the_new_answers_too_and_the_label_no_longer_counts(client, trace):
+    save(client, event_id="e1", stop="right")
+    cleared = client.post("/api/annotations/clear", json={"trace_id": "lab", "event_id": "e1", "reviewer": "ada"})
+    assert cleared.json()["stop"] is None and cleared.json()["empty"]
+
+
+def test_an_export_from_before_the_new_columns_still_imports(client, trace):
+    save(client, credit=0.5)
+    exported = client.get("/api/annotations/export", params={"format": "csv"}).text
+    old = "\r\n".join(",".join(line.split(",")[:-3]) for line in exported.strip().split("\r\n")) + "\r\n"
+    assert "counterfactual" not in old
+    client.delete("/api/traces/lab", params={"force": "true"})
+    assert client.post("/api/annotations/import", content=old,
+                       headers={"Content-Type": "text/csv"}).json() == {"imported": 0, "unchanged": 1}
+
+
+def test_the_exported_file_imports_as_a_multipart_upload(client, trace):
+    save(client, credit=0.5)
+    exported = client.get("/api/annotations/export", params={"format": "csv"}).content
+    response = client.post("/api/annotations/import", files={"file": ("labels.csv", exported, "text/csv")})
+    assert response.status_code == 200 and response.json() == {"imported": 0, "unchanged": 1}
+    created = client.get("/api/annotations").json()["items"][0]["created_at"]
+    assert created.endswith("Z")

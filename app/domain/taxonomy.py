@@ -94,6 +94,12 @@ EXCLUSION_COLUMNS = ("record_id", "source", "query_family", "screening_label", "
                      "date_screened", "stage", "exclusion_reason")
 
 # Event labels (annotations): the taxonomy fields a reviewer sets, and the credit range.
+# Had this event not happened (or said something else), would the outcome differ?
+COUNTERFACTUAL_ANSWERS = ("no", "partly", "yes", "cannot tell")
+# Was stopping here (or not stopping) right? Asked of the events that decide to stop or go on.
+STOP_ANSWERS = ("stop_too_early", "right", "stop_too_late", "cannot tell")
+STOP_EVENT_TYPES = ("orchestrator_decision", "despawn")
 LABEL_TAXONOMY_FIELDS = {"reward_family": tuple(REWARD_FAMILIES), "credit_unit": CREDIT_UNITS,
-                         "subdecision": tuple(SUBDECISIONS)}
+                         "subdecision": tuple(SUBDECISIONS), "counterfactual": COUNTERFACTUAL_ANSWERS,
+                         "stop": STOP_ANSWERS}
 CREDIT_RANGE = (-1.0, 1.0)

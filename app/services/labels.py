@@ -16,20 +16,23 @@ from sqlmodel import Session, select
 from app.domain import csvsafe
 from app.domain.jsontext import KeyedTwice
 from app.domain.refusals import NotFound, Refusal
-from app.domain.taxonomy import CREDIT_RANGE, LABEL_TAXONOMY_FIELDS
+from app.domain.taxonomy import CREDIT_RANGE, LABEL_TAXONOMY_FIELDS, STOP_EVENT_TYPES
 from app.domain.validation import escaped, is_text
 from app.ingest.documents import strict_loads
 from app.store import queries
 from app.store.db import Database, iso_utc, stored_utc, utc_now
 from app.store.models import Annotation, Reviewer
 
-LABEL_FIELDS = ("credit", "reward_family", "credit_unit", "subdecision", "safety", "tags", "note", "paper")
+LABEL_FIELDS = ("credit", "reward_family", "credit_unit", "subdecision", "safety", "tags", "note", "paper",
+                "counterfactual", "stop")
 # The values of a label that says nothing: what clearing sets, and what a first version changes from.
 EMPTY_LABEL = {"credit": None, "reward_family": None, "credit_unit": None, "subdecision": None,
-               "safety": False, "tags": [], "note": "", "paper": None}
+               "safety": False, "tags": [], "note": "", "paper": None, "counterfactual": None, "stop": None}
 EXPORT_COLUMNS = ("trace_id", "event_id", "event_type", "agent", "role", "reviewer", "credit", "reward_family",
                   "credit_unit", "subdecision", "safety", "tags", "note", "paper", "annotator_kind", "version",
-                  "created_at")
+                  "created_at", "counterfactual", "stop", "queue_id")
+# Columns an exported CSV may lack: it was written before they existed.
+LATER_COLUMNS = ("counterfactual", "stop", "queue_id")
 ANNOTATOR_KINDS = ("human", "model", "rule", "import")
 TAG_SEPARATOR = ";"
 MAX_TEXT = 10_000
@@ -154,7 +157,8 @@ def to_dict(row: Annotation) -> dict:
         "event_type": row.event_type, "agent": row.agent, "role": row.role, "reviewer": row.reviewer,
         "credit": row.credit, "reward_family": row.reward_family, "credit_unit": row.credit_unit,
         "subdecision": row.subdecision, "safety": row.safety, "tags": json.loads(row.tags), "note": row.note,
-        "paper": row.paper, "annotator_kind": row.annotator_kind, "version": row.version,
+        "paper": row.paper, "counterfactual": row.counterfactual, "stop": row.stop, "queue_id": row.queue_id,
+        "annotator_kind": row.annotator_kind, "version": row.version,
         "created_at": iso_utc(row.created_at), "empty": row.empty,
     }
 
@@ -186,6 +190,9 @@ def save_label(db: Database, data: dict) -> tuple[dict, bool]:
         raise LabelError("base_version", "must be an integer (0 for a label that does not exist yet)")
     request_id = data.get("client_request_id") or None
     snapshot = _event_snapshot(db, trace_id, event_id)
+    if values.get("stop") is not None and snapshot["event_type"] not in STOP_EVENT_TYPES:
+        raise LabelError("stop", f"is asked of {' and '.join(STOP_EVENT_TYPES)} events; this is a "
+                                 f"{snapshot['event_type']}")
     # Plain SQL on one cursor: the ORM took twice the statements, each compiled anew, and saves queue on this lock.
     with db.transaction() as cur:
         # The current version, and the one this request made before if it is a retry.
@@ -235,7 +242,7 @@ def _values_of(row: Annotation | None) -> dict:
         return dict(EMPTY_LABEL)
     return {"credit": row.credit, "reward_family": row.reward_family, "credit_unit": row.credit_unit,
             "subdecision": row.subdecision, "safety": row.safety, "tags": json.loads(row.tags),
-            "note": row.note, "paper": row.paper}
+            "note": row.note, "paper": row.paper, "counterfactual": row.counterfactual, "stop": row.stop}
 
 
 def _columns(values: dict) -> dict:
@@ -322,7 +329,7 @@ def parse_import(body: bytes, content_type: str) -> list[tuple[str, dict]]:
     rows, errors = [], []
     try:
         header = next(reader, [])
-        missing = [c for c in EXPORT_COLUMNS if c not in header]
+        missing = [c for c in EXPORT_COLUMNS if c not in header and c not in LATER_COLUMNS]
         if missing:
             raise LabelImportError([{"where": "line 1", "message": f"missing column(s): {', '.join(missing)}"}], 400)
         for cells in reader:
@@ -342,8 +349,9 @@ def parse_import(body: bytes, content_type: str) -> list[tuple[str, dict]]:
 def _from_csv(row: dict) -> dict:
     out = dict(row)
     out["credit"] = row["credit"]
-    for column in ("reward_family", "credit_unit", "subdecision", "paper", "event_type", "agent", "role"):
-        out[column] = row[column] or None
+    for column in ("reward_family", "credit_unit", "subdecision", "paper", "event_type", "agent", "role",
+                   *LATER_COLUMNS):
+        out[column] = row.get(column) or None
     out["tags"] = [t for t in row["tags"].split(TAG_SEPARATOR) if t] if row["tags"] else []
     out["safety"] = {"true": True, "false": False}.get(row["safety"].lower(), row["safety"])
     return out
@@ -409,7 +417,7 @@ def _import_row(raw: dict) -> Annotation:
     return Annotation(
         trace_id=str(raw["trace_id"]), event_id=str(raw["event_id"]), reviewer=clean_reviewer(raw.get("reviewer")),
         version=version, annotator_kind=kind, event_type=raw.get("event_type") or None,
-        agent=raw.get("agent") or None, role=raw.get("role") or None,
+        agent=raw.get("agent") or None, role=raw.get("role") or None, queue_id=raw.get("queue_id") or None,
         created_at=stored_utc(str(raw["created_at"])), **_columns(values))
 
 
@@ -423,9 +431,7 @@ def _version(value) -> int:
 
 
 def _same(a: Annotation, b: Annotation) -> bool:
-    fields = ("credit", "reward_family", "credit_unit", "subdecision", "safety", "tags", "note", "paper",
-              "annotator_kind", "created_at")
-    return all(getattr(a, f) == getattr(b, f) for f in fields)
+    return all(getattr(a, f) == getattr(b, f) for f in (*LABEL_FIELDS, "annotator_kind", "created_at", "queue_id"))
 
 
 def progress(db: Database, trace_id: str, reviewer: str | None) -> dict:

@@ -50,6 +50,9 @@ class Annotation(SQLModel, table=True):
     client_request_id: str | None = None
     created_at: NaiveDatetime  # UTC
     imported_by: str | None = None  # the account that imported this version, if it was imported
+    counterfactual: str | None = None  # taxonomy.COUNTERFACTUAL_ANSWERS
+    stop: str | None = None  # taxonomy.STOP_ANSWERS
+    queue_id: str | None = None  # the review queue the label was saved in
 
 
 class Reviewer(SQLModel, table=True):

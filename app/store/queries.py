@@ -275,7 +275,8 @@ def event_facets(db: Database, trace_id: str) -> dict:
 CURRENT = " QUALIFY version = max(version) OVER (PARTITION BY trace_id, event_id, reviewer)"
 CURRENT_LABELS = "SELECT * FROM annotations" + CURRENT
 NON_EMPTY = """(credit IS NOT NULL OR reward_family IS NOT NULL OR credit_unit IS NOT NULL
-    OR subdecision IS NOT NULL OR safety OR tags <> '[]' OR note <> '' OR paper IS NOT NULL)"""
+    OR subdecision IS NOT NULL OR safety OR tags <> '[]' OR note <> '' OR paper IS NOT NULL
+    OR counterfactual IS NOT NULL OR stop IS NOT NULL)"""
 LABEL_COLUMNS = ", ".join(Annotation.model_fields) + ", NOT " + NON_EMPTY + " AS empty"
 
 
