@@ -254,3 +254,16 @@ def test_the_exported_file_imports_as_a_multipart_upload(client, trace):
     assert response.status_code == 200 and response.json() == {"imported": 0, "unchanged": 1}
     created = client.get("/api/annotations").json()["items"][0]["created_at"]
     assert created.endswith("Z")
+
+
+def test_counterfactual_and_stop_answers_are_graph_overlays(client, trace):
+    save(client, event_id="e1", stop="stop_too_late", counterfactual="yes")
+    save(client, event_id="e1", reviewer="bo", stop="right", counterfactual="cannot tell")
+    save(client, event_id="e5", reviewer="bo", counterfactual="partly")
+    names = [c["name"] for c in client.get("/api/traces/lab/overlays").json()["channels"]]
+    counterfactual = next(n for n in names if n.startswith("human counterfactual"))
+    stop = next(n for n in names if n.startswith("human stop"))
+    values = client.get("/api/traces/lab/overlay", params={"channel": counterfactual}).json()["values"]
+    assert values == [1.0, None, None, None, 0.5, None]  # "cannot tell" has no number
+    values = client.get("/api/traces/lab/overlay", params={"channel": stop}).json()["values"]
+    assert values == [0.5, None, None, None, None, None]

@@ -99,6 +99,10 @@ COUNTERFACTUAL_ANSWERS = ("no", "partly", "yes", "cannot tell")
 # Was stopping here (or not stopping) right? Asked of the events that decide to stop or go on.
 STOP_ANSWERS = ("stop_too_early", "right", "stop_too_late", "cannot tell")
 STOP_EVENT_TYPES = ("orchestrator_decision", "despawn")
+# The answers as numbers for a graph overlay ("cannot tell" has none): how much the event mattered, and how
+# early (-1) or late (+1) the stop came.
+COUNTERFACTUAL_SCORES = {"no": 0.0, "partly": 0.5, "yes": 1.0}
+STOP_SCORES = {"stop_too_early": -1.0, "right": 0.0, "stop_too_late": 1.0}
 LABEL_TAXONOMY_FIELDS = {"reward_family": tuple(REWARD_FAMILIES), "credit_unit": CREDIT_UNITS,
                          "subdecision": tuple(SUBDECISIONS), "counterfactual": COUNTERFACTUAL_ANSWERS,
                          "stop": STOP_ANSWERS}

@@ -328,6 +328,14 @@ def orphaned_labels(db: Database, trace_id: str | None = None) -> list[dict]:
         "ORDER BY l.trace_id, l.event_id, l.reviewer", [trace_id, trace_id])
 
 
+def human_answers(db: Database, trace_id: str) -> list[dict]:
+    """Current counterfactual and stop answers of a trace's labels with each event's position."""
+    return db.fetchall(
+        "SELECT e.seq, l.counterfactual, l.stop FROM (" + CURRENT_LABELS + ") l "
+        "JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
+        "WHERE l.trace_id = ? AND (l.counterfactual IS NOT NULL OR l.stop IS NOT NULL) ORDER BY e.seq", [trace_id])
+
+
 def human_credit(db: Database, trace_id: str) -> list[dict]:
     """Current numeric credit labels of a trace with each event's position."""
     return db.fetchall(
