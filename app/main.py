@@ -32,6 +32,7 @@ from app.web.routes import (
     pages,
     paper_pages,
     papers,
+    schema,
     traces,
 )
 
@@ -94,7 +95,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.middleware("http")(security.guard)  # outside the form token: a refused request gets no cookie
     app.middleware("http")(security_headers)
     routers = [module.router for module in (traces, otlp_receiver, ingest_log, annotations, papers, pages, labelling,
-                                            paper_pages, corpus_pages, account_pages, backup)]
+                                            paper_pages, corpus_pages, account_pages, backup, schema)]
     for router in routers:
         app.include_router(router)
     app.state.route_methods = [(route.path_regex, route.methods) for router in routers for route in router.routes]
