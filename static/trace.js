@@ -1,5 +1,35 @@
 // Trace page: draws the interaction graph once, keeps graph, inspector, table and URL in sync,
 // and recolours markers by an overlay channel without fetching the figure again.
+
+// Delete control: a confirmation saying what is removed and that labels are kept, then the JSON API's
+// DELETE (force=true keeps the labels); it carries the page's form token like every write from our pages.
+(function () {
+  "use strict";
+  const dialog = document.getElementById("delete-trace");
+  const opener = document.getElementById("delete-trace-button");
+  if (!dialog || !opener) return;
+  const confirm = document.getElementById("delete-trace-confirm");
+  const error = document.getElementById("delete-trace-error");
+  const traceId = dialog.dataset.traceId;
+  opener.addEventListener("click", () => { error.hidden = true; dialog.showModal(); });
+  confirm.addEventListener("click", async () => {
+    confirm.disabled = true;
+    const token = JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRF-Token"] || "";
+    let answer = null;
+    try {
+      const response = await fetch("/api/traces/" + encodeURIComponent(traceId) + "?force=true",
+                                   {method: "DELETE", headers: {"X-CSRF-Token": token}});
+      if (response.ok) { window.location.assign("/?deleted=" + encodeURIComponent(traceId)); return; }
+      answer = (await response.json().catch(() => ({}))).error || "the server answered " + response.status;
+    } catch (exc) {
+      answer = "the server could not be reached";
+    }
+    error.textContent = "Not deleted: " + answer;
+    error.hidden = false;
+    confirm.disabled = false;
+  });
+})();
+
 (function () {
   "use strict";
   const graph = document.getElementById("graph");
@@ -84,8 +114,9 @@
     graph.dataset.drawn = "true";
     document.body.dispatchEvent(new CustomEvent("graph-drawn"));  // the analysis panel loads after the graph
     const seconds = ((performance.now() - started) / 1000).toFixed(2);
-    status.textContent = payload.event_ids.length.toLocaleString() + " events · " + payload.agents.toLocaleString()
-      + " agents · " + payload.lanes.length + " lanes · drawn in " + seconds + " s";
+    // Lanes, not agents: a lane may be a tool, the user or a group of agents (the header counts agents).
+    status.textContent = payload.event_ids.length.toLocaleString() + " events · " + payload.lanes.length
+      + " lanes · drawn in " + seconds + " s";
     const selected = graph.dataset.selected;
     if (selected) highlight(selected, true);
   }

@@ -8,11 +8,14 @@ import pytest
 from anchors import anchor
 from conftest import post_json
 
-from app.domain.audit import RULES, audit
+from app.domain.audit import REACH_EVENTS, RULES, audit, finding, group_by_rule
 from app.domain.credit import assign, correlation, rollup
-from app.domain.metrics import compute_metrics
+from app.domain.metrics import compute_metrics, team_members
+from app.store import queries
 
-SAMPLES = sorted((Path(__file__).resolve().parent.parent / "sample_traces").glob("*.json"))
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = sorted((REPO / "sample_traces").glob("*.json"))
+MIGRATION_0010 = next((REPO / "migrations").glob("0010_*.sql"))
 
 
 def ev(id, t, type, agent, **extra):
@@ -124,11 +127,87 @@ def test_the_known_tree_has_only_the_untrusted_flow_it_was_built_with():
     findings = audit(t)
     assert {f["rule"] for f in findings} == {"untrusted_flow"}
     assert findings[0]["events"] == ["r", "c2"] and findings[0]["severity"] == "warning"
+    assert findings[0]["message"] == ("untrusted r (search) reaches 1 tool_call by 1 agent (w1), "
+                                      "no safety_event on the way: c2")
     guarded = copy.deepcopy(t)
     guarded["events"].append(ev("g", 4.2, "safety_event", "guard"))
     guarded["edges"] = [e for e in guarded["edges"] if e != edge("r", "c2")] + [edge("r", "g", "safety_flow"),
                                                                             edge("g", "c2", "safety_flow")]
     assert "untrusted_flow" not in rules_of(guarded)
+
+
+def test_untrusted_flow_is_one_finding_per_source_with_its_reach():
+    """Two untrusted results; the first reaches three actions by two agents over several paths (a path per
+    action, and two paths to one of them), the second only one: two findings, not one per path."""
+    t = copy.deepcopy(TREE)
+    t["events"] += [ev("c2", 4.5, "tool_call", "w1", tool="write"), ev("c3", 5.5, "tool_call", "w2", tool="write"),
+                    ev("s4", 5.6, "spawn", "w2", to="w3"), ev("r2", 5.7, "tool_result", "write", trusted=False),
+                    ev("c4", 5.8, "tool_call", "w2", tool="write"), ev("g", 5.9, "safety_event", "guard"),
+                    ev("c5", 6.5, "tool_call", "w1", tool="write")]
+    t["costs"]["tool_calls"] += 4
+    t["edges"] += [edge("r", "c2"), edge("r", "m"), edge("m", "c3", "message"), edge("c2", "c3"), edge("c3", "s4"),
+                   edge("r2", "c4"), edge("c4", "g", "safety_flow"), edge("g", "c5", "safety_flow")]
+    flows = [f for f in audit(t) if f["rule"] == "untrusted_flow"]
+    assert [f["events"] for f in flows] == [["r", "c2", "c3", "s4"], ["r2", "c4"]]
+    assert flows[0]["message"] == ("untrusted r (search) reaches 2 tool_calls and 1 spawn by 2 agents (w1, w2), "
+                                   "no safety_event on the way: c2, c3, s4")
+    assert "c5" not in flows[1]["events"]  # the safety_event stops the flow
+
+
+def test_untrusted_flow_names_the_first_actions_and_counts_them_all():
+    events = [ev("u", 0, "tool_result", "web", tool="web", trusted=False)]
+    events += [ev(f"c{k}", k + 1, "tool_call", f"a{k % 7}", tool="x") for k in range(60)]
+    edges = [edge("u", "c0")] + [edge(f"c{k}", f"c{k + 1}") for k in range(59)]
+    (flow,) = [f for f in audit(trace_of(events, edges)) if f["rule"] == "untrusted_flow"]
+    assert flow["message"].startswith("untrusted u (web) reaches 60 tool_calls by 7 agents (a0, a1, a2, a3, a4, …)")
+    assert flow["message"].endswith(": c0, c1, c2, c3, c4, …")
+    assert flow["events"] == ["u"] + [f"c{k}" for k in range(REACH_EVENTS)]
+
+
+def test_findings_group_by_rule_errors_first_then_the_noisiest():
+    findings = [finding("no_stop", "x", []), *[finding("untrusted_flow", str(k), []) for k in range(3)],
+                finding("time_order", "t", []), finding("self_loop", "s", [])]
+    groups = group_by_rule(findings)
+    assert [(g["rule"], len(g["findings"])) for g in groups] == [
+        ("time_order", 1), ("untrusted_flow", 3), ("self_loop", 1), ("no_stop", 1)]
+    assert groups[1]["summary"] and groups[1]["severity"] == "warning"
+
+
+def test_agents_are_team_members_not_tools_nor_people():
+    t = copy.deepcopy(TREE)
+    t["events"][:0] = [ev("ask", 0, "message", "user", to="lead"),
+                       ev("hi", 0, "human_intervention", "maintainer", role="human", to="lead")]
+    t["events"].append(ev("final", 10, "return", "lead", to="user"))
+    assert team_members(t["events"]) == ["lead", "mgr", "w1", "w2"]  # not `search` (a tool), `user`, `maintainer`
+    m = compute_metrics(t)
+    assert m["agents"] == 4 and m["max_concurrency"] == 4  # the user's presence is no agent's lifetime
+
+
+def test_the_sql_and_python_agent_rules_agree(client, db):
+    """Stored n_agents and the trace page's facet (SQL) count what the metrics count (Python)."""
+    traces = [json.loads(path.read_text()) for path in SAMPLES]
+    people = copy.deepcopy(TREE)
+    people["events"][:0] = [ev("ask", 0, "message", "user", to="lead"),
+                            ev("hi", 0, "human_intervention", "maintainer", role="human", to="lead")]
+    traces.append(people)
+    assert post_json(client, traces).status_code == 201
+    for trace in traces:
+        expected = len(team_members(trace["events"]))
+        assert queries.read_trace_summary(db, trace["trace_id"])["agents"] == expected, trace["trace_id"]
+        assert compute_metrics(trace)["agents"] == expected
+        facets = queries.event_facets(db, trace["trace_id"])["agent"]
+        assert sum(row["kind"] == "agent" for row in facets) == expected
+    kinds = {row["value"]: row["kind"] for row in queries.event_facets(db, "h")["agent"]}
+    assert (kinds["user"], kinds["maintainer"], kinds["search"], kinds["lead"]) == ("person", "person", "tool", "agent")
+
+
+def test_stored_agent_counts_are_made_again_by_the_rule(client, db):
+    """migrations/0010 recounts n_agents stored by the old rule (which counted `user` and people)."""
+    harness = json.loads((SAMPLES[0].parent / "harness.json").read_text())
+    assert post_json(client, harness).status_code == 201
+    db.execute("UPDATE traces SET n_agents = 7")  # what the old rule stored: `user` counted
+    db.execute(MIGRATION_0010.read_text())
+    assert queries.read_trace_summary(db, harness["trace_id"])["agents"] == 6 == compute_metrics(harness)["agents"]
 
 
 def test_a_run_ends_with_the_root_answering_the_user_or_with_a_handoff():

@@ -1,16 +1,22 @@
 """HTML pages and the graph API, checked by CSS selectors over a real DuckDB file."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
-from conftest import form_headers, make_trace, post_json
+from conftest import BASE_URL, csrf_token, form_headers, make_trace, post_json
+from fastapi.testclient import TestClient
 
 from app.domain.figure import build_figure, concurrency, spawn_tree
+from app.main import create_app
+from app.services import accounts
+from app.settings import Settings
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 HX = {"HX-Request": "true"}
+PASSWORD = "correct horse battery"
 
 
 def soup(response) -> BeautifulSoup:
@@ -32,7 +38,7 @@ def test_trace_list_shows_every_trace_with_columns(client, loaded):
     rows = page.select("#trace-table tbody tr[data-trace-id]")
     assert {r["data-trace-id"] for r in rows} == set(loaded)
     headers = [th.get_text(" ", strip=True) for th in page.select("#trace-table thead th")]
-    for name in ("Trace", "Task", "System", "Topology", "Events", "Agents", "Wall clock s", "Tokens", "team"):
+    for name in ("Trace", "Task", "System", "Topology", "Events", "Agents", "Wall s", "Tokens", "team"):
         assert any(h.startswith(name) for h in headers), name
     assert page.select_one("#upload-form input[type=file][name=file]")
     assert page.select_one("#trace-filters input[name=q]")
@@ -222,3 +228,163 @@ def test_concurrency_counts_agents_alive_at_once():
     xs, ys = concurrency({"a": (0, 10), "b": (2, 5), "c": (5, 7)})
     assert max(ys) == 3  # at t=5, b ends and c starts: all three alive
     assert ys[-1] == 0
+
+
+def test_trace_page_labels_reported_and_computed_figures_apart(client, loaded):
+    page = soup(client.get("/traces/sample-hierarchical-001"))
+    computed = page.select_one('.summary-group[aria-labelledby="computed-label"]')
+    reported = page.select_one('.summary-group[aria-labelledby="reported-label"]')
+    assert "computed from the events" in computed.select_one(".group-label").get_text()
+    assert "reported by the trace" in reported.select_one(".group-label").get_text()
+    assert [s.get_text() for s in computed.select(".stat .label")] == ["events", "edges", "agents"]
+    assert reported.select_one('[data-reported="costs.messages"]') and "critical_steps" in \
+        reported.select_one('[data-reported="metrics"]').get_text()
+    panel = soup(client.get("/traces/sample-hierarchical-001/analysis", headers=HX))
+    assert "computed from the events" in panel.select_one("h2").get_text()
+    steps = panel.select_one('#metrics-panel [data-metric="critical_path_steps"]')
+    assert steps.select_one(".value").get_text() == "56" and steps.select_one(".reported").get_text() == "trace says 84"
+    assert panel.select_one('[data-metric="tool_calls"] .reported') is None  # 86 reported, 86 counted
+    assert panel.select_one('[data-metric="protocol_overhead"] .reported') is None  # 0.292 is 0.2922 rounded
+
+
+def test_agents_are_counted_one_way_on_every_page(client, loaded):
+    """The list, the header, the facet and the metrics say the same: team members, not tools nor people."""
+    for trace_id, agents in (("sample-harness-001", 6), ("sample-planner_executor_critic-001", 4)):
+        row = soup(client.get("/", params={"q": trace_id})).select_one(f'tr[data-trace-id="{trace_id}"]')
+        headers = [th.get_text(" ", strip=True) for th in soup(client.get("/")).select("#trace-table thead th")]
+        assert row.select("td")[headers.index("Agents")].get_text() == str(agents)
+        page = soup(client.get(f"/traces/{trace_id}"))
+        assert page.select_one('[data-stat="agents"] .value').get_text() == str(agents)
+        assert page.select_one("#agent-count").get_text().startswith(f"({agents} agents")
+        assert len(page.select('#agent-facet tr[data-kind="agent"]')) == agents
+        assert client.get(f"/api/traces/{trace_id}/metrics").json()["agents"] == agents
+    harness = soup(client.get("/traces/sample-harness-001"))
+    assert harness.select_one("#agent-count").get_text() == "(6 agents · 9 tools · 1 person)"
+    assert harness.select_one('#agent-facet tr[data-kind="person"] a').get_text() == "user"
+    assert "not counted as agents" in harness.select_one("#agent-facet tr.subhead").get_text()
+
+
+def test_audit_panel_groups_findings_by_rule_with_counts(client):
+    noisy = make_trace("noisy")
+    noisy["events"] += [{"id": f"c{k}", "t": 3.5 + k / 10, "type": "tool_call", "agent": "worker", "tool": "x"}
+                        for k in range(3)] + [{"id": "u2", "t": 3.2, "type": "tool_result", "agent": "x", "tool": "x",
+                                               "trusted": False}]
+    noisy["edges"] += [{"src": "e4", "dst": "c0", "type": "causal"}, {"src": "u2", "dst": "c1", "type": "causal"},
+                       {"src": "c0", "dst": "c2", "type": "causal"}, {"src": "e1", "dst": "e1", "type": "causal"},
+                       {"src": "e3", "dst": "u2", "type": "causal"}]
+    noisy["costs"]["tool_calls"] = 4
+    post_json(client, noisy)
+    panel = soup(client.get("/traces/noisy/analysis", headers=HX))
+    groups = {g["data-rule"]: g for g in panel.select("#audit-findings details.rule-group")}
+    assert list(groups) == ["untrusted_flow", "disconnected", "self_loop"]  # warnings, the noisiest first
+    flow = groups["untrusted_flow"]
+    assert flow.select_one(".rule-count").get_text() == "2" and len(flow.select("button.finding")) == 2
+    assert flow.has_attr("open")
+    assert "untrusted e4 (web.search) reaches 2 tool_calls" in flow.select("button.finding")[0].get_text()
+    audit_head = next(h2.get_text(" ", strip=True) for h2 in panel.select("h2") if h2.get_text().startswith("Audit"))
+    assert audit_head.endswith("0 errors · 4 warnings · 0 info · 3 rules")
+
+
+def test_upload_without_a_file_says_so_and_keeps_the_drop_zone(client):
+    headers = form_headers(client, "upload-result")
+    fragment = client.post("/upload", files={"other": ("x.txt", "x")}, headers=headers)
+    assert fragment.status_code == 400 and "<html" not in fragment.text
+    result = soup(fragment).select_one("#upload-result")
+    assert "No file chosen" in result.select_one(".notice.error").get_text()
+    assert "{" not in result.get_text()  # a message, not the JSON refusal
+    page = client.post("/upload", data={"csrf_token": csrf_token(client)}, files={"other": ("x.txt", "x")})
+    assert page.status_code == 400
+    full = soup(page)
+    assert full.select_one("#upload-form input[type=file]") and "No file chosen" in full.select_one(
+        "#upload-result").get_text()
+    not_traces = client.post("/upload", files={"file": ("t.json", "[1, 2]")}, headers=headers)
+    assert not_traces.status_code == 422 and soup(not_traces).select_one("#upload-result .notice.error")
+
+
+def test_upload_of_a_stored_id_offers_to_replace_it(client):
+    headers = form_headers(client, "upload-result")
+    first = make_trace("again")
+    assert client.post("/upload", files={"file": ("t.json", json.dumps(first))}, headers=headers).status_code == 201
+    client.post("/api/annotations", json={"trace_id": "again", "event_id": "e6", "reviewer": "ada", "credit": 1})
+    second = make_trace("again")
+    second["events"] = second["events"][:5]  # e6, the labelled event, is gone from the new version
+    second["edges"] = [e for e in second["edges"] if "e6" not in (e["src"], e["dst"])]
+    taken = client.post("/upload", files={"file": ("t.json", json.dumps(second))}, headers=headers)
+    assert taken.status_code == 409
+    result = soup(taken).select_one("#upload-result")
+    assert [a.get_text() for a in result.select(".upload-taken li a")] == ["again"]
+    assert "?replace=true" not in result.get_text()  # not the API's advice: a button
+    button = result.select_one("button#upload-replace")
+    assert button["hx-post"] == "/upload?replace=true" and button["hx-include"] == "#upload-form"
+    assert button["hx-target"] == "#upload-result"
+    replaced = client.post("/upload?replace=true", files={"file": ("t.json", json.dumps(second))}, headers=headers)
+    assert replaced.status_code == 201
+    result = soup(replaced).select_one("#upload-result")
+    assert "replacing the stored version" in result.select_one(".notice.ok").get_text()
+    assert "1 label points at events the new version lacks" in result.select_one(".upload-orphaned").get_text()
+    assert len(client.get("/api/traces/again").json()["events"]) == 5
+
+
+def test_trace_page_deletes_keeping_labels_and_the_list_says_so(client, loaded):
+    for credit in (0.5, 1):
+        client.post("/api/annotations", json={"trace_id": "sample-debate-001", "event_id": "e001",
+                                              "reviewer": "ada", "credit": credit})
+    page = soup(client.get("/traces/sample-debate-001"))
+    assert page.select_one("#delete-trace-button")
+    dialog = page.select_one("dialog#delete-trace")
+    assert dialog["data-trace-id"] == "sample-debate-001"
+    text = dialog.select_one("#delete-trace-labels").get_text(" ", strip=True)
+    assert "2 label versions" in text and "current labels on 1 event" in text and "kept" in text
+    assert "keep its labels" in dialog.select_one("#delete-trace-confirm").get_text()
+    assert "no labels" in soup(client.get("/traces/sample-swarm-001")).select_one("#delete-trace-labels").get_text()
+    assert client.delete("/api/traces/sample-debate-001", params={"force": "true"}).json()["labels_kept"] == 2
+    notice = soup(client.get("/", params={"deleted": "sample-debate-001"})).select_one("#deleted-notice")
+    assert "Deleted trace sample-debate-001" in notice.get_text() and "2 label versions are kept" in notice.get_text()
+    assert soup(client.get("/", params={"deleted": "sample-swarm-001"})).select_one("#deleted-notice") is None
+
+
+def test_the_delete_control_is_offered_only_to_who_may_delete(tmp_path):
+    app = create_app(Settings(db=tmp_path / "lab.duckdb", auth="required"))
+    with TestClient(app, base_url=BASE_URL) as anonymous:
+        for name, role in (("ada", "admin"), ("rita", "reviewer")):
+            accounts.add_user(app.state.db, name, role, PASSWORD)
+        token = accounts.create_token(app.state.db, "ada", "test")
+        assert anonymous.post("/api/traces", content=json.dumps(make_trace("lab")), headers={
+            "Content-Type": "application/json", "Authorization": f"Bearer {token}"}).status_code == 201
+        for name, offered in (("ada", True), ("rita", False)):
+            client = TestClient(app, base_url=BASE_URL)
+            login = client.get("/login").text
+            csrf = re.search(r'name="csrf_token" value="([^"]+)"', login).group(1)
+            client.post("/login", data={"username": name, "password": PASSWORD, "csrf_token": csrf})
+            page = soup(client.get("/traces/lab"))
+            assert (page.select_one("#delete-trace-button") is not None) is offered, name
+            assert (page.select_one("dialog#delete-trace") is not None) is offered, name
+
+
+def test_trace_table_keeps_the_id_column_and_labels_every_header(client, loaded):
+    table = soup(client.get("/")).select_one("#trace-table")
+    assert table.select_one(".scroll-frame > .table-scroll > table.data")
+    heads = table.select("thead th")
+    assert heads[0].get_text(strip=True).startswith("Trace")
+    short = {th.get_text(" ", strip=True): th.get("title", "") for th in heads}
+    assert "wall clock seconds" in short["Wall s"] and "team members" in short["Agents"]
+    rewards = table.select("thead th.reward")
+    assert rewards[0]["class"] == ["num", "reward", "group-start"] and "reported by the trace" in rewards[0]["title"]
+    css = client.get("/static/app.css").text
+    assert re.search(r"#trace-table th:first-child, #trace-table td:first-child \{ position: sticky; left: 0;", css)
+
+
+def test_audit_page_counts_findings_by_rule_first(client):
+    late = make_trace("late")
+    late["edges"].append({"src": "e6", "dst": "e1", "type": "causal"})
+    loops = make_trace("loops")
+    loops["edges"] += [{"src": "e1", "dst": "e1", "type": "causal"}, {"src": "e2", "dst": "e2", "type": "causal"}]
+    post_json(client, [make_trace("fine"), late, loops])
+    page = soup(client.get("/audit"))
+    totals = page.select("#rule-totals [data-rule]")
+    assert [t["data-rule"] for t in totals] == ["time_order", "disconnected", "self_loop"]  # errors, then most
+    assert [t.select_one(".value").get_text(" ", strip=True) for t in totals] == [
+        "1 in 1 trace", "2 in 2 traces", "2 in 1 trace"]
+    assert "cycle" in page.select_one("#quiet-rules").get_text()
+    headers = [th.get_text(strip=True) for th in page.select("#audit-table thead th")]
+    assert headers[4:] == ["time_order", "disconnected", "self_loop"]  # only rules that found something

@@ -5,7 +5,7 @@ leaked_agent, orphan_return, empty_aggregate, untrusted_flow, cost_mismatch, no_
 disconnected, duplicate_edge, self_loop, cycle.
 """
 
-from collections import Counter, deque
+from collections import Counter
 
 from app.domain.metrics import TraceGraph, analyse_graph, is_number
 
@@ -25,8 +25,28 @@ RULES = {  # id -> severity
     "no_stop": "info",
 }
 SEVERITIES = ("error", "warning", "info")
+SUMMARIES = {  # id -> what a finding of it means, in a line (pages show it beside the rule's count)
+    "time_order": "an ordered edge goes back in time",
+    "act_before_spawn": "an agent acts before it is spawned",
+    "act_after_despawn": "an agent acts after it is despawned",
+    "leaked_agent": "a spawned agent never returns and is never despawned",
+    "orphan_return": "a return goes to someone other than the spawner",
+    "empty_aggregate": "an aggregate has nothing flowing into it",
+    "untrusted_flow": "untrusted content reaches tool calls or spawns with no safety_event on the way",
+    "cost_mismatch": "the costs the trace reports disagree with its events",
+    "disconnected": "events are cut off from the rest of the trace",
+    "duplicate_edge": "the same edge appears more than once",
+    "self_loop": "an edge runs from an event to itself",
+    "cycle": "events depend on each other in a loop",
+    "no_stop": "the trace does not end with a final aggregate or stop decision",
+}
 ORDERED_EDGE_TYPES = ("causal", "spawn", "message", "tool_dependency", "return", "aggregate")
 MAX_FINDINGS_PER_RULE = 200
+REACHABLE_ACTIONS = ("tool_call", "spawn")  # what untrusted content must not steer unchecked
+REACH_NAMED = 5      # actions and agents an untrusted_flow message names; it counts them all
+REACH_EVENTS = 50    # actions an untrusted_flow finding marks on the graph (the first in time)
+BIT_WINDOW = 256
+BIT_WINDOW_MASK = (1 << BIT_WINDOW) - 1
 
 
 def finding(rule: str, message: str, events: list[str]) -> dict:
@@ -44,6 +64,16 @@ def audit(trace: dict, g: TraceGraph | None = None) -> list[dict]:
             findings.append(finding(rule, f"{len(found) - MAX_FINDINGS_PER_RULE} more {rule} findings not listed",
                                     []))
     return findings
+
+
+def group_by_rule(findings: list[dict]) -> list[dict]:
+    """Findings grouped by rule, errors first, then the rules with most findings: one noisy rule is one line."""
+    groups: dict[str, dict] = {}
+    for f in findings:
+        group = groups.setdefault(f["rule"], {"rule": f["rule"], "severity": f["severity"],
+                                              "summary": SUMMARIES.get(f["rule"], ""), "findings": []})
+        group["findings"].append(f)
+    return sorted(groups.values(), key=lambda g: (SEVERITIES.index(g["severity"]), -len(g["findings"]), g["rule"]))
 
 
 def time_order(trace, g):
@@ -107,37 +137,91 @@ def empty_aggregate(trace, g):
 
 
 def untrusted_flow(trace, g):
-    """A path from untrusted content to a tool_call or spawn that passes no safety_event (temporal edges
-    count: what an agent read stays in its context)."""
+    """Per event with `trusted: false`, the tool_calls and spawns it reaches by paths that pass no
+    safety_event (temporal edges count: what an agent read stays in its context): one finding per untrusted
+    source naming its reach (actions and the agents taking them), not one per path, so a source read by
+    many later steps is one line. Its events are the source, then the actions reached in time order."""
+    sources = [i for i in g.order if g.events[i].get("trusted") is False]
+    if not sources:
+        return []
     n = len(g.events)
-    adjacency = [[] for _ in range(n)]
-    for edge, src, dst in g.resolved:
-        if src != dst and g.rank[dst] > g.rank[src]:
+    adjacency = [[] for _ in range(n)]  # forward in time, never into a safety_event (it stops the flow)
+    pending = [0] * n                    # edges into a node whose reach has not been read yet
+    for _, src, dst in g.resolved:
+        if src != dst and g.rank[dst] > g.rank[src] and g.events[dst]["type"] != "safety_event":
             adjacency[src].append(dst)
-    parent = [-2] * n
-    queue = deque()
-    for i, e in enumerate(g.events):
-        if e.get("trusted") is False:
-            parent[i] = -1
-            queue.append(i)
+            pending[dst] += 1
+    # Reach sets are bit sets: bit k of acts is the k-th action in time order, of agents the k-th agent.
+    actions = [i for i in g.order if g.events[i]["type"] in REACHABLE_ACTIONS]
+    agent_names = list(dict.fromkeys(g.events[i]["agent"] for i in actions))
+    agent_bit = {agent: 1 << k for k, agent in enumerate(agent_names)}
+    own = {i: (1 << k, agent_bit[g.events[i]["agent"]]) for k, i in enumerate(actions)}
+    below: dict[int, tuple[int, int]] = {}  # node -> (acts, agents) reached from it, itself included
+    reach: dict[int, tuple[int, int]] = {}  # untrusted source -> (acts, agents) reached after it
+    is_source = set(sources)
+    for v in reversed(g.order):  # every edge runs forward in this order: successors are done first
+        a = b = 0
+        for w in adjacency[v]:
+            wa, wb = below[w]
+            a |= wa
+            b |= wb
+            pending[w] -= 1
+            if not pending[w]:  # no other node reads it: free it (reach sets of long traces are large)
+                del below[w]
+        if a and v in is_source:
+            reach[v] = (a, b)
+        if pending[v]:
+            mine = own.get(v)
+            below[v] = (a | mine[0], b | mine[1]) if mine else (a, b)
+    of_type = {kind: _mask([g.events[i]["type"] == kind for i in actions]) for kind in REACHABLE_ACTIONS}
     out = []
-    while queue:
-        i = queue.popleft()
-        for j in adjacency[i]:
-            if parent[j] != -2 or g.events[j]["type"] == "safety_event":
-                continue
-            parent[j] = i
-            queue.append(j)
-            if g.events[j]["type"] in ("tool_call", "spawn"):
-                path, k = [], j
-                while k != -1:
-                    path.append(g.events[k]["id"])
-                    k = parent[k]
-                path.reverse()
-                out.append(finding("untrusted_flow", f"untrusted content from {path[0]} reaches "
-                                   f"{g.events[j]['type']} {path[-1]} with no safety_event on the way: "
-                                   + " → ".join(path), path))
+    for i in sources:
+        if i not in reach:
+            continue
+        if len(out) >= MAX_FINDINGS_PER_RULE:  # audit() lists no more: count the rest, describe none
+            out.append(finding("untrusted_flow", "", [g.events[i]["id"]]))
+            continue
+        a, b = reach[i]
+        source = g.events[i]
+        reached = [actions[k] for k in _bits(a, REACH_EVENTS)]
+        counts = " and ".join(_plural(n, kind) for kind, mask in of_type.items() if (n := (a & mask).bit_count()))
+        who = [agent_names[k] for k in _bits(b, REACH_NAMED)]
+        who += ["…"] if b.bit_count() > len(who) else []
+        first = [g.events[j]["id"] for j in reached[:REACH_NAMED]] + (["…"] if a.bit_count() > REACH_NAMED else [])
+        out.append(finding("untrusted_flow",
+                           f"untrusted {source['id']} ({source.get('tool') or source['agent']}) reaches {counts} "
+                           f"by {_plural(b.bit_count(), 'agent')} ({', '.join(who)}), no safety_event on the way: "
+                           f"{', '.join(first)}",
+                           [source["id"]] + [g.events[j]["id"] for j in reached]))
     return out
+
+
+def _mask(flags: list[bool]) -> int:
+    """The bit set with bit k set where flags[k] is true (built in one pass, not bit by bit)."""
+    return int("".join("1" if flag else "0" for flag in reversed(flags)) or "0", 2)
+
+
+def _bits(value: int, limit: int) -> list[int]:
+    """Positions of the lowest `limit` set bits of `value`, lowest first. Each step on a big int costs its
+    size: skip to the lowest set bit once, then pick bits from a small window at a time."""
+    if not value:
+        return []
+    start = (value & -value).bit_length() - 1
+    value >>= start
+    out = []
+    while value and len(out) < limit:
+        window = value & BIT_WINDOW_MASK
+        while window and len(out) < limit:
+            low = window & -window
+            out.append(start + low.bit_length() - 1)
+            window ^= low
+        value >>= BIT_WINDOW
+        start += BIT_WINDOW
+    return out
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def cost_mismatch(trace, g):

@@ -4,11 +4,26 @@ Pure functions over a trace dict; linear in events and edges. `analyse_graph` is
 credit rules and the audit so the critical path and lifetimes have one definition.
 """
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 COORDINATION_TYPES = ("orchestrator_decision", "spawn", "despawn", "message", "return", "aggregate")
+NOT_TEAM_TYPES = ("tool_result", "human_intervention")  # a tool answering, a person stepping in
+PERSON = "user"  # the agent name every importer gives the person at the keyboard
 TOKEN_KEYS = ("tokens", "tokens_in", "tokens_out")
+# A computed measure -> where a trace may report its own figure for it (`metrics` or `costs`, and the key).
+# The two often differ (a trace counts LLM calls as messages, or steps its own way): pages show both, labelled.
+REPORTED_AS = {
+    "critical_path_steps": ("metrics", "critical_steps"),
+    "parallelism_speedup": ("metrics", "parallelism_speedup"),
+    "protocol_overhead": ("metrics", "protocol_overhead"),
+    "tool_calls": ("costs", "tool_calls"),
+    "messages": ("costs", "messages"),
+    "tokens": ("costs", "tokens"),
+}
+REPORTED_REL_TOLERANCE = 0.005  # a reported figure this close to ours is ours rounded, not a different count
+REPORTED_ABS_TOLERANCE = 0.0005
 
 
 @dataclass
@@ -79,19 +94,28 @@ def spawn_times(events: list[dict]) -> tuple[dict[str, str], dict[str, float], d
     return spawner, spawn_t, despawn_t
 
 
-def acting_agents(events: list[dict]) -> list[str]:
-    """Distinct `agent` values over events other than tool_result, in order of first appearance."""
-    return list(dict.fromkeys(e["agent"] for e in events if e["type"] != "tool_result"))
+def is_team_act(event: dict) -> bool:
+    """Whether an event is a team member acting: not a tool answering a call (`tool_result`), not a person
+    (a `human_intervention`, or anything said by `user`, the name the importers give the person at the
+    keyboard). "Agents" everywhere (the trace list, the trace page, the metrics) are the distinct `agent`s
+    of such events. The SQL twin is app/store/queries.py TEAM_MEMBER_EVENT; a test checks they agree."""
+    return event["type"] not in NOT_TEAM_TYPES and event["agent"] != PERSON
+
+
+def team_members(events: list[dict]) -> list[str]:
+    """The trace's agents (see is_team_act), in order of first appearance."""
+    return list(dict.fromkeys(e["agent"] for e in events if is_team_act(e)))
 
 
 def agent_spans(events: list[dict]) -> dict[str, tuple[float, float]]:
-    """Alive from its spawn (or first event) to its despawn, else its last return, else its last event."""
+    """Per team member (see is_team_act): alive from its spawn (or first event) to its despawn, else its
+    last return, else its last event."""
     _, spawn_t, despawn_t = spawn_times(events)
     first: dict[str, float] = {}
     last: dict[str, float] = {}
     last_return: dict[str, float] = {}
     for e in events:
-        if e["type"] == "tool_result":
+        if not is_team_act(e):
             continue
         agent, t = e["agent"], e["t"]
         first[agent] = min(first.get(agent, t), t)
@@ -201,3 +225,15 @@ def compute_metrics(trace: dict, g: TraceGraph | None = None) -> dict:
         "ignored_edges": [{"src": g.edges[x["edge"]]["src"], "dst": g.edges[x["edge"]]["dst"],
                            "type": g.edges[x["edge"]]["type"], "reason": x["reason"]} for x in g.ignored],
     }
+
+
+def reported_differences(trace: dict, metrics: dict) -> dict[str, float]:
+    """The trace's own figure for each computed measure it reports (see REPORTED_AS) that differs from ours
+    by more than rounding (0.292 reported for 0.2922 computed is the same figure), by the computed name."""
+    out = {}
+    for measure, (group, key) in REPORTED_AS.items():
+        reported, computed = (trace.get(group) or {}).get(key), metrics.get(measure)
+        if is_number(reported) and not (is_number(computed) and math.isclose(
+                reported, computed, rel_tol=REPORTED_REL_TOLERANCE, abs_tol=REPORTED_ABS_TOLERANCE)):
+            out[measure] = reported
+    return out

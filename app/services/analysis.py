@@ -16,7 +16,9 @@ from app.store.db import Database
 COMPUTED_PREFIX = "computed credit: "
 # Bump when a metric or an audit rule changes: stored analyses of an older version are made again.
 # 1: orphan_return spares the root answering the user and a handoff's successor; no costs.messages check.
-ANALYSIS_VERSION = 1
+# 2: untrusted_flow reports once per untrusted source with its reach, not once per path; agents (and their
+#    lifetimes, concurrency and work) are team members only, not `user` nor people stepping in.
+ANALYSIS_VERSION = 2
 
 
 def stored_trace(db: Database, cache: TraceCache, trace_id: str) -> dict | None:

@@ -98,6 +98,15 @@ def read_trace_summary(db: Database, trace_id: str) -> dict | None:
     return _summary(row) if row else None
 
 
+def trace_ids(db: Database, labelled_only: bool = False) -> list[str]:
+    """Every stored trace's id (or only those with a current label that says something), in id order."""
+    if labelled_only:
+        return [row[0] for row in db.execute(
+            "SELECT DISTINCT trace_id FROM (" + CURRENT_LABELS + ") WHERE " + NON_EMPTY +
+            " AND trace_id IN (SELECT trace_id FROM traces) ORDER BY trace_id").fetchall()]
+    return [row[0] for row in db.execute("SELECT trace_id FROM traces ORDER BY trace_id").fetchall()]
+
+
 def event_count(db: Database, trace_id: str) -> int:
     """Events of a trace (0 when no such trace)."""
     return db.scalar("SELECT n_events FROM traces WHERE trace_id = ?", [trace_id]) or 0
@@ -529,3 +538,132 @@ def list_ingest_log(db: Database, limit: int = 50, offset: int = 0, endpoint: st
 
 def ingest_endpoints(db: Database) -> list[str]:
     return [row[0] for row in db.execute("SELECT DISTINCT endpoint FROM ingest_log ORDER BY 1").fetchall()]
+
+
+# Review queues: which events a queue holds, who was given what, what was labelled in it.
+
+QUEUE_CANDIDATES = """
+    SELECT e.trace_id, e.event_id, e.seq, e.type, e.role, e.agent, e.tool, t.system, t.topology, t.task_id
+    FROM events e JOIN traces t USING (trace_id)
+    WHERE (len($trace_ids) = 0 OR e.trace_id IN (SELECT unnest($trace_ids)))
+      AND (len($systems) = 0 OR t.system IN (SELECT unnest($systems)))
+      AND (len($topologies) = 0 OR t.topology IN (SELECT unnest($topologies)))
+      AND (len($tasks) = 0 OR t.task_id IN (SELECT unnest($tasks)))
+      AND (len($findings) = 0 OR e.trace_id IN (
+           SELECT trace_id FROM audit_findings WHERE rule IN (SELECT unnest($findings))))
+      AND (len($event_types) = 0 OR e.type IN (SELECT unnest($event_types)))
+      AND (len($roles) = 0 OR e.role IN (SELECT unnest($roles)))
+      AND (len($agents) = 0 OR e.agent IN (SELECT unnest($agents)))
+      AND (len($tools) = 0 OR e.tool IN (SELECT unnest($tools)))
+    ORDER BY e.trace_id, e.seq
+"""
+
+
+def queue_candidates(db: Database, lists: dict[str, list[str]]) -> list[dict]:
+    """Events matching a queue's filter (each named list empty: no restriction), in trace and event order."""
+    return db.fetchall(QUEUE_CANDIDATES, {name: list(values) for name, values in lists.items()})
+
+
+def insert_queue(cur, queue_id: str, name: str, spec: str, created_by: str | None, created_at,
+                 items: list[tuple[str, str]]) -> None:
+    cur.execute("INSERT INTO queues VALUES (?, ?, ?, ?, ?)", [queue_id, name, spec, created_by, created_at])
+    cur.execute("INSERT INTO queue_items SELECT ?, i, pairs[i].t, pairs[i].e "
+                "FROM (SELECT ?::STRUCT(t VARCHAR, e VARCHAR)[] AS pairs), range(1, len(pairs) + 1) r(i)",
+                [queue_id, [{"t": t, "e": e} for t, e in items]])
+
+
+def read_queue(db: Database, queue_id: str) -> dict | None:
+    return db.fetchone("SELECT queue_id, name, spec, created_by, created_at FROM queues WHERE queue_id = ?",
+                       [queue_id])
+
+
+def list_queues(db: Database) -> list[dict]:
+    return db.fetchall("SELECT queue_id, name, spec, created_by, created_at FROM queues ORDER BY created_at DESC")
+
+
+QUEUE_LABELS = """
+    SELECT i.item_id, i.trace_id, i.event_id, l.reviewer, l.version, l.annotation_id, l.credit, l.reward_family,
+           l.credit_unit, l.subdecision, l.safety, l.tags, l.note, l.paper, l.counterfactual, l.stop
+    FROM queue_items i
+    JOIN (SELECT * FROM annotations WHERE queue_id = $queue
+          QUALIFY version = max(version) OVER (PARTITION BY trace_id, event_id, reviewer)) l
+      ON l.trace_id = i.trace_id AND l.event_id = i.event_id
+    WHERE i.queue_id = $queue
+    ORDER BY i.item_id, l.reviewer
+"""
+
+
+def queue_labels(db: Database, queue_id: str) -> list[dict]:
+    """Each reviewer's current label saved in the queue, per item."""
+    return db.fetchall(QUEUE_LABELS, {"queue": queue_id})
+
+
+def list_queue_items(db: Database, queue_id: str) -> list[dict]:
+    return db.fetchall("SELECT item_id, trace_id, event_id FROM queue_items WHERE queue_id = ? ORDER BY item_id",
+                       [queue_id])
+
+
+def queue_item_count(db: Database, queue_id: str) -> int:
+    return db.scalar("SELECT count(*) FROM queue_items WHERE queue_id = ?", [queue_id])
+
+
+def queue_item(db: Database, queue_id: str, item_id: int) -> dict | None:
+    return db.fetchone("SELECT item_id, trace_id, event_id FROM queue_items WHERE queue_id = ? AND item_id = ?",
+                       [queue_id, item_id])
+
+
+def queue_items_of_event(db: Database, trace_id: str, event_id: str) -> list[dict]:
+    """The queues (and items) an event is in."""
+    return db.fetchall("SELECT queue_id, item_id FROM queue_items WHERE trace_id = ? AND event_id = ?",
+                       [trace_id, event_id])
+
+
+def open_assignment(cur, queue_id: str, reviewer: str) -> dict | None:
+    """The item `next` gave the reviewer that they have not labelled in the queue yet (the earliest)."""
+    row = cur.execute(
+        "SELECT a.item_id, i.trace_id, i.event_id FROM queue_assignments a "
+        "JOIN queue_items i ON i.queue_id = a.queue_id AND i.item_id = a.item_id "
+        "WHERE a.queue_id = ? AND a.reviewer = ? AND NOT EXISTS (SELECT 1 FROM annotations l WHERE "
+        "l.queue_id = a.queue_id AND l.trace_id = i.trace_id AND l.event_id = i.event_id AND l.reviewer = a.reviewer) "
+        "ORDER BY a.item_id LIMIT 1", [queue_id, reviewer]).fetchone()
+    return dict(zip(("item_id", "trace_id", "event_id"), row)) if row else None
+
+
+def next_unassigned(cur, queue_id: str, reviewer: str, overlap: int) -> dict | None:
+    """The first item in queue order given to fewer than `overlap` reviewers and never to this one."""
+    row = cur.execute(
+        "SELECT i.item_id, i.trace_id, i.event_id FROM queue_items i "
+        "LEFT JOIN queue_assignments a ON a.queue_id = i.queue_id AND a.item_id = i.item_id "
+        "WHERE i.queue_id = ? GROUP BY i.item_id, i.trace_id, i.event_id "
+        "HAVING count(a.reviewer) < ? AND count(a.reviewer) FILTER (WHERE a.reviewer = ?) = 0 "
+        "ORDER BY i.item_id LIMIT 1", [queue_id, overlap, reviewer]).fetchone()
+    return dict(zip(("item_id", "trace_id", "event_id"), row)) if row else None
+
+
+def assign(cur, queue_id: str, item_id: int, reviewer: str, assigned_at) -> None:
+    cur.execute("INSERT INTO queue_assignments VALUES (?, ?, ?, ?)", [queue_id, item_id, reviewer, assigned_at])
+
+
+def insert_adjudication(cur, queue_id: str, item_id: int, adjudicator: str, label: str, resolved: str, note: str,
+                        created_at) -> None:
+    cur.execute("INSERT INTO queue_adjudications VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [queue_id, item_id, adjudicator, label, resolved, note, created_at])
+
+
+def queue_adjudications(db: Database, queue_id: str) -> list[dict]:
+    """The latest adjudication of each adjudicated item of the queue."""
+    return db.fetchall(
+        "SELECT item_id, adjudicator, label, resolved, note, created_at FROM queue_adjudications WHERE queue_id = ? "
+        "QUALIFY created_at = max(created_at) OVER (PARTITION BY item_id) ORDER BY item_id", [queue_id])
+
+
+def blind_hidden_events(db: Database, reviewer: str) -> set[tuple[str, str]]:
+    """Events in a blind queue of this reviewer's on which they have saved no label yet: others' labels there
+    stay hidden from them."""
+    rows = db.execute(
+        "SELECT DISTINCT i.trace_id, i.event_id FROM queues q JOIN queue_items i USING (queue_id) "
+        "WHERE json_extract(q.spec, '$.blind')::BOOLEAN "
+        "AND list_contains(json_extract_string(q.spec, '$.reviewers[*]'), ?) "
+        "AND NOT EXISTS (SELECT 1 FROM annotations l WHERE l.trace_id = i.trace_id AND l.event_id = i.event_id "
+        "AND l.reviewer = ?)", [reviewer, reviewer]).fetchall()
+    return {(trace_id, event_id) for trace_id, event_id in rows}

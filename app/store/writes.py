@@ -16,6 +16,7 @@ from app.domain.jsontext import dumps
 from app.domain.refusals import Refusal
 from app.store.db import Database, utc_now
 from app.store.gcpause import paused_gc
+from app.store.queries import TEAM_MEMBER_EVENT
 
 # Event properties with their own column, in the order an event is rebuilt; the rest go to `extra`.
 EVENT_COLUMN_KEYS = ("id", "t", "type", "agent", "role", "from", "to", "tool", "content_ref", "trusted")
@@ -27,7 +28,7 @@ _EVENT_STRUCT = pa.struct([(key, pa.bool_() if key == "trusted" else _STRING)
                            for key in EVENT_COLUMN_KEYS if key != "t"])
 _EDGE_STRUCT = pa.struct([("src", _STRING), ("dst", _STRING), ("type", _STRING)])
 _TRACE_COUNTS = """
-    SELECT trace_id, count(DISTINCT agent) FILTER (WHERE type <> 'tool_result') AS n_agents, max(t) AS t_max
+    SELECT trace_id, count(DISTINCT agent) FILTER (WHERE """ + TEAM_MEMBER_EVENT + """) AS n_agents, max(t) AS t_max
     FROM bulk_events GROUP BY trace_id
 """
 

@@ -3,7 +3,7 @@
 from fastapi import APIRouter, Request
 
 from app.domain import charts
-from app.domain.audit import RULES
+from app.domain.audit import RULES, SEVERITIES, SUMMARIES
 from app.services import analysis
 from app.store import queries
 from app.web.deps import CacheDep, DbDep
@@ -27,9 +27,25 @@ def audit_rows(db, cache, sort: str = "-error") -> list[dict]:
     return rows
 
 
+def rule_totals(rows: list[dict]) -> list[dict]:
+    """Per rule with findings: its severity, findings and traces across the corpus; errors first, then most."""
+    totals = [{"rule": rule, "severity": severity, "summary": SUMMARIES[rule],
+               "findings": sum(r["rules"].get(rule, 0) for r in rows),
+               "traces": sum(1 for r in rows if r["rules"].get(rule))} for rule, severity in RULES.items()]
+    return sorted((t for t in totals if t["findings"]),
+                  key=lambda t: (SEVERITIES.index(t["severity"]), -t["findings"], t["rule"]))
+
+
 @router.get("/audit")
 def read_audit_page(request: Request, db: DbDep, cache: CacheDep, sort: str = "-error"):
-    return render(request, "audit.html", {"rows": audit_rows(db, cache, sort), "rules": RULES, "sort": sort})
+    """Findings by rule across the corpus, then traces × the rules that found anything."""
+    rows = audit_rows(db, cache, sort)
+    totals = rule_totals(rows)
+    found = {t["rule"] for t in totals}
+    return render(request, "audit.html", {
+        "rows": rows, "totals": totals, "sort": sort, "summaries": SUMMARIES,
+        "rules": {rule: severity for rule, severity in RULES.items() if rule in found},
+        "quiet_rules": [rule for rule in RULES if rule not in found]})
 
 
 @router.get("/dashboard")

@@ -2,19 +2,19 @@
 
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 
 from app.domain import charts
-from app.domain.audit import SEVERITIES
+from app.domain.audit import SEVERITIES, group_by_rule
 from app.domain.credit import RULES
 from app.domain.figure import spawn_tree
+from app.domain.metrics import reported_differences
 from app.domain.overlays import describe
 from app.domain.paging import fetch_page
+from app.domain.refusals import Refusal, status_of
 from app.domain.taxonomy import EVENT_TYPES
-from app.ingest.documents import DocumentError
-from app.ingest.importers.common import ImportFailed
 from app.ingest.pipeline import InvalidTraces, ingest
 from app.services import analysis, graph, labels
 from app.store import queries
@@ -24,6 +24,7 @@ from app.web.deps import CacheDep, DbDep, SettingsDep, TraceId
 from app.web.label_form import label_context
 from app.web.render import is_htmx, render
 from app.web.requests import read_uploads
+from app.web.security import current_user, role_needed
 
 router = APIRouter(include_in_schema=False)
 
@@ -47,28 +48,39 @@ def trace_list_context(db, q, system, topology, sort, page, reviewer=None) -> di
 
 @router.get("/")
 def read_trace_list(request: Request, db: DbDep, cache: CacheDep, q: str | None = None, system: str | None = None,
-                    topology: str | None = None, sort: str = DEFAULT_TRACE_SORT, page: int = 1):
+                    topology: str | None = None, sort: str = DEFAULT_TRACE_SORT, page: int = 1,
+                    deleted: str | None = None):
+    """The trace list; `deleted` (where the trace page's delete control lands) says what became of its labels."""
     analysis.ensure_all(db, cache)  # metric columns need every trace analysed (stored; once per ingest)
     context = trace_list_context(db, q, system, topology, sort, page, reviewer_of(request))
+    if deleted and not queries.trace_exists(db, deleted):
+        context["deleted"] = {"trace_id": deleted, "labels": queries.label_count(db, deleted)}
     return render(request, "trace_list.html", context, fragments=("_trace_table.html",))
 
 
+NO_FILE = ("No file chosen: choose one or more .json, .jsonl or .gz files with the file button, or drop them "
+           "on the dashed box, then press Upload.")
+
+
 @router.post("/upload", dependencies=[Depends(require_csrf)])
-async def create_upload(request: Request, db: DbDep, settings: SettingsDep):
-    """The upload form: ingest the files, then show what was stored or every reason it was refused."""
-    result: dict = {"ingested": [], "errors": [], "error": None, "warnings": []}
-    status = 200
+async def create_upload(request: Request, db: DbDep, settings: SettingsDep, replace: bool = False):
+    """The upload form: ingest the files, then show what was stored or every reason it was refused; ids
+    stored already are offered for replacing (the same files posted again with replace=true)."""
+    result: dict = {"ingested": [], "errors": [], "error": None, "warnings": [], "taken": [], "orphaned": [],
+                    "replace": replace}
     try:
         uploads = await read_uploads(request)
         result["ingested"], _, result["warnings"] = await run_in_threadpool(
-            ingest, db, uploads, "error", settings.max_body_bytes, endpoint="POST /upload")
+            ingest, db, uploads, "replace" if replace else "error", settings.max_body_bytes, endpoint="POST /upload")
         status = 201
-    except DocumentError as exc:
-        result["error"], status = str(exc), 400
-    except InvalidTraces as exc:
-        result["error"], result["errors"], status = str(exc), exc.errors, 422
-    except (TracesExist, ImportFailed) as exc:
-        result["error"], status = str(exc), 409 if isinstance(exc, TracesExist) else 422
+    except HTTPException as exc:  # read_uploads refuses a form sent with no file chosen
+        result["error"], status = NO_FILE, exc.status_code
+    except Refusal as exc:  # unreadable, invalid, an id taken, too large: each says what and where
+        result["error"], status = str(exc), status_of(exc)
+        result["errors"] = exc.errors if isinstance(exc, InvalidTraces) else []
+        result["taken"] = exc.trace_ids if isinstance(exc, TracesExist) else []
+    if replace:  # labels of events the new version lacks are kept, orphaned: say so
+        result["orphaned"] = [o for trace_id in result["ingested"] for o in queries.orphaned_labels(db, trace_id)]
     context = trace_list_context(db, None, None, None, DEFAULT_TRACE_SORT, 1, reviewer_of(request))
     context["upload"] = result
     return render(request, "trace_list.html", context, fragments=("_upload_result.html",), status_code=status)
@@ -83,6 +95,16 @@ def nest_spawn_tree(events: list[dict], counts: dict[str, int]) -> list[dict]:
         parent = parents.get(agent)
         (nodes[parent]["children"] if parent in nodes else roots).append(nodes[agent])
     return roots
+
+
+def split_lanes(rows: list[dict]) -> dict:
+    """The agent facet's rows as agents (team members) and the other lanes, with "9 tools", "1 person"."""
+    others = [row for row in rows if row["kind"] != "agent"]
+    tools = sum(row["kind"] == "tool" for row in others)
+    people = len(others) - tools
+    words = ([f"{tools} tool" + ("" if tools == 1 else "s")] if tools else []) + (
+        [f"{people} " + ("person" if people == 1 else "people")] if people else [])
+    return {"agents": [row for row in rows if row["kind"] == "agent"], "others": others, "other_words": words}
 
 
 @router.get("/traces/{trace_id}")
@@ -100,6 +122,7 @@ def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: Cache
         "trace": summary,
         "live": queries.live_status(db, trace_id),
         "facets": facets,
+        "lanes": split_lanes(facets["agent"]),
         "event_types": EVENT_TYPES,
         "events": {"rows": rows, "total": total, "page": page, "pages": pages,
                    "sort": sort, "filters": {"type": type or "", "agent": agent or "", "role": role or ""}},
@@ -114,10 +137,20 @@ def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: Cache
             lambda: nest_spawn_tree(queries.read_event_cores(db, trace_id),
                                     {row["value"]: row["n"] for row in facets["agent"]})),
     }
+    if may_delete(request, trace_id):
+        context["label_versions"] = queries.label_count(db, trace_id)
     if selected:
         context |= label_context(db, trace_id, selected["event"]["id"], reviewer)
     return render(request, "trace_detail.html", context,
                   fragments=("_events_table.html", "_event_inspector.html"))
+
+
+def may_delete(request: Request, trace_id: str) -> bool:
+    """Whether this browser may delete the trace through the JSON API (the page offers it only then)."""
+    if getattr(request.state, "open_mode", False):
+        return True
+    user = current_user(request)
+    return user is not None and user.may(role_needed("DELETE", f"/api/traces/{quote(trace_id, safe='')}"))
 
 
 @router.get("/traces/{trace_id}/analysis")
@@ -128,9 +161,11 @@ def read_analysis_panel(request: Request, trace_id: TraceId, db: DbDep, cache: C
     result = analysis.ensure_analysis(db, cache, trace_id)
     metrics = result["metrics"]
     figures = {"envelope": charts.envelope_chart(metrics["spawns"], metrics["tool_calls"], metrics["events"])}
-    findings = {severity: [f for f in result["findings"] if f["severity"] == severity] for severity in SEVERITIES}
-    return render(request, "_analysis_panel.html", {"trace_id": trace_id, "metrics": metrics,
-                                                    "findings": findings, "figures": figures})
+    return render(request, "_analysis_panel.html", {
+        "trace_id": trace_id, "metrics": metrics, "figures": figures,
+        "reported": reported_differences(queries.read_trace_summary(db, trace_id), metrics),
+        "severity_counts": {s: sum(f["severity"] == s for f in result["findings"]) for s in SEVERITIES},
+        "rule_groups": group_by_rule(result["findings"])})
 
 
 @router.get("/traces/{trace_id}/credit")
