@@ -1,4 +1,10 @@
-"""The `orchestrace` command line. Each subcommand's docstring is its help text."""
+"""The `orchestrace` command line. Each subcommand's docstring is its help text.
+
+DuckDB lets one process write a database file. A command that reads or writes traces, papers or
+backups opens the file itself, or, when `orchestrace serve` holds it, sends its work to that server's
+API: the one `--server URL` names, else the one whose URL `serve` records beside the file
+(`<db>.server`, written once it listens, removed when it stops).
+"""
 
 import argparse
 import json
@@ -8,30 +14,70 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+
+import uvicorn
 
 from app.domain import csvsafe
 from app.domain.validation import Problem, format_problem
 from app.ingest.documents import DocumentError, TooLarge, Upload, parse_documents
+from app.ingest.importers import FORMATS, SUBAGENTS, subagent_uploads
 from app.ingest.importers.common import ImportFailed
 from app.ingest.pipeline import InvalidTraces, ingest, problems_of
 from app.settings import Settings
-from app.store.db import Database, DatabaseLocked
+from app.store.db import Database, DatabaseLocked, MigrationsMissing
 
 TRACE_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".gz")
 PROGRESS_MIN_FILES = 5
 PROGRESS_MIN_BYTES = 20 * 1024 * 1024
+ADDRESS_SUFFIX = ".server"  # `<db>.server`: the URL of the server holding <db>
+HEALTH_TIMEOUT_S = 5
+TRACES_PER_PAGE = 1000  # the largest page GET /api/traces gives
+WILDCARD_HOSTS = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}  # listening on all: reach it on loopback
+WHAT_TO_DO = "stop the process holding the file, or pass --server URL of the server holding it"
+NEED_TOKEN = " (pass an API token with --token or ORCHESTRACE_TOKEN)"
+NEED_ADMIN_TOKEN = " (pass an admin's API token with --token or ORCHESTRACE_TOKEN)"
+
+
+class CommandError(Exception):
+    """A command that cannot go on; `main` prints `error: <message>` and exits 2."""
+
+
+def address_file(db: Path) -> Path:
+    """The file beside the database where `serve` records the URL it answers at."""
+    return db.with_name(db.name + ADDRESS_SUFFIX)
+
+
+class RecordingServer(uvicorn.Server):
+    """uvicorn's server, recording its URL beside the database while it listens."""
+
+    def __init__(self, config: uvicorn.Config, db: Path):
+        super().__init__(config)
+        self.address = address_file(db)
+
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets)
+        if self.started and not self.should_exit:
+            port = self.servers[0].sockets[0].getsockname()[1]  # the real one, when --port 0 let the system pick
+            host = WILDCARD_HOSTS.get(self.config.host, self.config.host)
+            self.address.write_text(f"http://[{host}]:{port}\n" if ":" in host else f"http://{host}:{port}\n")
+
+    async def shutdown(self, sockets=None) -> None:
+        self.address.unlink(missing_ok=True)  # first: from here on it stops answering
+        await super().shutdown(sockets)
 
 
 def cmd_serve(args) -> int:
-    """Serve the web app and JSON API."""
-    import uvicorn
-
+    """Serve the web app and JSON API; while it listens, `<db>.server` beside the database holds its URL,
+    where the other commands find it."""
     from app.main import create_app
     from app.services import accounts
     from app.web.security import is_loopback
 
     settings = Settings.from_env(db=args.db, host=args.host, port=args.port)
+    # Absolute, so that /api/health names the file whatever folder a client runs in.
+    settings = settings.model_copy(update={"db": settings.db.absolute()})
     try:
         app = create_app(settings)
     except DatabaseLocked as exc:
@@ -42,8 +88,12 @@ def cmd_serve(args) -> int:
               "yet: run `orchestrace users add NAME --role admin` first", file=sys.stderr)
         app.state.db.close()
         return 2
-    uvicorn.run(app, host=settings.host, port=settings.port)
-    return 0
+    server = RecordingServer(uvicorn.Config(app, host=settings.host, port=settings.port), settings.db)
+    try:
+        server.run()
+    except KeyboardInterrupt:  # uvicorn stops gracefully, then raises the interrupt again
+        pass
+    return 0 if server.started else 1
 
 
 def cmd_migrate(args) -> int:
@@ -51,7 +101,7 @@ def cmd_migrate(args) -> int:
     settings = Settings.from_env(db=args.db)
     db = _open(settings)
     applied = db.migrate(settings.migrations_dir)
-    print(f"applied {len(applied)} migration(s)" + (": " + ", ".join(applied) if applied else ""))
+    print(f"applied {len(applied)} migration(s) to {settings.db}" + (": " + ", ".join(applied) if applied else ""))
     return 0
 
 
@@ -91,23 +141,133 @@ def cmd_import(args) -> int:
     return _ingest(args, args.format, "orchestrace import")
 
 
+@dataclass
+class Server:
+    """A running Orchestrace server, and the database file it says it holds."""
+
+    url: str
+    db: str
+
+    def holds(self, db: Path) -> bool:
+        return os.path.exists(self.db) and db.exists() and os.path.samefile(self.db, db)
+
+
+def _target(args, settings: Settings, doing: str) -> Database | Server:
+    """Where a command works: the server --server names; else the database file, opened here; else the
+    running server holding the file, found by the URL it records beside it. Says on stderr which server
+    it uses and what it asks of it (`doing`, e.g. "posting to {url}")."""
+    if args.server:
+        server = _server_at(args.server.rstrip("/"))
+        if server.holds(settings.db):
+            print(f"{settings.db} is held by a running server; {doing.format(url=server.url)}", file=sys.stderr)
+        else:
+            print(f"{doing.format(url=server.url)} (--server), the server of {server.db}", file=sys.stderr)
+        return server
+    try:
+        return Database(settings.db)
+    except DatabaseLocked:
+        server = _holder(settings.db)
+        print(f"{settings.db} is held by a running server; {doing.format(url=server.url)}", file=sys.stderr)
+        return server
+
+
+def _server_at(url: str) -> Server:
+    """The Orchestrace server answering /api/health at url."""
+    reason = _probe(url)
+    if isinstance(reason, str):
+        raise CommandError(f"no Orchestrace server answers at {url} ({reason})")
+    return reason
+
+
+def _holder(db: Path) -> Server:
+    """The running server holding db, by the URL it recorded beside it. Without a record, or with a record
+    no live server of db answers at (a server killed before it could remove it), says what to do."""
+    record = address_file(db)
+    try:
+        url = record.read_text().strip()
+    except FileNotFoundError:
+        raise CommandError(f"{db} is held by another process, and no server recorded its address beside it "
+                           f"({record}): {WHAT_TO_DO}") from None
+    server = _probe(url)
+    if isinstance(server, str):
+        stale = f"no server answers there ({server})"
+    elif not server.holds(db):
+        stale = f"the server there holds {server.db}"
+    else:
+        return server
+    raise CommandError(f"{db} is held by another process, and {record} names {url}, but {stale}: a stale record, "
+                       f"not trusted; {WHAT_TO_DO}")
+
+
+def _probe(url: str) -> Server | str:
+    """The server at url by its /api/health answer, or why no Orchestrace server answers there."""
+    try:
+        with urllib.request.urlopen(url + "/api/health", timeout=HEALTH_TIMEOUT_S) as response:
+            health = json.load(response)
+    except urllib.error.HTTPError as exc:
+        return f"/api/health answered {exc.code} {exc.reason}"
+    except urllib.error.URLError as exc:
+        return str(exc.reason)
+    except (OSError, ValueError) as exc:  # a timeout, or an answer that is not JSON
+        return str(exc) or type(exc).__name__
+    if not isinstance(health, dict) or health.get("status") != "ok" or not isinstance(health.get("db"), str):
+        return "its /api/health does not answer as Orchestrace's does"
+    return Server(url, health["db"])
+
+
+def _call(args, server: Server, path: str, body: bytes | None = None,
+          content_type: str | None = None) -> tuple[int, dict]:
+    """Status and JSON answer of one API call (error answers too), with the API token if any; GET without a
+    body, POST with one."""
+    headers = auth_headers(args) | ({"Content-Type": content_type} if content_type else {})
+    request = urllib.request.Request(server.url + path, data=body, headers=headers,
+                                     method="GET" if body is None else "POST")
+    try:
+        with urllib.request.urlopen(request) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as exc:
+        try:
+            answer = json.load(exc)
+        except ValueError:
+            answer = None
+        return exc.code, answer if isinstance(answer, dict) else {"error": f"{exc.code} {exc.reason}"}
+    except urllib.error.URLError as exc:
+        raise CommandError(f"the server at {server.url} stopped answering ({exc.reason})") from None
+
+
+def _refusal(status: int, answer: dict, token_hint: str = NEED_TOKEN) -> str:
+    """A refused call's error, with what to do when it wants a token."""
+    return answer.get("error", f"{status}") + (token_hint if status in (401, 403) else "")
+
+
+def _where(target: Database | Server) -> str:
+    return target.url if isinstance(target, Server) else str(target.path)
+
+
 def _ingest(args, fmt: str | None, command: str) -> int:
     settings = Settings.from_env(db=args.db)
-    try:
-        db = Database(settings.db)
-    except DatabaseLocked:
-        server = args.server or f"http://{settings.host}:{settings.port}"
-        print(f"{settings.db} is held by a running server; posting to {server} instead", file=sys.stderr)
-        return _ingest_via_server(args, server)
+    batches = list(_batches(args.paths))
+    target = _target(args, settings, "posting to {url}")
+    if isinstance(target, Server):
+        summary = _post_batches(args, target, batches, fmt)
+    else:
+        try:
+            summary = _store_batches(args, target, settings, batches, fmt, command)
+        finally:
+            target.close()
+    _print_summary(summary, _where(target))
+    return _exit_code(summary, command)
+
+
+def _store_batches(args, db: Database, settings: Settings, batches: list, fmt: str | None, command: str) -> dict:
     db.migrate(settings.migrations_dir)
     existing = "replace" if args.replace else "skip"
     summary = {"ingested": [], "skipped": [], "refused": [], "warnings": []}
-    batches = list(_batches(args.paths))
     progress = Progress(len(batches), sum(len(u.data) for _, b in batches for u in b))
     for label, uploads in batches:
         try:
             stored, skipped, warnings = ingest(db, uploads, existing, settings.max_body_bytes, fmt,
-                                               getattr(args, "keep_content", False), command)
+                                               args.keep_content, command)
             summary["ingested"] += stored
             summary["skipped"] += skipped
             summary["warnings"] += warnings
@@ -117,8 +277,29 @@ def _ingest(args, fmt: str | None, command: str) -> int:
             summary["refused"].append((label, [str(exc)]))
         progress.advance(sum(len(u.data) for u in uploads))
     progress.done()
-    _print_summary(summary)
-    return _exit_code(summary, command)
+    return summary
+
+
+def _post_batches(args, server: Server, batches: list, fmt: str | None) -> dict:
+    """Post each document (a session with its sub-agent files) to the server's API."""
+    summary = {"ingested": [], "skipped": [], "refused": [], "warnings": []}
+    params = {"replace": "true"} if args.replace else {}
+    if fmt:
+        params["format"] = fmt
+    if args.keep_content:
+        params["keep_content"] = "true"
+    query = "?" + urllib.parse.urlencode(params) if params else ""
+    for label, uploads in batches:
+        status, answer = _call(args, server, "/api/traces" + query, *_multipart(uploads))
+        if status < 300:
+            summary["ingested"] += answer["ingested"]
+            summary["warnings"] += answer.get("warnings", [])
+        elif status == 409:
+            summary["skipped"] += answer.get("trace_ids", [])
+        else:
+            reasons = [f"trace {e['trace']}: {format_problem_dict(e)}" for e in answer.get("errors", [])]
+            summary["refused"].append((label, reasons or [_refusal(status, answer)]))
+    return summary
 
 
 def _exit_code(summary: dict, command: str) -> int:
@@ -132,24 +313,22 @@ def _exit_code(summary: dict, command: str) -> int:
 
 
 def _batches(paths: list[str]):
-    """(label, uploads) per document; a Claude Code session comes with its `<session>/subagents/` files."""
+    """(label, uploads) per document; a Claude Code session comes with the files of its `<session>/subagents/`
+    folder, at any depth, which are not documents of their own."""
     files = list(_read_paths(paths))
-    sessions = {source[:-len(".jsonl")] for source, _ in files if source.endswith(".jsonl")}
+    folders = {Path(source).with_suffix("") / SUBAGENTS for source, _ in files if source.endswith(".jsonl")}
     for source, data in files:
-        folder = Path(source).parent
-        if folder.name == "subagents" and str(folder.parent) in sessions:
-            continue  # read with its session below
+        if folders.intersection(Path(source).parents):
+            continue  # read with its session
         uploads = [Upload(source, data)]
-        if source.endswith(".jsonl") and (Path(source[:-len(".jsonl")]) / "subagents").is_dir():
-            sub = Path(source[:-len(".jsonl")]) / "subagents"
-            uploads += [Upload(f"{Path(source).stem}/subagents/{p.name}", p.read_bytes())
-                        for p in sorted(sub.iterdir()) if p.is_file() and p.suffix in (".jsonl", ".json")]
+        if source.endswith(".jsonl"):
+            uploads += subagent_uploads(Path(source))
         yield source, uploads
 
 
-def _print_summary(summary: dict) -> None:
-    print(f"ingested {len(summary['ingested'])} trace(s), skipped {len(summary['skipped'])} already stored, "
-          f"refused {len(summary['refused'])} file(s)")
+def _print_summary(summary: dict, into: str) -> None:
+    print(f"ingested {len(summary['ingested'])} trace(s) into {into}, skipped {len(summary['skipped'])} already "
+          f"stored, refused {len(summary['refused'])} file(s)")
     for warning in summary.get("warnings", []):
         print(f"  warning: {warning}")
     for trace_id in summary["skipped"]:
@@ -158,40 +337,6 @@ def _print_summary(summary: dict) -> None:
         print(f"  refused {source}:")
         for reason in reasons:
             print(f"    {reason}")
-
-
-def _ingest_via_server(args, server: str) -> int:
-    """Post each document (a session with its sub-agent files) to a running server's API, since DuckDB
-    lets one process write the file."""
-    summary = {"ingested": [], "skipped": [], "refused": [], "warnings": []}
-    params = {"replace": "true"} if args.replace else {}
-    if getattr(args, "format", None):
-        params["format"] = args.format
-    if getattr(args, "keep_content", False):
-        params["keep_content"] = "true"
-    query = "?" + urllib.parse.urlencode(params) if params else ""
-    for label, uploads in _batches(args.paths):
-        body, content_type = _multipart(uploads)
-        request = urllib.request.Request(server.rstrip("/") + "/api/traces" + query, data=body, method="POST",
-                                         headers={"Content-Type": content_type, **auth_headers(args)})
-        try:
-            with urllib.request.urlopen(request) as response:
-                answer = json.load(response)
-                summary["ingested"] += answer["ingested"]
-                summary["warnings"] += answer.get("warnings", [])
-        except urllib.error.HTTPError as exc:
-            body = json.load(exc)
-            if exc.code == 409:
-                summary["skipped"] += body.get("trace_ids", [])
-            else:
-                reasons = [f"trace {e['trace']}: {format_problem_dict(e)}" for e in body.get("errors", [])]
-                summary["refused"].append((label, reasons or [body.get("error", str(exc))]))
-        except urllib.error.URLError as exc:
-            print(f"error: no server answers at {server} ({exc.reason}); stop the process holding the "
-                  f"database or pass --server", file=sys.stderr)
-            return 2
-    _print_summary(summary)
-    return _exit_code(summary, "orchestrace import" if args.command == "import" else "orchestrace ingest")
 
 
 def auth_headers(args) -> dict:
@@ -229,38 +374,77 @@ def cmd_generate(args) -> int:
 
 
 def cmd_papers_import(args) -> int:
-    """Import paper-pool or exclusion-log CSV files (the kind is read from each header)."""
-    from app.services.papers import CsvProblems, import_csv
-
+    """Import paper-pool or exclusion-log CSV files (the kind is read from each header) into the database, or
+    through the server holding it."""
     settings = Settings.from_env(db=args.db)
-    db = _open(settings)
-    db.migrate(settings.migrations_dir)
+    target = _target(args, settings, "posting to {url}")
+    if isinstance(target, Database):
+        target.migrate(settings.migrations_dir)
     failed = 0
     for path in args.files:
         try:
-            result = import_csv(db, Path(path).read_bytes())
-            print(f"{path}: imported {result['imported']} {result['kind']} row(s)")
-        except CsvProblems as exc:
-            failed += 1
-            print(f"{path}: refused, nothing imported")
-            for error in exc.errors:
-                print(f"  {error['message']}")
+            data = Path(path).read_bytes()
         except OSError as exc:
             failed += 1
             print(f"{path}: {exc.strerror}")
+            continue
+        result, problems = _import_papers(args, target, data)
+        if not problems:
+            print(f"{path}: imported {result['imported']} {result['kind']} row(s) into {_where(target)}")
+            continue
+        failed += 1
+        print(f"{path}: refused, nothing imported into {_where(target)}")
+        for problem in problems:
+            print(f"  {problem}")
+    if isinstance(target, Database):
+        target.close()
     return 1 if failed else 0
 
 
+def _import_papers(args, target: Database | Server, data: bytes) -> tuple[dict, list[str]]:
+    """The result of importing one CSV, or the problems that refused it."""
+    from app.services.papers import CsvProblems, import_csv
+
+    if isinstance(target, Database):
+        try:
+            return import_csv(target, data), []
+        except CsvProblems as exc:
+            return {}, [error["message"] for error in exc.errors]
+    status, answer = _call(args, target, "/api/papers/import", data, "text/csv")
+    if status < 300:
+        return answer, []
+    return answer, [e["message"] for e in answer.get("errors", [])] or [_refusal(status, answer, NEED_ADMIN_TOKEN)]
+
+
 def cmd_audit(args) -> int:
-    """Audit traces (named, or --all): findings per trace and rule; exit 1 at --fail-on level."""
+    """Audit traces (named, or --all) of the database, or through the server holding it: findings per trace and
+    rule; exit 1 at --fail-on level."""
     from app.domain.audit import SEVERITIES
-    from app.services.analysis import ensure_analysis
-    from app.services.cache import TraceCache
 
     if not args.trace_ids and not args.all:
         raise SystemExit("error: name trace ids or pass --all")
     settings = Settings.from_env(db=args.db)
-    db = _open(settings)
+    target = _target(args, settings, "asking {url} for the findings")
+    if isinstance(target, Server):
+        results, missing = _findings_from(args, target)
+    else:
+        try:
+            results, missing = _findings_of(args, target, settings)
+        finally:
+            target.close()
+    _print_audit(results, args.format)
+    for trace_id in missing:
+        print(f"error: no trace with id '{trace_id}' in {_where(target)}", file=sys.stderr)
+    worst = {s: any(f["severity"] == s for fs in results.values() for f in fs) for s in SEVERITIES}
+    failing = args.fail_on and (worst["error"] or (args.fail_on == "warning" and worst["warning"]))
+    return 2 if missing else (1 if failing else 0)
+
+
+def _findings_of(args, db: Database, settings: Settings) -> tuple[dict[str, list[dict]], list[str]]:
+    """Findings by trace id, and the ids named that are not stored."""
+    from app.services.analysis import ensure_analysis
+    from app.services.cache import TraceCache
+
     db.migrate(settings.migrations_dir)
     ids = args.trace_ids or [r["trace_id"] for r in db.fetchall("SELECT trace_id FROM traces ORDER BY trace_id")]
     cache, results, missing = TraceCache(), {}, []
@@ -270,12 +454,35 @@ def cmd_audit(args) -> int:
             missing.append(trace_id)
         else:
             results[trace_id] = result["findings"]
-    _print_audit(results, args.format)
-    for trace_id in missing:
-        print(f"error: no trace with id '{trace_id}'", file=sys.stderr)
-    worst = {s: any(f["severity"] == s for fs in results.values() for f in fs) for s in SEVERITIES}
-    failing = args.fail_on and (worst["error"] or (args.fail_on == "warning" and worst["warning"]))
-    return 2 if missing else (1 if failing else 0)
+    return results, missing
+
+
+def _findings_from(args, server: Server) -> tuple[dict[str, list[dict]], list[str]]:
+    """Findings by trace id from the server's GET /api/traces/{id}/audit, and the ids it does not have."""
+    ids = args.trace_ids or _trace_ids_from(args, server)
+    results, missing = {}, []
+    for trace_id in ids:
+        status, answer = _call(args, server, f"/api/traces/{urllib.parse.quote(trace_id, safe='')}/audit")
+        if status == 200:
+            results[trace_id] = answer["findings"]
+        elif status == 404:
+            missing.append(trace_id)
+        else:
+            raise CommandError(f"{server.url} refused the audit of '{trace_id}': {_refusal(status, answer)}")
+    return results, missing
+
+
+def _trace_ids_from(args, server: Server) -> list[str]:
+    """Every trace id the server stores, in order, page by page."""
+    ids: list[str] = []
+    while True:
+        query = urllib.parse.urlencode({"sort": "trace_id", "limit": TRACES_PER_PAGE, "offset": len(ids)})
+        status, answer = _call(args, server, f"/api/traces?{query}")
+        if status != 200:
+            raise CommandError(f"{server.url} refused the list of traces: {_refusal(status, answer)}")
+        ids += [item["trace_id"] for item in answer["items"]]
+        if not answer["items"] or len(ids) >= answer["total"]:
+            return ids
 
 
 def _print_audit(results: dict[str, list[dict]], fmt: str) -> None:
@@ -306,7 +513,7 @@ def cmd_demo(args) -> int:
     db = _open(settings)
     db.migrate(settings.migrations_dir)
     stored, skipped = load_samples(db, settings.sample_dir)
-    print(f"sample traces: {len(stored)} loaded, {len(skipped)} already there")
+    print(f"sample traces in {settings.db}: {len(stored)} loaded, {len(skipped)} already there")
     db.close()
     return cmd_serve(args)
 
@@ -324,55 +531,34 @@ def cmd_backup(args) -> int:
     from app.store.backup import BackupError, backup
 
     settings = Settings.from_env(db=args.db)
-    if not settings.db.exists():
+    if not args.server and not settings.db.exists():
         print(f"error: no database at {settings.db}", file=sys.stderr)
         return 2
+    target = _target(args, settings, "asking {url} to write the backup")
+    if isinstance(target, Server):
+        return _backup_via_server(args, target)
     try:
-        db = Database(settings.db)
-    except DatabaseLocked:
-        server = args.server or f"http://{settings.host}:{settings.port}"
-        print(f"{settings.db} is held by a running server; asking {server} to write the backup", file=sys.stderr)
-        return _backup_via_server(args, server, settings.db)
-    try:
-        result = backup(db, Path(args.path), args.force)
+        result = backup(target, Path(args.path), args.force)
     except BackupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
-        db.close()
+        target.close()
     print(f"wrote backup {result['path']} of {settings.db}: {_contents(result)}")
     return 0
 
 
-def _backup_via_server(args, server: str, db_path: Path) -> int:
+def _backup_via_server(args, server: Server) -> int:
     """POST /api/backup with PATH made absolute here: the server refuses relative paths, which it would read
     from its own working folder."""
     body = json.dumps({"path": str(Path(args.path).absolute()), "force": args.force}).encode()
-    request = urllib.request.Request(server.rstrip("/") + "/api/backup", data=body, method="POST",
-                                     headers={"Content-Type": "application/json", **auth_headers(args)})
-    try:
-        with urllib.request.urlopen(request) as response:
-            result = json.load(response)
-    except urllib.error.HTTPError as exc:
-        need_token = " (pass an admin's API token with --token or ORCHESTRACE_TOKEN)"
-        hint = {401: need_token, 403: need_token,
-                404: f" ({server} has no /api/backup: is it an older version of Orchestrace?)"}.get(exc.code, "")
-        print(f"error: {_error_of(exc)}{hint}", file=sys.stderr)
+    status, answer = _call(args, server, "/api/backup", body, "application/json")
+    if status >= 300:
+        old = f" ({server.url} has no /api/backup: is it an older version of Orchestrace?)" if status == 404 else ""
+        print(f"error: {_refusal(status, answer, NEED_ADMIN_TOKEN)}{old}", file=sys.stderr)
         return 1
-    except urllib.error.URLError as exc:
-        print(f"error: no server answers at {server} ({exc.reason}); stop the process holding the "
-              f"database or pass --server", file=sys.stderr)
-        return 2
-    print(f"wrote backup {result['path']} of {db_path} (by the server at {server}): {_contents(result)}")
+    print(f"wrote backup {answer['path']} of {server.db} (by the server at {server.url}): {_contents(answer)}")
     return 0
-
-
-def _error_of(exc: urllib.error.HTTPError) -> str:
-    """The `error` of a JSON error answer, else its status line."""
-    try:
-        return json.load(exc)["error"]
-    except (ValueError, KeyError, TypeError):
-        return f"{exc.code} {exc.reason}"
 
 
 def _contents(result: dict) -> str:
@@ -454,7 +640,7 @@ def cmd_tokens(args) -> int:
             print(f"error: no live token with id {args.token_id}", file=sys.stderr)
             return 1
         else:
-            print(f"revoked token {args.token_id}")
+            print(f"revoked token {args.token_id} in {db.path}")
         return 0
     finally:
         db.close()
@@ -533,23 +719,28 @@ def build_parser() -> argparse.ArgumentParser:
     add("migrate", cmd_migrate)
     p = add("validate", cmd_validate, db=False)
     p.add_argument("paths", nargs="+", metavar="PATH")
+    def add_server(p, token_help="API token for the server (default $ORCHESTRACE_TOKEN)"):
+        p.add_argument("--server", metavar="URL", help="send to this running server, and open no database file "
+                       "(default: the server holding the database, found by the URL it records beside it)")
+        p.add_argument("--token", help=token_help)
+
     for name, func in (("ingest", cmd_ingest), ("import", cmd_import)):
         p = add(name, func)
         p.add_argument("paths", nargs="+", metavar="PATH", help="files, folders, or - for standard input")
         p.add_argument("--replace", action="store_true", help="replace traces already stored")
-        p.add_argument("--server", help="server to post to when it holds the database (default http://HOST:PORT)")
-        p.add_argument("--token", help="API token for the server (default $ORCHESTRACE_TOKEN)")
+        add_server(p)
         p.add_argument("--keep-content", action="store_true",
                        help="keep raw message and tool content (off: only hashes, as traces carry user data)")
-        p.add_argument("--format", choices=("orchestrace", "otlp", "openai_agents", "claude_code"),
-                       help="source format (default: recognised from each file's content)")
+        p.add_argument("--format", choices=FORMATS, help="source format (default: recognised from each file's content)")
     papers = sub.add_parser("papers", help="paper pool commands", description="Paper pool commands.")
     papers_sub = papers.add_subparsers(dest="papers_command", required=True)
     p = papers_sub.add_parser("import", help=cmd_papers_import.__doc__, description=cmd_papers_import.__doc__)
     p.set_defaults(func=cmd_papers_import)
     p.add_argument("--db", help="DuckDB file (default: $ORCHESTRACE_DB or data/orchestrace.duckdb)")
     p.add_argument("files", nargs="+", metavar="FILE")
+    add_server(p, "an admin's API token, when the server requires one (default $ORCHESTRACE_TOKEN)")
     p = add("audit", cmd_audit)
+    add_server(p)
     p.add_argument("trace_ids", nargs="*", metavar="TRACE_ID")
     p.add_argument("--all", action="store_true", help="audit every stored trace")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
@@ -558,9 +749,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", metavar="PATH",
                    help="file to write (on the server's machine when a server holds the database)")
     p.add_argument("--force", action="store_true", help="replace PATH if it exists")
-    p.add_argument("--server", help="server to ask when it holds the database (default http://HOST:PORT)")
-    p.add_argument("--token",
-                   help="an admin's API token, when the server requires one (default $ORCHESTRACE_TOKEN)")
+    add_server(p, "an admin's API token, when the server requires one (default $ORCHESTRACE_TOKEN)")
     p = add("restore", cmd_restore)
     p.add_argument("backup", metavar="BACKUP", help="a file written by `orchestrace backup`")
     p.add_argument("--force", action="store_true",
@@ -597,7 +786,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not getattr(args, "func", None):
         args = build_parser().parse_args(["serve", *(argv or [])])
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (CommandError, MigrationsMissing) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,15 +1,26 @@
-"""The `orchestrace` CLI, run in-process against a real DuckDB file."""
+"""The `orchestrace` CLI, run in-process against a real DuckDB file, and against real servers."""
 
 import io
 import json
+import shutil
 import subprocess
 import sys
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
-from conftest import make_trace
+from conftest import make_trace, running_server
 
-from app.cli import main
+from app.cli import RecordingServer, address_file, main
+from app.ingest.importers import load_session_dir
+from app.ingest.importers.claude_code import import_session
+from app.store import queries
 from app.store.db import Database
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+HOLDER_CODE = ("import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); con.execute('CREATE TABLE IF NOT EXISTS "
+               "held (x INT)'); print('ok', flush=True); time.sleep(60)")
 
 
 @pytest.fixture
@@ -30,6 +41,22 @@ def stored(path) -> list[str]:
         return [r["trace_id"] for r in db.fetchall("SELECT trace_id FROM traces ORDER BY trace_id")]
     finally:
         db.close()
+
+
+def served(url: str) -> list[str]:
+    return [t["trace_id"] for t in json.load(urllib.request.urlopen(f"{url}/api/traces"))["items"]]
+
+
+@contextmanager
+def held(path):
+    """The DuckDB file held open by another process that is no Orchestrace server."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER_CODE, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ok"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_validate_reports_each_problem_and_exit_code(tmp_path, capsys):
@@ -61,7 +88,7 @@ def test_ingest_files_folders_and_stdin_with_summary(tmp_path, env_db, monkeypat
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(make_trace("s")).encode())))
     assert main(["ingest", str(folder), "-"]) == 1  # one file refused
     out = capsys.readouterr().out
-    assert "ingested 4 trace(s), skipped 0 already stored, refused 1 file(s)" in out
+    assert f"ingested 4 trace(s) into {env_db}, skipped 0 already stored, refused 1 file(s)" in out
     assert "edges[0].dst: 'e99' is not an event id" in out
     assert stored(env_db) == ["a", "b", "c", "s"]
 
@@ -78,20 +105,70 @@ def test_ingest_skips_existing_unless_replace(tmp_path, env_db, capsys):
     db.close()
 
 
-def test_ingest_says_when_a_server_holds_the_database(tmp_path, env_db, capsys):
+def test_server_always_gets_the_traces_when_named(tmp_path, capsys):
+    """--server sends there even when the database file is free: the file is neither written nor made."""
     path = write(tmp_path / "a.json", make_trace("a"))
-    holder_code = ("import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); con.execute('CREATE TABLE held (x INT)'); "
-                   "print('ok', flush=True); time.sleep(60)")
-    holder = subprocess.Popen([sys.executable, "-c", holder_code, str(env_db)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "ok"
-        code = main(["ingest", path, "--server", "http://127.0.0.1:9"])
-    finally:
-        holder.kill()
-        holder.wait()
-    assert code == 2
-    err = capsys.readouterr().err
-    assert "held by a running server" in err and "no server answers at http://127.0.0.1:9" in err
+    served_db, local_db = tmp_path / "served.duckdb", tmp_path / "local.duckdb"
+    with running_server(served_db) as url:
+        assert main(["ingest", "--db", str(local_db), "--server", url, path]) == 0
+        out = capsys.readouterr()
+        assert f"ingested 1 trace(s) into {url}," in out.out
+        assert f"posting to {url} (--server), the server of {served_db}" in out.err
+        assert served(url) == ["a"] and not local_db.exists()
+
+
+def test_a_locked_database_is_reached_through_the_address_its_server_records(tmp_path, env_db, capsys):
+    path = write(tmp_path / "a.json", make_trace("a"))
+    with running_server(env_db) as url:
+        assert address_file(env_db).read_text() == url + "\n"
+        assert main(["ingest", path]) == 0
+        out = capsys.readouterr()
+        assert f"{env_db} is held by a running server; posting to {url}" in out.err
+        assert f"ingested 1 trace(s) into {url}," in out.out
+        assert served(url) == ["a"]
+    assert not address_file(env_db).exists()  # removed when the server stops
+    assert stored(env_db) == ["a"]
+
+
+def test_a_locked_database_without_a_live_server_says_what_to_do(tmp_path, env_db, capsys):
+    path = write(tmp_path / "a.json", make_trace("a"))
+    record = address_file(env_db)
+    with held(env_db):
+        assert main(["ingest", path]) == 2
+        err = capsys.readouterr().err
+        assert f"{env_db} is held by another process, and no server recorded its address beside it ({record})" in err
+        assert "pass --server URL" in err
+        record.write_text("http://127.0.0.1:9\n")  # a server killed before it could remove its record
+        assert main(["ingest", path]) == 2
+        err = capsys.readouterr().err
+        assert f"{record} names http://127.0.0.1:9, but no server answers there" in err
+        assert "a stale record, not trusted" in err
+        with running_server(tmp_path / "other.duckdb") as url:  # an answer, but for another file
+            record.write_text(url + "\n")
+            assert main(["ingest", path]) == 2
+            assert f"but the server there holds {tmp_path / 'other.duckdb'}" in capsys.readouterr().err
+    assert main(["ingest", path, "--server", "http://127.0.0.1:9"]) == 2
+    assert "no Orchestrace server answers at http://127.0.0.1:9" in capsys.readouterr().err
+    db = Database(env_db)
+    assert db.fetchall("SELECT table_name FROM information_schema.tables") == [{"table_name": "held"}]  # untouched
+    db.close()
+
+
+def test_serve_records_the_url_it_listens_at(tmp_path, monkeypatch):
+    """Port 0 lets the system pick: the record holds the port really bound, on loopback for a wildcard host."""
+    db = tmp_path / "s.duckdb"
+    seen = []
+
+    async def stop_at_once(self):
+        seen.append(address_file(db).read_text())
+        self.should_exit = True
+
+    monkeypatch.setattr(RecordingServer, "main_loop", stop_at_once)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a long password\n"))
+    assert main(["users", "add", "ada", "--role", "admin", "--password-stdin", "--db", str(db)]) == 0  # not loopback
+    assert main(["serve", "--db", str(db), "--host", "0.0.0.0", "--port", "0"]) == 0
+    assert seen[0].startswith("http://127.0.0.1:") and not seen[0].endswith(":0\n")
+    assert not address_file(db).exists()
 
 
 def test_generate_is_deterministic_and_ingestable(tmp_path, env_db, capsys):
@@ -117,15 +194,18 @@ def test_missing_path_is_a_clear_error(env_db):
 
 
 def test_demo_loads_samples_once_then_serves(env_db, monkeypatch, capsys):
-    import uvicorn
-
     served = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, host, port: served.append((host, port)))
+
+    def run(self):
+        served.append((self.config.host, self.config.port))
+        self.started = True
+
+    monkeypatch.setattr(RecordingServer, "run", run)
     assert main(["demo", "--port", "8123"]) == 0
     first = capsys.readouterr().out
     assert main(["demo", "--port", "8123"]) == 0
     second = capsys.readouterr().out
-    assert "6 loaded, 0 already there" in first and "0 loaded, 6 already there" in second
+    assert f"sample traces in {env_db}: 6 loaded, 0 already there" in first and "0 loaded, 6 already there" in second
     assert served == [("127.0.0.1", 8123)] * 2
     assert len(stored(env_db)) == 6
 
@@ -138,9 +218,74 @@ def test_papers_import_reports_rows_and_refusals(tmp_path, env_db, capsys):
     (tmp_path / "bad.csv").write_bytes(POOL_CSV.replace(b"shared", b"sharde"))
     assert main(["papers", "import", str(tmp_path / "pool.csv"), str(tmp_path / "excluded.csv")]) == 0
     out = capsys.readouterr().out
-    assert "imported 4 papers row(s)" in out and "imported 2 excluded row(s)" in out
+    assert f"imported 4 papers row(s) into {env_db}" in out and "imported 2 excluded row(s)" in out
     assert main(["papers", "import", str(tmp_path / "bad.csv")]) == 1
-    assert "line 2, reward_type: 'sharde' is not one of" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"refused, nothing imported into {env_db}" in out and "line 2, reward_type: 'sharde' is not one of" in out
+
+
+def test_papers_import_and_audit_go_through_the_server_holding_the_database(tmp_path, env_db, capsys):
+    from test_papers import EXCLUDED_CSV, POOL_CSV
+
+    (tmp_path / "pool.csv").write_bytes(POOL_CSV)
+    (tmp_path / "excluded.csv").write_bytes(EXCLUDED_CSV)
+    (tmp_path / "bad.csv").write_bytes(POOL_CSV.replace(b"shared", b"sharde"))
+    late = make_trace("late")
+    late["edges"].append({"src": "e6", "dst": "e1", "type": "causal"})
+    assert main(["ingest", write(tmp_path / "a.json", [make_trace("clean"), late])]) == 0
+    capsys.readouterr()
+    assert main(["audit", "--all", "--format", "json"]) == 0
+    local = capsys.readouterr().out
+    with running_server(env_db) as url:
+        assert main(["papers", "import", str(tmp_path / "pool.csv"), str(tmp_path / "excluded.csv")]) == 0
+        out = capsys.readouterr()
+        assert f"{env_db} is held by a running server; posting to {url}" in out.err
+        assert f"imported 4 papers row(s) into {url}" in out.out and f"imported 2 excluded row(s) into {url}" in out.out
+        assert main(["papers", "import", "--server", url, str(tmp_path / "bad.csv")]) == 1
+        out = capsys.readouterr().out
+        assert f"refused, nothing imported into {url}" in out and "line 2, reward_type: 'sharde' is not one of" in out
+        assert main(["audit", "--all", "--format", "json"]) == 0
+        out = capsys.readouterr()
+        assert f"{env_db} is held by a running server; asking {url} for the findings" in out.err
+        assert out.out == local
+        assert main(["audit", "late", "nope", "--server", url, "--fail-on", "error"]) == 2
+        out = capsys.readouterr()
+        assert "time_order" in out.out and f"error: no trace with id 'nope' in {url}" in out.err
+    db = Database(env_db)
+    assert db.scalar("SELECT count(*) FROM papers") == 4
+    db.close()
+
+
+def test_the_empty_papers_page_advises_commands_that_reach_this_server(client):
+    page = client.get("/papers").text
+    assert "orchestrace papers import --server http://127.0.0.1 papers.csv" in page
+    assert "http://127.0.0.1/api/papers/import" in page and ":8000" not in page
+
+
+def claude_session(folder: Path) -> Path:
+    """The parallel fixture session with one sub-agent moved where workflow agents live."""
+    shutil.copy(FIXTURES / "claude_code" / "parallel.jsonl", folder / "parallel.jsonl")
+    shutil.copytree(FIXTURES / "claude_code" / "parallel", folder / "parallel")
+    workflow = folder / "parallel" / "subagents" / "workflows" / "wf_1"
+    workflow.mkdir(parents=True)
+    for name in ("agent-bbb2222.jsonl", "agent-bbb2222.meta.json"):
+        (folder / "parallel" / "subagents" / name).rename(workflow / name)
+    return folder / "parallel.jsonl"
+
+
+def test_import_reads_a_claude_code_session_with_workflow_agents_as_the_importer_does(tmp_path, env_db, capsys):
+    session = claude_session(tmp_path)
+    expected = json.loads(json.dumps(import_session(*load_session_dir(session)).traces[0]))
+    assert any(e.get("line", "").startswith("workflows/wf_1/agent-bbb2222.jsonl:") for e in expected["events"])
+    assert main(["import", str(tmp_path)]) == 0  # the folder: the session and, with it, every sub-agent file
+    assert "ingested 1 trace(s)" in capsys.readouterr().out
+    assert main(["import", "--replace", str(session)]) == 0  # the session file brings its folder
+    assert "ingested 1 trace(s)" in capsys.readouterr().out
+    db = Database(env_db)
+    try:
+        assert queries.read_trace(db, expected["trace_id"]) == expected
+    finally:
+        db.close()
 
 
 def test_audit_formats_and_exit_codes(tmp_path, env_db, capsys):

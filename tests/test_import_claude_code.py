@@ -10,7 +10,8 @@ from anchors import anchor
 
 from app.domain.metrics import compute_metrics
 from app.domain.validation import validate_trace
-from app.ingest.importers.claude_code import import_session, load_session_dir, looks_like_claude_code
+from app.ingest.importers import load_session_dir
+from app.ingest.importers.claude_code import import_session, looks_like_claude_code
 from app.ingest.importers.common import ImportFailed
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"

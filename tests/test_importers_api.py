@@ -16,19 +16,17 @@ from conftest import make_trace, running_server
 from app.cli import main
 from app.domain.audit import audit
 from app.ingest.documents import DocumentError, Upload
-from app.ingest.importers import _records, convert, detect
+from app.ingest.importers import _records, convert, detect, subagent_uploads
 from app.ingest.importers.common import ImportFailed
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 OTLP = FIXTURES / "otlp" / "pydantic_ai_delegation.json"
 AGENTS = FIXTURES / "openai_agents" / "agent_as_tool.json"
 SESSION = FIXTURES / "claude_code" / "parallel.jsonl"
-SUBAGENTS = FIXTURES / "claude_code" / "parallel" / "subagents"
 
 
 def session_files() -> list[tuple[str, bytes]]:
-    return [("parallel.jsonl", SESSION.read_bytes())] + [
-        (f"parallel/subagents/{p.name}", p.read_bytes()) for p in sorted(SUBAGENTS.iterdir())]
+    return [("parallel.jsonl", SESSION.read_bytes())] + [(u.source, u.data) for u in subagent_uploads(SESSION)]
 
 
 @pytest.mark.parametrize("path, expected", [(OTLP, "otlp"), (AGENTS, "openai_agents"), (SESSION, "claude_code")])

@@ -2,14 +2,16 @@
 
 One module per source format (otlp, openai_agents, claude_code), each a pure function from source
 data to traces plus warnings; this module recognises the format from content (never the file name),
-unpacks archives, groups a Claude Code session with its sub-agent files, and dispatches.
+unpacks archives, groups a Claude Code session with its sub-agent files, and dispatches. It also reads
+a Claude Code session from disk (`subagent_uploads`, `load_session_dir`), naming its files as the
+grouping expects, so the CLI, the web upload and the tests read sessions one way.
 """
 
 import io
 import json
 import tarfile
 import zipfile
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from app.domain.validation import is_text
 from app.ingest.documents import (
@@ -27,7 +29,8 @@ from app.ingest.documents import (
 from app.ingest.importers import claude_code, openai_agents, otlp
 from app.ingest.importers.common import ImportFailed, ImportResult, show
 
-FORMATS = ("orchestrace", "otlp", "openai_agents", "claude_code")
+FORMATS = ("orchestrace", "otlp", "openai_agents", "claude_code")  # the one list of --format / ?format=
+SUBAGENTS = "subagents"  # a Claude Code session's `<session>/subagents/` folder
 ZIP_MAGIC = b"PK\x03\x04"
 TAR_MAGIC_OFFSET = 257
 
@@ -137,6 +140,25 @@ def is_subagent_file(name: str) -> bool:
     return path.name.startswith("agent-") and (path.name.endswith(".jsonl") or path.name.endswith(".meta.json"))
 
 
+def subagent_uploads(session: Path) -> list[Upload]:
+    """The sub-agent files of a Claude Code session on disk: every transcript and meta file under
+    `<session>/subagents/`, workflow agents (`workflows/wf_<id>/`) included, named
+    `<session>/subagents/<path>` as `convert` groups them with their session."""
+    folder = session.with_suffix("") / SUBAGENTS
+    if not folder.is_dir():
+        return []
+    return [Upload(f"{session.stem}/{SUBAGENTS}/{file.relative_to(folder).as_posix()}", file.read_bytes())
+            for file in sorted(folder.rglob("agent-*")) if file.is_file() and is_subagent_file(file.name)]
+
+
+def load_session_dir(path: Path) -> tuple[str, dict[str, str], dict[str, dict]]:
+    """A Claude Code session on disk, read as `convert` reads it: the main transcript's text, and its
+    sub-agent transcripts and metas keyed by their path under subagents/."""
+    path = Path(path)
+    session = Upload(str(path), path.read_bytes())
+    return _read_session(session, _helpers_of(session, subagent_uploads(path), 1), DEFAULT_MAX_BYTES)
+
+
 def convert(uploads: list[Upload], fmt: str | None = None, keep_content: bool = False,
             max_bytes: int = DEFAULT_MAX_BYTES) -> ImportResult:
     """Traces and warnings from every upload; `fmt` forces a format, otherwise each file is detected.
@@ -183,21 +205,28 @@ def _convert(files: list[Upload], fmt: str | None, keep_content: bool, max_bytes
     if helpers and not sessions:
         raise ImportFailed("sub-agent transcripts without their session's main .jsonl file")
     for session in sessions:
-        mine = _helpers_of(session, helpers, len(sessions))
-        subagents = {PurePosixPath(h.source.split(":")[-1]).name: decode(h.data, h.source, max_bytes)
-                     for h in mine if h.source.endswith(".jsonl")}
-        metas = {PurePosixPath(h.source.split(":")[-1]).name: _json(h) for h in mine if h.source.endswith(".json")}
+        main, subagents, metas = _read_session(session, _helpers_of(session, helpers, len(sessions)), max_bytes)
         stem = PurePosixPath(session.source.split(":")[-1]).stem
-        _merge(result, claude_code.import_session(decode(session.data, session.source, max_bytes), subagents,
-                                                  metas, None, keep_content), session.source or stem)
+        _merge(result, claude_code.import_session(main, subagents, metas, None, keep_content),
+               session.source or stem)
     return result
 
 
-def _helpers_of(session: Upload, helpers: list[Upload], n_sessions: int) -> list[Upload]:
-    """A session's sub-agent files: those under `<session>/subagents/`, or all of them for a lone session."""
-    stem = PurePosixPath(session.source.split(":")[-1]).stem
-    inside = [h for h in helpers if f"{stem}/subagents/" in h.source]
-    return inside if inside or n_sessions > 1 else helpers
+def _helpers_of(session: Upload, helpers: list[Upload], n_sessions: int) -> dict[str, Upload]:
+    """A session's sub-agent files keyed by their path under `<session>/subagents/`; for a lone session
+    without such paths, all of them, keyed by file name."""
+    folder = f"{PurePosixPath(session.source.split(':')[-1]).stem}/{SUBAGENTS}/"
+    inside = {h.source.split(folder, 1)[1]: h for h in helpers if folder in h.source}
+    if inside or n_sessions > 1:
+        return inside
+    return {PurePosixPath(h.source.split(":")[-1]).name: h for h in helpers}
+
+
+def _read_session(session: Upload, helpers: dict[str, Upload], max_bytes: int) -> tuple[str, dict, dict]:
+    """The main transcript's text, and the sub-agent transcripts' texts and metas by their keys."""
+    subagents = {name: decode(h.data, h.source, max_bytes) for name, h in helpers.items() if name.endswith(".jsonl")}
+    metas = {name: _json(h) for name, h in helpers.items() if name.endswith(".json")}
+    return decode(session.data, session.source, max_bytes), subagents, metas
 
 
 def _json(upload: Upload):

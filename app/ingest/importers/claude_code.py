@@ -59,8 +59,9 @@ Choices where the mapping is silent, made for an auditor who wants to trace ever
   compact_boundary, turn_duration, queue `dequeue`. Unknown record types, system subtypes, progress
   types and content blocks are skipped with a warning naming the first line. A line that is not JSON,
   or an empty file, refuses the session.
-- `load_session_dir` includes workflow agents (`subagents/workflows/wf_<id>/agent-*.jsonl`) as
-  sub-agents, keyed by their path under `subagents/`.
+- Sub-agent files are keyed by their path under `subagents/`, workflow agents
+  (`subagents/workflows/wf_<id>/agent-*.jsonl`) included; `importers.load_session_dir` and
+  `importers.subagent_uploads` read a session on disk.
 """
 
 import json
@@ -68,11 +69,11 @@ import re
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from datetime import datetime
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 import orjson
 
-from app.ingest.importers.common import ImportFailed, ImportResult, content_ref, show
+from app.ingest.importers.common import ImportFailed, ImportResult, TraceBuilder, content_ref, ref, show
 
 MAIN, USER, SYSTEM = "main", "user", "system"
 LEAD_ROLE = "lead"
@@ -94,7 +95,8 @@ HELPER_ID = re.compile(r"a([a-z][a-z_]*)-[0-9a-f]+")  # acompact-70d8e7; real ag
 HELPER_ROLES = {"compact": "compaction"}
 POST_HOOKS = frozenset({"PostToolUse", "PostToolUseFailure"})
 MS_PER_S = 1000
-CHAIN, TIME, NONE = 0, 1, 2  # how an event joins its agent's timeline
+ID_DIGITS = 4  # e0001: at least four digits in event ids
+T_PLACES = 3  # t in milliseconds, as the transcripts' timestamps
 
 
 def looks_like_claude_code(first_records: list[dict]) -> bool:
@@ -102,28 +104,6 @@ def looks_like_claude_code(first_records: list[dict]) -> bool:
     return any(isinstance(r, dict) and isinstance(r.get("type"), str) and r["type"] in RECORD_TYPES
                and isinstance(r.get("sessionId"), str)
                and isinstance(r.get("uuid"), str) for r in first_records)
-
-
-def load_session_dir(path: Path) -> tuple[str, dict[str, str], dict[str, dict]]:
-    """The main transcript's text, and its sub-agent transcripts and metas keyed by path under subagents/."""
-    path = Path(path)
-    main = path.read_text(encoding="utf-8", errors="replace")
-    folder = path.with_suffix("") / "subagents"
-    subagents: dict[str, str] = {}
-    metas: dict[str, dict] = {}
-    if folder.is_dir():
-        for file in sorted(folder.rglob("agent-*")):
-            name = file.relative_to(folder).as_posix()
-            if not file.is_file():
-                continue
-            if name.endswith(".meta.json"):
-                try:
-                    metas[name] = json.loads(file.read_text(encoding="utf-8"))
-                except ValueError as e:
-                    raise ImportFailed(f"{name}: not JSON ({e})") from None
-            elif name.endswith(".jsonl"):
-                subagents[name] = file.read_text(encoding="utf-8", errors="replace")
-    return main, subagents, metas
 
 
 def import_session(main: str, subagents: dict[str, str] | None = None, metas: dict[str, dict] | None = None,
@@ -167,13 +147,6 @@ def _seconds(stamp) -> float | None:
         return datetime.fromisoformat(stamp).timestamp()
     except ValueError:
         return None
-
-
-def _ref(value) -> str:
-    """content_ref of text or of structured content (canonical JSON, so equal content hashes equally)."""
-    if not isinstance(value, str):
-        value = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    return content_ref(value)
 
 
 def _blocks(content) -> list[dict]:
@@ -271,13 +244,7 @@ class _Session:
         self.files, self.keep, self.warnings, self.fallback_id = files, keep, warnings, fallback_id
         self.metas = {_agent_id(name, ".meta.json"): meta for name, meta in metas.items() if isinstance(meta, dict)}
         self.session_id = session_id
-        # Events, one entry per event; dicts are made once, at the end, in time order.
-        self.times: list[float] = []
-        self.types: list[str] = []
-        self.agents: list[str] = []
-        self.props: list[dict] = []
-        self.modes: list[int] = []
-        self.edges: list[tuple[int, int, str]] = []
+        self.b = TraceBuilder()  # times in seconds since the epoch
         self.all_lines: list[_Lines] = []
         self.first_time: float | None = None
         self.last_time: float | None = None
@@ -298,7 +265,6 @@ class _Session:
         self.call_event: dict[str, int] = {}
         self.spawn_event: dict[str, int] = {}
         self.spawners: set[str] = set()
-        self.spawn_links: list[tuple[int, str]] = []
         self.returns: dict[str, list[tuple[float, int]]] = defaultdict(list)
         self.to_next: list[tuple[int, str, float, str]] = []  # (src, agent, time, edge type)
         self.guards: list[tuple[int, _Lines, str | None]] = []
@@ -588,7 +554,7 @@ class _Session:
             if isinstance(given.get("subagent_type"), str):
                 props["subagent_type"] = given["subagent_type"]
             if given.get("prompt") is not None:
-                props["content_ref"] = _ref(given["prompt"])
+                props["content_ref"] = ref(given["prompt"])
             if call:
                 props["tool_use_id"] = call
             props.update(source)
@@ -599,7 +565,7 @@ class _Session:
             index = self._event(time, "spawn", stream.key, props, stream, record)
             self.spawners.add(stream.key)
             if child is not None:
-                self.spawn_links.append((index, child.key))
+                self.b.link_to_first(index, child.key, "spawn")
             if call:
                 self.spawn_event[call] = index
         else:
@@ -611,7 +577,7 @@ class _Session:
                 props["content"] = given
             index = self._event(time, "tool_call", stream.key, props, stream, record)
             self.tool_calls += 1
-        self._link(response.index, index, "causal")
+        self.b.link(response.index, index, "causal")
         response.asks = True
         if call:
             self.call_event[call] = index
@@ -687,7 +653,7 @@ class _Session:
                 props["error"] = True
             self._content(props, content)
             index = self._event(time, "return", child.key, props)
-            self._link(self.spawn_event[call], index, "tool_dependency")
+            self.b.link(self.spawn_event[call], index, "tool_dependency")
             self.returns[stream.key].append((time, index))
             return
         tool = self.tool_names.get(call)
@@ -703,13 +669,13 @@ class _Session:
         if tool in UNTRUSTED_TOOLS:
             props["trusted"] = False
         self._content(props, content)
-        index = self._event(time, "tool_result", tool or UNKNOWN_TOOL, props, mode=NONE)
+        index = self._event(time, "tool_result", tool or UNKNOWN_TOOL, props)
         if rejected:
-            self._link(intervention, index, "causal")
+            self.b.link(intervention, index, "causal")
         elif failed and call:
             self.errors.append((call, index, stream.key))
         if call in self.call_event:
-            self._link(self.call_event[call], index, "tool_dependency")
+            self.b.link(self.call_event[call], index, "tool_dependency")
         self.to_next.append((index, stream.key, time, "causal"))
 
     def _system(self, stream: _Stream, number: int, record: dict, time: float) -> None:
@@ -802,32 +768,24 @@ class _Session:
     def _content(self, props: dict, value) -> None:
         if value is None:
             return
-        props["content_ref"] = _ref(value)
+        props["content_ref"] = ref(value)
         if self.keep:
             props["content"] = value
 
     def _event(self, time: float, type_: str, agent: str, props: dict, stream: _Stream | None = None,
-               record: dict | None = None, mode: int = TIME) -> int:
+               record: dict | None = None) -> int:
         """Append an event; one made by a transcript line for that line's agent joins the parentUuid tree."""
-        index = len(self.times)
-        self.times.append(time)
-        self.types.append(type_)
-        self.agents.append(agent)
-        self.props.append(props)
         uuid = record.get("uuid") if record is not None else None
-        if stream is not None and stream.lines is not None and agent == stream.key and isinstance(uuid, str):
-            mode = CHAIN
+        chained = stream is not None and stream.lines is not None and agent == stream.key and isinstance(uuid, str)
+        index = self.b.add(time, type_, agent, props, chained)
+        if chained:
             lines = stream.lines
             if uuid in lines.last:
-                self._link(lines.last[uuid], index, "temporal")
+                self.b.link(lines.last[uuid], index, "temporal")
             else:
                 lines.first[uuid] = index
             lines.last[uuid] = index
-        self.modes.append(mode)
         return index
-
-    def _link(self, src: int, dst: int, type_: str) -> None:
-        self.edges.append((src, dst, type_))
 
     def _odd(self, name: str, number: int, what: str) -> None:
         seen = self.odd.setdefault((name, what), [number, 0])
@@ -843,7 +801,7 @@ class _Session:
         return indexes[k] if k < len(indexes) else None
 
     def _finish(self) -> dict:
-        if not self.times:
+        if not self.b.times:
             raise ImportFailed("main: no user, assistant or system record to import")
         for response in self.responses.values():
             self._close(response)
@@ -855,20 +813,21 @@ class _Session:
         for index, lines, parent in self.guards:
             guarded = lines.nearest(parent)
             if guarded is not None:
-                self._link(guarded, index, "causal")
+                self.b.link(guarded, index, "causal")
         self.compactions.sort()
         compaction_times = [t for t, _ in self.compactions]
         for time, index in self.summaries:
             k = bisect_right(compaction_times, time)
             if k:
-                self._link(self.compactions[k - 1][1], index, "causal")
+                self.b.link(self.compactions[k - 1][1], index, "causal")
         self._aggregate(starts)
         for src, agent, time, type_ in self.to_next:
             nxt = self._next_response(agent, time, starts)
             if nxt is not None:
-                self._link(src, nxt, type_)
-        events, edges = self._order()
+                self.b.link(src, nxt, type_)
+        self._join_chains()
         origin = self.first_time
+        events, edges = self.b.finish(origin, places=T_PLACES, min_digits=ID_DIGITS)
         session = self._main_session()
         if session is None:
             self.warnings.append(f"main: no sessionId in the records; the session is named {self.fallback_id}")
@@ -895,7 +854,7 @@ class _Session:
 
     def _close(self, response: _Response) -> None:
         """Tokens, content and type of a response, once all its lines are read."""
-        props = self.props[response.index]
+        props = self.b.props[response.index]
         if response.counted:
             usage = response.usage
             props["tokens_in"] = usage[0] + usage[1] + usage[2]
@@ -905,8 +864,8 @@ class _Session:
             self._content(props, text)
         if self.keep and response.thinking:
             props["thinking"] = "\n".join(response.thinking)
-        if response.asks and self.agents[response.index] in self.spawners:
-            self.types[response.index] = "orchestrator_decision"
+        if response.asks and self.b.agents[response.index] in self.spawners:
+            self.b.types[response.index] = "orchestrator_decision"
 
     def _denials(self) -> None:
         """An error result of a call whose PreToolUse hooks ran but no PostToolUse hook did: a denial."""
@@ -919,8 +878,8 @@ class _Session:
                 props["hook"] = hook
             index = self._event(time, "safety_event", SYSTEM, props)
             if call in self.call_event:
-                self._link(self.call_event[call], index, "causal")
-            self._link(index, result, "safety_flow")
+                self.b.link(self.call_event[call], index, "causal")
+            self.b.link(index, result, "safety_flow")
 
     def _aggregate(self, starts: dict) -> None:
         """Returns into the caller's next response; two or more before it meet in an aggregate."""
@@ -931,56 +890,27 @@ class _Session:
             for nxt, group in by_next.items():
                 if len(group) == 1:
                     if nxt is not None:
-                        self._link(group[0][1], nxt, "return")
+                        self.b.link(group[0][1], nxt, "return")
                     continue
                 props = {"role": self.roles.get(caller, SUBAGENT_ROLE), "inputs": len(group),
-                         "tool_use_ids": [self.props[i].get("tool_use_id") for _, i in group]}
+                         "tool_use_ids": [self.b.props[i].get("tool_use_id") for _, i in group]}
                 index = self._event(group[-1][0], "aggregate", caller, props)
                 for _, returned_index in group:
-                    self._link(returned_index, index, "aggregate")
+                    self.b.link(returned_index, index, "aggregate")
                 if nxt is not None:
-                    self._link(index, nxt, "causal")
+                    self.b.link(index, nxt, "causal")
 
-    def _order(self) -> tuple[list[dict], list[dict]]:
-        """Events in time order (stable) with ids; temporal and spawn edges added; edges deduplicated."""
-        times, types, agents, props, modes = self.times, self.types, self.agents, self.props, self.modes
-        n = len(times)
-        unlinked = set()
+    def _join_chains(self) -> None:
+        """Link the first event of each line to its nearest ancestor line's event of the same agent; a first
+        event with none joins its agent's timeline in time order instead."""
+        agents, chained = self.b.agents, self.b.chained
         for lines in self.all_lines:
             for uuid, first in lines.first.items():
                 previous = lines.nearest(lines.parents.get(uuid))
                 if previous is not None and agents[previous] == agents[first]:
-                    self._link(previous, first, "temporal")
+                    self.b.link(previous, first, "temporal")
                 else:
-                    unlinked.add(first)
-        order = sorted(range(n), key=times.__getitem__)
-        width = max(4, len(str(n)))
-        rank = [0] * n
-        ids = [""] * n
-        origin = self.first_time
-        events = []
-        last: dict[str, int] = {}
-        first_of: dict[str, int] = {}
-        for place, i in enumerate(order):
-            rank[i] = place
-            ids[i] = event_id = f"e{place + 1:0{width}d}"
-            events.append({"id": event_id, "t": round(times[i] - origin, 3), "type": types[i], "agent": agents[i],
-                           **props[i]})
-            if modes[i] == NONE:
-                continue
-            agent = agents[i]
-            previous = last.get(agent)
-            if previous is None:
-                first_of[agent] = i
-            elif modes[i] == TIME or i in unlinked:
-                self._link(previous, i, "temporal")
-            last[agent] = i
-        for spawn, child in self.spawn_links:
-            if child in first_of:
-                self._link(spawn, first_of[child], "spawn")
-        unique = dict.fromkeys(edge for edge in self.edges if edge[0] != edge[1])
-        ordered = sorted(unique, key=lambda edge: (rank[edge[0]], rank[edge[1]]))
-        return events, [{"src": ids[s], "dst": ids[d], "type": t} for s, d, t in ordered]
+                    chained.discard(first)
 
     def _metrics(self) -> dict:
         metrics = {"turn_duration_s": self.turn_ms / MS_PER_S, "cache_read_input_tokens": 0,

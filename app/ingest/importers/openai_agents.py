@@ -51,8 +51,8 @@ from datetime import datetime, timedelta, timezone
 
 import orjson
 
-from app.ingest.importers.common import ImportFailed, ImportResult, show, span_tree
-from app.ingest.importers.otlp import TraceBuilder, ref, topology
+from app.ingest.importers.common import ImportFailed, ImportResult, TraceBuilder, ref, show, span_tree
+from app.ingest.importers.otlp import topology
 from app.store.gcpause import paused_gc
 
 SYSTEM = "openai-agents"

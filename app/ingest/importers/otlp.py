@@ -42,22 +42,20 @@ Choices where the mapping is silent, made for an auditor who wants to trace ever
   else the traceId. system: the scope name of the root agent span, else of the root span, else
   `service.name`.
 
-`TraceBuilder` (ids in time order, temporal edges, edge ends) is shared with the other importers.
+`common.TraceBuilder` (ids in time order, temporal edges, edge ends) is shared with the other importers.
 """
 
 import base64
 import binascii
-import json
 import math
 import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from operator import itemgetter
 
 import orjson
 
 from app.ingest.importers import otlp_patterns
-from app.ingest.importers.common import ImportFailed, ImportResult, content_ref, show, span_tree
+from app.ingest.importers.common import ImportFailed, ImportResult, TraceBuilder, ref, show, span_tree
 from app.ingest.importers.conventions import CHAIN, OI_KIND, TRACELOOP_KIND, translate
 from app.store.gcpause import paused_gc
 
@@ -104,75 +102,6 @@ CACHE_METRICS = {"gen_ai.usage.cache_read.input_tokens": "cache_read_input_token
 
 INSTRUMENTATION_PREFIX = re.compile(r"^(openinference|opentelemetry)\.instrumentation\.")
 _HEX = {TRACE_ID_BYTES: re.compile(r"[0-9a-fA-F]{32}"), SPAN_ID_BYTES: re.compile(r"[0-9a-fA-F]{16}")}
-_ENDS = itemgetter(0, 1)
-
-
-class TraceBuilder:
-    """Events and edges of one trace in the making; ids follow time order, given at the end."""
-
-    def __init__(self):
-        # One entry per event; the event dict is made once, in finish, with id and t first.
-        self.times: list[int] = []  # integer source time
-        self.types: list[str] = []
-        self.agents: list[str] = []
-        self.props: list[dict] = []
-        self.edges: list[tuple[int, int, str]] = []
-        self._to_first: list[tuple[int, str, str]] = []
-
-    def add(self, time: int, type_: str, agent: str, props: dict) -> int:
-        """Append an event; returns its index for linking and for changing it later."""
-        self.times.append(time)
-        self.types.append(type_)
-        self.agents.append(agent)
-        self.props.append(props)
-        return len(self.times) - 1
-
-    def link(self, src: int, dst: int, type_: str) -> None:
-        self.edges.append((src, dst, type_))
-
-    def link_to_first(self, src: int, agent: str, type_: str) -> None:
-        """Link src to the first event of agent, known once events are in time order."""
-        self._to_first.append((src, agent, type_))
-
-    def finish(self, origin: int, per_second: int) -> tuple[list[dict], list[dict]]:
-        """Events in time order (stable) with ids and t in seconds from origin; deduplicated edges
-        (temporal ones added), in the order of their ends."""
-        times, types, agents, props = self.times, self.types, self.agents, self.props
-        n = len(times)
-        order = sorted(range(n), key=times.__getitem__)
-        rank = [0] * n
-        for place, i in enumerate(order):
-            rank[i] = place
-        width = len(str(n))
-        names = [f"e{place:0{width}d}" for place in range(1, n + 1)]
-        events = [{"id": names[place], "t": (times[i] - origin) / per_second, "type": types[i], "agent": agents[i],
-                   **props[i]} for place, i in enumerate(order)]
-        edges = self.edges
-        last: dict[str, int] = {}
-        first: dict[str, int] = {}
-        for i in order:
-            if types[i] != "tool_result":  # a tool serves independent calls: no timeline of its own
-                agent = agents[i]
-                previous = last.get(agent)
-                if previous is None:
-                    first[agent] = i
-                else:
-                    edges.append((previous, i, "temporal"))
-                last[agent] = i
-        for src, agent, type_ in self._to_first:
-            dst = first.get(agent)
-            if dst is not None:
-                edges.append((src, dst, type_))
-        ranked = [(rank[src], rank[dst], type_) for src, dst, type_ in dict.fromkeys(edges) if src != dst]
-        ranked.sort(key=_ENDS)  # stable: edges between the same two events keep the order they were made in
-        return events, [{"src": names[src], "dst": names[dst], "type": type_} for src, dst, type_ in ranked]
-
-
-def ref(content) -> str:
-    """content_ref of text or of structured content (canonical JSON, so equal content hashes equally)."""
-    if not isinstance(content, str):
-        content = json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
-    return content_ref(content)
 
 
 def topology(max_depth: int) -> str:

@@ -11,6 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from app.domain.overlays import describe
 from app.domain.paging import MAX_OFFSET
+from app.ingest.importers import FORMATS
 from app.ingest.pipeline import ingest
 from app.services import analysis, graph
 from app.store import queries
@@ -64,7 +65,7 @@ UPLOAD_BODY = {"requestBody": {"required": True, "description": (
 }}}
 
 
-ImportFormat = Literal["orchestrace", "otlp", "openai_agents", "claude_code"]
+ImportFormat = Literal[FORMATS]
 
 
 @router.post("", status_code=201, openapi_extra=UPLOAD_BODY, responses=WRITE_REFUSALS | {
