@@ -32,6 +32,8 @@ from app.web.routes import (
     pages,
     paper_pages,
     papers,
+    queue_pages,
+    queues,
     schema,
     traces,
 )
@@ -95,7 +97,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.middleware("http")(security.guard)  # outside the form token: a refused request gets no cookie
     app.middleware("http")(security_headers)
     routers = [module.router for module in (traces, otlp_receiver, ingest_log, annotations, papers, pages, labelling,
-                                            paper_pages, corpus_pages, account_pages, backup, schema)]
+                                            paper_pages, corpus_pages, account_pages, backup, schema, queues, queue_pages)]
     for router in routers:
         app.include_router(router)
     app.state.route_methods = [(route.path_regex, route.methods) for router in routers for route in router.routes]

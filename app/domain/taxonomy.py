@@ -99,6 +99,12 @@ COUNTERFACTUAL_ANSWERS = ("no", "partly", "yes", "cannot tell")
 # Was stopping here (or not stopping) right? Asked of the events that decide to stop or go on.
 STOP_ANSWERS = ("stop_too_early", "right", "stop_too_late", "cannot tell")
 STOP_EVENT_TYPES = ("orchestrator_decision", "despawn")
+# The event types that carry each sub-decision's evidence (the table above), for picking events to label.
+SUBDECISION_EVENT_TYPES = {"O1": ("orchestrator_decision",), "O2": ("spawn", "message"), "O3": ("message",),
+                           "O4": ("aggregate", "return"), "O5": ("orchestrator_decision", "despawn", "aggregate")}
+# What a label can say, in the order forms and exports show it.
+LABEL_FIELDS = ("credit", "reward_family", "credit_unit", "subdecision", "safety", "tags", "note", "paper",
+                "counterfactual", "stop")
 # The answers as numbers for a graph overlay ("cannot tell" has none): how much the event mattered, and how
 # early (-1) or late (+1) the stop came.
 COUNTERFACTUAL_SCORES = {"no": 0.0, "partly": 0.5, "yes": 1.0}

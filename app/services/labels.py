@@ -9,22 +9,20 @@ import io
 import json
 import math
 from collections import namedtuple
-from datetime import datetime
 
 from sqlmodel import Session, select
 
 from app.domain import csvsafe
 from app.domain.jsontext import KeyedTwice
 from app.domain.refusals import NotFound, Refusal
-from app.domain.taxonomy import CREDIT_RANGE, LABEL_TAXONOMY_FIELDS, STOP_EVENT_TYPES
+from app.domain.taxonomy import CREDIT_RANGE, LABEL_FIELDS, LABEL_TAXONOMY_FIELDS, STOP_EVENT_TYPES
 from app.domain.validation import escaped, is_text
 from app.ingest.documents import strict_loads
+from app.services import queues
 from app.store import queries
 from app.store.db import Database, iso_utc, stored_utc, utc_now
 from app.store.models import Annotation, Reviewer
 
-LABEL_FIELDS = ("credit", "reward_family", "credit_unit", "subdecision", "safety", "tags", "note", "paper",
-                "counterfactual", "stop")
 # The values of a label that says nothing: what clearing sets, and what a first version changes from.
 EMPTY_LABEL = {"credit": None, "reward_family": None, "credit_unit": None, "subdecision": None,
                "safety": False, "tags": [], "note": "", "paper": None, "counterfactual": None, "stop": None}
@@ -175,8 +173,9 @@ def _event_snapshot(db: Database, trace_id: str, event_id: str) -> dict:
 def save_label(db: Database, data: dict) -> tuple[dict, bool]:
     """Write a new version from `data` (omitted fields keep their value); returns (label, created).
 
-    A repeated `client_request_id` returns the label it created before (created False).
-    Raises LabelError, NotFound or StaleVersion.
+    A repeated `client_request_id` returns the label it created before (created False). With `queue_id`, the
+    label is saved in that review queue, whose rubric's required fields it must fill.
+    Raises LabelError, NotFound, StaleVersion or QueueError.
     """
     check_request(data)
     reviewer = clean_reviewer(data.get("reviewer"))
@@ -189,6 +188,9 @@ def save_label(db: Database, data: dict) -> tuple[dict, bool]:
     if base_version is not None and (isinstance(base_version, bool) or not isinstance(base_version, int)):
         raise LabelError("base_version", "must be an integer (0 for a label that does not exist yet)")
     request_id = data.get("client_request_id") or None
+    queue_id = data.get("queue_id") or None
+    if queue_id is not None and not isinstance(queue_id, str):
+        raise LabelError("queue_id", "must be a queue id (text) or null")
     snapshot = _event_snapshot(db, trace_id, event_id)
     if values.get("stop") is not None and snapshot["event_type"] not in STOP_EVENT_TYPES:
         raise LabelError("stop", f"is asked of {' and '.join(STOP_EVENT_TYPES)} events; this is a "
@@ -207,10 +209,13 @@ def save_label(db: Database, data: dict) -> tuple[dict, bool]:
         have = current.version if current else 0
         if base_version is not None and base_version != have:
             raise StaleVersion(to_dict(current) if current else None, base_version)
+        merged = _values_of(current) | values
+        if queue_id is not None:
+            queues.check_label(db, queue_id, trace_id, event_id, reviewer, merged)
         stamp = now()
         new = {"trace_id": trace_id, "event_id": event_id, "reviewer": reviewer, "version": have + 1,
                "annotator_kind": annotator_kind, "client_request_id": request_id, "created_at": stamp,
-               **snapshot, **_columns(_values_of(current) | values)}
+               "queue_id": queue_id, **snapshot, **_columns(merged)}
         row = LabelRow._make(cur.execute(
             f"INSERT INTO annotations ({', '.join(new)}) VALUES ({', '.join('?' * len(new))}) "
             f"RETURNING {queries.LABEL_COLUMNS}", list(new.values())).fetchone())

@@ -35,6 +35,7 @@ POLICY = (
     ("POST", "/api/annotations/import", "admin"),
     ("POST", "/api/papers/import", "admin"),
     ("POST", "/api/backup", "admin"),
+    ("POST", "/api/queues", "admin"), ("POST", "/queues", "admin"),
     ("*", "/users", "admin"),
     ("POST", "/logout", "viewer"), ("*", "/account", "viewer"),
     ("UNSAFE", "/", "reviewer"),
@@ -47,6 +48,7 @@ class Forbidden(Refusal, PermissionError):
     """The caller may not act as it asks (e.g. save a label under another reviewer's name)."""
 
     status = 403
+
 
 def is_loopback(host: str) -> bool:
     try:

@@ -4,12 +4,13 @@ from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.domain.agreement import agreement
+from app.domain.refusals import NotFound
 from app.domain.taxonomy import PAPER_FIELDS
+from app.services import exports, papers
 from app.services import labels as annotations
-from app.services import papers
 from app.store import queries
 from app.web.apidoc import (
     BINARY,
@@ -25,7 +26,8 @@ from app.web.apidoc import (
     object_schema,
     reply,
 )
-from app.web.deps import DbDep, TraceId
+from app.web.browser import reviewer_of
+from app.web.deps import CacheDep, DbDep, TraceId
 from app.web.downloads import attachment
 from app.web.requests import json_object, read_uploads
 from app.web.responses import JsonBody
@@ -77,20 +79,42 @@ async def undo_annotation(request: Request, db: DbDep):
 
 
 @router.get("/annotations")
-def read_annotations(db: DbDep, trace_id: str | None = None, event_id: str | None = None,
+def read_annotations(request: Request, db: DbDep, trace_id: str | None = None, event_id: str | None = None,
                      reviewer: str | None = None, history: bool = False, orphaned: bool = False):
-    """Current labels (every version with history=true); orphaned=true lists labels of vanished events."""
+    """Current labels (every version with history=true); orphaned=true lists labels of vanished events. On an
+    item of a blind queue, other reviewers' labels stay hidden from a reviewer until they saved theirs."""
     if orphaned:
         return JsonBody({"items": queries.orphaned_labels(db, trace_id)})
-    return JsonBody({"items": annotations.list_labels(db, trace_id, event_id, reviewer, history)})
+    items = annotations.list_labels(db, trace_id, event_id, reviewer, history)
+    me = reviewer_of(request)
+    hidden = queries.blind_hidden_events(db, me) if me else set()
+    if hidden:
+        items = [label for label in items
+                 if label["reviewer"] == me or (label["trace_id"], label["event_id"]) not in hidden]
+    return JsonBody({"items": items})
 
 
 @router.get("/annotations/export", responses=READ_REFUSALS | INVALID | {
-    200: {"description": "one row per label (per version with history=true)",
-          "content": {"text/csv": {"schema": CSV}, "application/json": {"schema": {"type": "array"}}}}})
-def export_annotations(db: DbDep, format: Literal["csv", "json"] = "csv", history: bool = False,
-                       trace_id: str | None = None):
-    """One row per label (per version with history=true), as CSV or JSON."""
+    200: {"description": "csv, json: one row per label (per version with history=true); rllm, trl_stepwise, "
+                         "credit_jsonl: JSON Lines for RL trainers (README, 'Exports for RL trainers')",
+          "content": {"text/csv": {"schema": CSV}, "application/json": {"schema": {"type": "array"}},
+                      "application/jsonl": {"schema": {"type": "string"}}}},
+    404: reply("no trace with this id")})
+def export_annotations(db: DbDep, cache: CacheDep,
+                       format: Literal["csv", "json", "rllm", "trl_stepwise", "credit_jsonl"] = "csv",
+                       history: bool = False, trace_id: str | None = None,
+                       rule: Literal["uniform", "causal", "critical_path"] = "causal", channel: str | None = None):
+    """Labels as CSV or JSON (one row per label, per version with history=true), or for RL trainers: `rllm`
+    (an rLLM Episode per trace), `trl_stepwise` (TRL stepwise-supervision rows per agent), `credit_jsonl` (a row
+    per labelled event); their rewards are reviewers' mean credit, else credit computed by `rule` over the
+    reward `channel` (default `team`, else the trace's first)."""
+    if format in exports.RL_FORMATS:
+        if trace_id is not None and not queries.trace_exists(db, trace_id):
+            raise NotFound(f"no trace with id '{trace_id}'")
+        ids = [trace_id] if trace_id else queries.trace_ids(db, labelled_only=format == "credit_jsonl")
+        name = f"{format}{'-' + trace_id if trace_id else ''}.jsonl"
+        return StreamingResponse(exports.rl_lines(db, cache, format, ids, rule, channel),
+                                 media_type="application/jsonl", headers=attachment(name))
     labels = annotations.list_labels(db, trace_id, None, None, history)
     name = f"annotations{'-' + trace_id if trace_id else ''}{'-history' if history else ''}.{format}"
     headers = attachment(name)

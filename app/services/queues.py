@@ -1,0 +1,250 @@
+"""Review queues: an admin picks events by a filter (in order, or a seeded random or stratified sample), the
+rubric (which label fields are asked, which required), the reviewers, an overlap k and blindness. `next` hands
+each reviewer their next item, each item to at most k reviewers and never twice to one; an item is done at k
+labels; items the reviewers disagree on go to an admin, whose final label is kept with what it resolved."""
+
+import json
+import random
+import secrets
+from collections import Counter, defaultdict
+
+from app.domain.agreement import agreement
+from app.domain.refusals import NotFound, Refusal
+from app.domain.taxonomy import LABEL_FIELDS, SUBDECISION_EVENT_TYPES, SUBDECISIONS
+from app.store import queries
+from app.store.db import Database, iso_utc, utc_now
+
+FILTER_KEYS = ("trace_ids", "systems", "topologies", "tasks", "findings", "event_types", "roles", "agents", "tools",
+               "subdecisions")
+STRATA = ("trace_id", "system", "topology", "task_id", "type", "role", "agent", "tool")
+DEFAULT_FIELDS = ("credit", "counterfactual", "stop", "note")
+NOMINAL_FIELDS = ("reward_family", "credit_unit", "subdecision", "counterfactual", "stop", "safety")
+# Reviewers disagree on an item when their credits differ by more than this, or a nominal answer differs.
+CREDIT_SPREAD = 0.5
+MAX_ITEMS = 100_000
+
+
+class QueueError(Refusal, ValueError):
+    """A queue that cannot be made as asked; `field` names what is wrong."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+    def details(self) -> dict:
+        return {"field": self.field}
+
+
+def _strings(value, field: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise QueueError(field, "must be a list of non-empty strings")
+    return value
+
+
+def clean_spec(body: dict) -> dict:
+    """The queue as asked, checked; raises QueueError naming the field."""
+    name = body.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise QueueError("name", "must be non-empty text")
+    given = body.get("filter") or {}
+    if not isinstance(given, dict):
+        raise QueueError("filter", "must be an object of lists")
+    unknown = sorted(set(given) - set(FILTER_KEYS))
+    if unknown:
+        raise QueueError("filter", f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(FILTER_KEYS)}")
+    flt = {key: _strings(given.get(key), f"filter.{key}") for key in FILTER_KEYS}
+    bad = [s for s in flt["subdecisions"] if s not in SUBDECISIONS]
+    if bad:
+        raise QueueError("filter.subdecisions", f"{', '.join(bad)}: not one of {', '.join(SUBDECISIONS)}")
+    sample = body.get("sample")
+    if sample is not None:
+        if not isinstance(sample, dict) or not isinstance(sample.get("n"), int) or isinstance(sample["n"], bool) \
+                or sample["n"] < 1:
+            raise QueueError("sample.n", "must be a whole number of at least 1")
+        seed = sample.get("seed", 0)
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise QueueError("sample.seed", "must be a whole number")
+        stratify = sample.get("stratify_by")
+        if stratify is not None and stratify not in STRATA:
+            raise QueueError("sample.stratify_by", f"{stratify!r} is not one of {', '.join(STRATA)}")
+        sample = {"n": sample["n"], "seed": seed, "stratify_by": stratify}
+    fields = _strings(body.get("fields"), "fields") or list(DEFAULT_FIELDS)
+    required = _strings(body.get("required"), "required")
+    for key, values in (("fields", fields), ("required", required)):
+        bad = [f for f in values if f not in LABEL_FIELDS]
+        if bad:
+            raise QueueError(key, f"{', '.join(bad)}: not a label field ({', '.join(LABEL_FIELDS)})")
+    if not set(required) <= set(fields):
+        raise QueueError("required", "names a field the queue does not ask")
+    reviewers = list(dict.fromkeys(_strings(body.get("reviewers"), "reviewers")))
+    if not reviewers:
+        raise QueueError("reviewers", "name at least one reviewer")
+    overlap = body.get("overlap", 1)
+    if not isinstance(overlap, int) or isinstance(overlap, bool) or not 1 <= overlap <= len(reviewers):
+        raise QueueError("overlap", f"must be a whole number from 1 to the {len(reviewers)} reviewer(s)")
+    blind = body.get("blind", False)
+    if not isinstance(blind, bool):
+        raise QueueError("blind", "must be true or false")
+    return {"name": name.strip(), "filter": flt, "sample": sample, "fields": fields, "required": required,
+            "reviewers": reviewers, "overlap": overlap, "blind": blind}
+
+
+def pick(candidates: list[dict], sample: dict | None) -> list[dict]:
+    """The items: every candidate in order, or a seeded random sample (proportional per stratum, largest
+    remainders first, when stratified), kept in trace and event order."""
+    if sample is None or sample["n"] >= len(candidates):
+        return candidates
+    rng = random.Random(sample["seed"])
+    if sample["stratify_by"] is None:
+        chosen = rng.sample(range(len(candidates)), sample["n"])
+    else:
+        strata: dict = defaultdict(list)
+        for index, row in enumerate(candidates):
+            strata[row[sample["stratify_by"]]].append(index)
+        quotas = {key: sample["n"] * len(members) / len(candidates) for key, members in strata.items()}
+        counts = {key: int(q) for key, q in quotas.items()}
+        for key in sorted(quotas, key=lambda k: (counts[k] - quotas[k], str(k)))[:sample["n"] - sum(counts.values())]:
+            counts[key] += 1
+        chosen = [i for key, members in strata.items() for i in rng.sample(members, counts[key])]
+    return [candidates[i] for i in sorted(chosen)]
+
+
+def create_queue(db: Database, body: dict, created_by: str | None) -> dict:
+    spec = clean_spec(body)
+    lists = {key: spec["filter"][key] for key in FILTER_KEYS if key != "subdecisions"}
+    if spec["filter"]["subdecisions"]:
+        types = {t for s in spec["filter"]["subdecisions"] for t in SUBDECISION_EVENT_TYPES[s]}
+        lists["event_types"] = sorted(types & set(lists["event_types"]) if lists["event_types"] else types)
+        if not lists["event_types"]:
+            raise QueueError("filter", "the event types and sub-decisions asked have no event type in common")
+    items = pick(queries.queue_candidates(db, lists), spec["sample"])
+    if not items:
+        raise QueueError("filter", "matches no event")
+    if len(items) > MAX_ITEMS:
+        raise QueueError("filter", f"matches {len(items)} events; a queue holds at most {MAX_ITEMS} (sample them)")
+    queue_id = "q-" + secrets.token_hex(6)
+    with db.transaction() as cur:
+        queries.insert_queue(cur, queue_id, spec["name"], json.dumps(spec), created_by, utc_now(),
+                             [(row["trace_id"], row["event_id"]) for row in items])
+    return summary(db, queue_id)
+
+
+def load(db: Database, queue_id: str) -> dict:
+    row = queries.read_queue(db, queue_id)
+    if row is None:
+        raise NotFound(f"no queue with id '{queue_id}'", what=f"queue '{queue_id}'")
+    return {"id": row["queue_id"], "created_by": row["created_by"], "created_at": iso_utc(row["created_at"]),
+            **json.loads(row["spec"])}
+
+
+def item_states(db: Database, queue: dict) -> dict[int, dict]:
+    """Per item with any label in the queue: the labels by reviewer, and whether it is done and disputed."""
+    states: dict[int, dict] = {}
+    for row in queries.queue_labels(db, queue["id"]):
+        state = states.setdefault(row["item_id"], {"trace_id": row["trace_id"], "event_id": row["event_id"],
+                                                   "labels": {}})
+        state["labels"][row["reviewer"]] = {key: row[key] for key in
+                                            ("version", "annotation_id", *LABEL_FIELDS)} | {
+            "tags": json.loads(row["tags"])}
+    adjudicated = {row["item_id"]: row for row in queries.queue_adjudications(db, queue["id"])}
+    for item_id, state in states.items():
+        state["done"] = len(state["labels"]) >= queue["overlap"]
+        state["disputed"] = len(state["labels"]) >= 2 and disagree(list(state["labels"].values()), queue["fields"])
+        final = adjudicated.get(item_id)
+        state["adjudicated"] = None if final is None else {
+            "by": final["adjudicator"], "label": json.loads(final["label"]), "note": final["note"],
+            "resolved": json.loads(final["resolved"]), "at": iso_utc(final["created_at"])}
+    return states
+
+
+def disagree(labels: list[dict], fields: list[str]) -> bool:
+    """Whether reviewers' labels on one item differ on an asked field: credits more than CREDIT_SPREAD
+    apart, or different nominal answers (tags and notes are free text, never a disagreement)."""
+    credits = [label["credit"] for label in labels if label["credit"] is not None]
+    if "credit" in fields and len(credits) >= 2 and max(credits) - min(credits) > CREDIT_SPREAD:
+        return True
+    return any(len({label[f] for label in labels if label[f] is not None}) > 1
+               for f in fields if f in NOMINAL_FIELDS)
+
+
+def summary(db: Database, queue_id: str) -> dict:
+    """The queue with its progress: items, done, labelled per reviewer, disputed, adjudicated, agreement."""
+    queue = load(db, queue_id)
+    states = item_states(db, queue)
+    by_reviewer = Counter(reviewer for state in states.values() for reviewer in state["labels"])
+    ratings = {field: {item: {r: label[field] for r, label in state["labels"].items()}
+                       for item, state in states.items()}
+               for field in queue["fields"] if field == "credit" or field in NOMINAL_FIELDS}
+    return queue | {
+        "items": queries.queue_item_count(db, queue_id),
+        "done": sum(state["done"] for state in states.values()),
+        "by_reviewer": {reviewer: by_reviewer.get(reviewer, 0) for reviewer in queue["reviewers"]},
+        "disputed": sum(state["disputed"] and state["adjudicated"] is None for state in states.values()),
+        "adjudicated": sum(state["adjudicated"] is not None for state in states.values()),
+        "agreement": {field: agreement(values, queue["reviewers"], "interval" if field == "credit" else "nominal")
+                      for field, values in ratings.items()} if len(queue["reviewers"]) >= 2 else {},
+    }
+
+
+def next_item(db: Database, queue_id: str, reviewer: str) -> dict | None:
+    """The reviewer's next item: the one `next` gave them that they have not labelled yet, else a new one
+    (the first given to fewer than `overlap` reviewers and never to them); None when nothing is left."""
+    queue = load(db, queue_id)
+    if reviewer not in queue["reviewers"]:
+        raise QueueError("reviewer", f"'{reviewer}' is not a reviewer of this queue")
+    with db.transaction() as cur:
+        item = queries.open_assignment(cur, queue_id, reviewer)
+        if item is None:
+            item = queries.next_unassigned(cur, queue_id, reviewer, queue["overlap"])
+            if item is not None:
+                queries.assign(cur, queue_id, item["item_id"], reviewer, utc_now())
+    return item
+
+
+def check_label(db: Database, queue_id: str, trace_id: str, event_id: str, reviewer: str, values: dict) -> None:
+    """A label saved in a queue: the event is one of its items, the reviewer one of its reviewers, and every
+    required field says something. Raises QueueError or NotFound."""
+    queue = load(db, queue_id)
+    if not any(row["queue_id"] == queue_id for row in queries.queue_items_of_event(db, trace_id, event_id)):
+        raise QueueError("queue_id", f"event '{event_id}' of trace '{trace_id}' is not in queue '{queue_id}'")
+    if reviewer not in queue["reviewers"]:
+        raise QueueError("reviewer", f"'{reviewer}' is not a reviewer of queue '{queue_id}'")
+    missing = [f for f in queue["required"] if values.get(f) in (None, "", [], False)]
+    if missing:
+        raise QueueError(missing[0], f"is required in queue '{queue['name']}'")
+
+
+def adjudicate(db: Database, queue_id: str, item_id: int, adjudicator: str, label: dict, note: str) -> dict:
+    """Record an admin's final label on an item, with the reviewers' labels it resolves."""
+    queue = load(db, queue_id)
+    item = queries.queue_item(db, queue_id, item_id)
+    if item is None:
+        raise NotFound(f"queue '{queue_id}' has no item {item_id}")
+    unknown = sorted(set(label) - set(queue["fields"]))
+    if unknown:
+        raise QueueError("label", f"{', '.join(unknown)}: not asked by this queue ({', '.join(queue['fields'])})")
+    state = item_states(db, queue).get(item_id)
+    if state is None:
+        raise QueueError("item", "no reviewer has labelled this item yet: there is nothing to adjudicate")
+    resolved = [{"reviewer": r, "version": v["version"], "annotation_id": v["annotation_id"]}
+                for r, v in state["labels"].items()]
+    with db.transaction() as cur:
+        queries.insert_adjudication(cur, queue_id, item_id, adjudicator, json.dumps(label), json.dumps(resolved),
+                                    note, utc_now())
+    return item_states(db, queue)[item_id] | {"item_id": item_id}
+
+
+def items(db: Database, queue_id: str) -> list[dict]:
+    """Every item in queue order with its state (an item nobody labelled yet: no labels, not done)."""
+    queue = load(db, queue_id)
+    states = item_states(db, queue)
+    empty = {"labels": {}, "done": False, "disputed": False, "adjudicated": None}
+    return [item | {key: value for key, value in states.get(item["item_id"], empty).items()
+                    if key not in ("trace_id", "event_id")}
+            for item in queries.list_queue_items(db, queue_id)]
+
+
+def list_all(db: Database) -> list[dict]:
+    return [summary(db, row["queue_id"]) for row in queries.list_queues(db)]

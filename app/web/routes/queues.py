@@ -1,0 +1,96 @@
+"""JSON API of review queues: make one (admins), list them, a queue's progress, the caller's next item, and an
+admin's final label on an item the reviewers disagreed on."""
+
+from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi.concurrency import run_in_threadpool
+
+from app.services import labels, queues
+from app.web.apidoc import (
+    COUNT,
+    FIELD_ERROR,
+    NOT_JSON,
+    OBJECT,
+    READ_REFUSALS,
+    TEXT,
+    WRITE_REFUSALS,
+    json_body,
+    object_schema,
+    reply,
+)
+from app.web.browser import reviewer_of
+from app.web.deps import DbDep
+from app.web.requests import json_object
+from app.web.responses import JsonBody
+from app.web.security import current_user
+
+router = APIRouter(prefix="/api/queues", tags=["queues"])
+
+QUEUE = object_schema({"id": TEXT, "name": TEXT, "items": COUNT, "done": COUNT, "by_reviewer": OBJECT,
+                       "disputed": COUNT, "adjudicated": COUNT, "agreement": OBJECT},
+                      "id", "name", "items", "done", "by_reviewer")
+NO_QUEUE = {404: reply("no queue with this id")}
+
+
+@router.post("", status_code=201, openapi_extra=json_body(
+    '`{"name", "filter": {"trace_ids", "systems", "topologies", "tasks", "findings", "event_types", "roles", '
+    '"agents", "tools", "subdecisions"} (all optional lists), "sample": {"n", "seed", "stratify_by"} (optional), '
+    '"fields": [...], "required": [...], "reviewers": [...], "overlap": k, "blind": bool}`'),
+    responses=WRITE_REFUSALS | NOT_JSON | {201: reply("the queue with its progress", QUEUE),
+                                           422: reply("a field is not valid (named in `field`)", FIELD_ERROR)})
+async def create_queue(request: Request, db: DbDep):
+    """Make a review queue from a filter, an order or seeded sample, a rubric, reviewers, overlap and blindness."""
+    body = await json_object(request)
+    user = current_user(request)
+    return JsonBody(await run_in_threadpool(queues.create_queue, db, body, user.name if user else None),
+                    status_code=201)
+
+
+@router.get("", responses=READ_REFUSALS | {200: reply("every queue with its progress", object_schema(
+    {"queues": {"type": "array", "items": QUEUE}}, "queues"))})
+def read_queues(db: DbDep):
+    return JsonBody({"queues": queues.list_all(db)})
+
+
+@router.get("/{queue_id}", responses=READ_REFUSALS | NO_QUEUE | {200: reply("the queue with its progress", QUEUE)})
+def read_queue(queue_id: str, db: DbDep):
+    """The queue: its rubric, reviewers, items, done, labelled per reviewer, disputed, adjudicated, agreement."""
+    return JsonBody(queues.summary(db, queue_id))
+
+
+@router.get("/{queue_id}/items", responses=READ_REFUSALS | NO_QUEUE | {200: reply(
+    "every item in order: its event, labels by reviewer, done, disputed and the adjudication", OBJECT)})
+def read_queue_items(queue_id: str, db: DbDep):
+    return JsonBody({"items": queues.items(db, queue_id)})
+
+
+@router.get("/{queue_id}/next", responses=READ_REFUSALS | NO_QUEUE | {
+    200: reply("the caller's next item", object_schema({"item_id": COUNT, "trace_id": TEXT, "event_id": TEXT},
+                                                       "item_id", "trace_id", "event_id")),
+    204: {"description": "nothing is left for the caller"},
+    422: reply("the caller is not a reviewer of this queue (or no reviewer is known)", FIELD_ERROR)})
+async def read_next_item(queue_id: str, request: Request, db: DbDep, reviewer: str | None = None):
+    """The caller's next item: the one given before and not yet labelled, else a new one. The caller is the
+    logged-in user; in open single-user mode, `reviewer` (or the reviewer picked on the pages)."""
+    me = reviewer_of(request) if current_user(request) else (reviewer or reviewer_of(request))
+    if me is None:
+        raise queues.QueueError("reviewer", "no reviewer: log in, or in open mode pass ?reviewer=NAME")
+    item = await run_in_threadpool(queues.next_item, db, queue_id, me)
+    return Response(status_code=204) if item is None else JsonBody(item)
+
+
+@router.post("/{queue_id}/items/{item_id}/adjudicate", status_code=201, openapi_extra=json_body(
+    '`{"label": {field: value} (the rubric\'s fields), "note": text}`'),
+    responses=WRITE_REFUSALS | NOT_JSON | NO_QUEUE | {
+        201: reply("the item with its labels and the adjudication", OBJECT),
+        422: reply("a value is not valid, or no reviewer has labelled the item", FIELD_ERROR)})
+async def adjudicate_item(queue_id: str, item_id: int, request: Request, db: DbDep):
+    """An admin's final label on an item (kept beside the reviewers' labels, with which versions it resolved)."""
+    body = await json_object(request)
+    label, note = body.get("label"), body.get("note") or ""
+    if not isinstance(label, dict) or not isinstance(note, str):
+        raise HTTPException(422, "label must be an object of label fields, and note text")
+    user = current_user(request)
+    adjudicator = user.name if user else (reviewer_of(request) or "admin")
+    values = labels.clean_values(label)
+    return JsonBody(await run_in_threadpool(queues.adjudicate, db, queue_id, item_id, adjudicator, values, note),
+                    status_code=201)

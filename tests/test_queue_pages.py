@@ -1,0 +1,69 @@
+"""The review-queue pages in open single-user mode: make a queue with the form, see its progress, `next` opens
+the item on the trace page, and a disputed item is adjudicated with its form."""
+
+from bs4 import BeautifulSoup
+from conftest import csrf_token, make_trace, post_json
+
+from app.web.browser import REVIEWER_COOKIE
+
+
+def page(client, path: str) -> BeautifulSoup:
+    response = client.get(path)
+    assert response.status_code == 200, response.text[:300]
+    return BeautifulSoup(response.text, "html.parser")
+
+
+def make(client, **fields) -> str:
+    form = {"csrf_token": csrf_token(client), "name": "decisions", "event_types": ["orchestrator_decision",
+            "return"], "fields": ["credit", "counterfactual"], "required": ["credit"], "more_reviewers": "ada, bo",
+            "overlap": "2"} | fields
+    response = client.post("/queues", data=form, follow_redirects=False)
+    assert response.status_code == 303, response.text[:500]
+    return response.headers["location"]
+
+
+def test_a_queue_made_on_the_page_is_listed_with_its_progress(client):
+    assert post_json(client, make_trace("p1")).status_code == 201
+    empty = page(client, "/queues")
+    assert "No queue yet" in empty.select_one(".empty").text and empty.select_one("form[action='/queues']")
+    location = make(client)
+    assert location.startswith("/queues/q-")
+    listed = page(client, "/queues")
+    (row,) = listed.select("table.queues tbody tr")
+    assert row.select_one("a").text == "decisions" and row.select("td.num")[0].text.strip() == "2"
+    detail = page(client, location)
+    assert detail.select_one("h1").text == "decisions"
+    assert "0 of 2 items done" in " ".join(detail.select_one("[aria-label=Progress]").text.split())
+    assert [td.text.strip() for td in detail.select("[aria-label=Items] tbody td:nth-of-type(2)")] == ["p1 / e1",
+                                                                                                       "p1 / e5"]
+
+
+def test_a_refused_queue_shows_the_form_again_with_the_reason(client):
+    assert post_json(client, make_trace("p1")).status_code == 201
+    form = {"csrf_token": csrf_token(client), "name": "nothing", "event_types": ["despawn"],
+            "more_reviewers": "ada"}
+    response = client.post("/queues", data=form)
+    assert response.status_code == 422
+    assert "matches no event" in BeautifulSoup(response.text, "html.parser").select_one(".notice.error").text
+
+
+def test_next_opens_the_item_on_the_trace_page_and_a_dispute_is_adjudicated_on_the_queue_page(client):
+    assert post_json(client, make_trace("p1")).status_code == 201
+    location = make(client)
+    queue_id = location.rsplit("/", 1)[1]
+    for name, credit in (("ada", 1), ("bo", -1)):
+        client.cookies.set(REVIEWER_COOKIE, name)
+        response = client.get(f"{location}/next", follow_redirects=False)
+        assert response.status_code == 303
+        assert response.headers["location"] == f"/traces/p1?event=e1&queue={queue_id}"
+        body = {"trace_id": "p1", "event_id": "e1", "reviewer": name, "queue_id": queue_id, "credit": credit}
+        assert client.post("/api/annotations", json=body).status_code == 201
+    disputes = page(client, location).select(".dispute")
+    assert len(disputes) == 1 and disputes[0]["id"] == "item-1"
+    form = {"csrf_token": csrf_token(client), "credit": "0.25", "counterfactual": "partly", "reason": "split"}
+    response = client.post(f"{location}/items/1/adjudicate", data=form, follow_redirects=False)
+    assert response.status_code == 303
+    final = page(client, location).select_one(".dispute tr.final")
+    assert final is not None and "0.25" in final.text and "partly" in final.text
+    bad = client.post(f"{location}/items/1/adjudicate", data=form | {"credit": "lots"})
+    assert bad.status_code == 422 and bad.json()["field"] == "credit"

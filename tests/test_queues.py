@@ -1,0 +1,144 @@
+"""Review queues through the API, on a server that requires accounts: an admin makes a queue, two reviewers
+label through `next` with overlap and blindness, progress and agreement follow, and an admin adjudicates."""
+
+import pytest
+from conftest import BASE_URL, make_trace, post_json
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.services import accounts
+from app.settings import Settings
+
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """An admin and two reviewers, each with a client sending their token, over two small traces."""
+    app = create_app(Settings(db=tmp_path / "lab.duckdb", auth="required"))
+    for name, role in (("ada", "admin"), ("rita", "reviewer"), ("rob", "reviewer")):
+        accounts.add_user(app.state.db, name, role, PASSWORD)
+    clients = {}
+    for name in ("ada", "rita", "rob"):
+        token = accounts.create_token(app.state.db, name, "test")
+        clients[name] = TestClient(app, base_url=BASE_URL, headers={"Authorization": f"Bearer {token}"})
+    for trace_id in ("q1", "q2"):
+        assert post_json(clients["ada"], make_trace(trace_id)).status_code == 201
+    yield clients
+    app.state.live.close()
+    app.state.db.close()
+
+
+def make_queue(client, **changes):
+    body = {"name": "returns and decisions", "filter": {"event_types": ["orchestrator_decision", "return"]},
+            "fields": ["credit", "counterfactual", "stop"], "required": ["credit"], "reviewers": ["rita", "rob"],
+            "overlap": 2, "blind": True} | changes
+    return client.post("/api/queues", json=body)
+
+
+def label(client, item, **fields):
+    body = {"trace_id": item["trace_id"], "event_id": item["event_id"], "queue_id": fields.pop("queue_id")} | fields
+    return client.post("/api/annotations", json=body)
+
+
+def test_only_an_admin_makes_a_queue_and_it_holds_the_filtered_events(lab):
+    assert make_queue(lab["rita"]).status_code == 403
+    response = make_queue(lab["ada"])
+    assert response.status_code == 201
+    queue = response.json()
+    assert queue["items"] == 4 and queue["done"] == 0  # e1 and e5 of two traces
+    assert queue["by_reviewer"] == {"rita": 0, "rob": 0} and queue["blind"] and queue["overlap"] == 2
+    assert lab["rita"].get(f"/api/queues/{queue['id']}").json()["items"] == 4
+    assert [q["id"] for q in lab["rob"].get("/api/queues").json()["queues"]] == [queue["id"]]
+    assert lab["rita"].get("/api/queues/q-nope").status_code == 404
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"name": ""}, "name"), ({"filter": {"colours": ["red"]}}, "filter"), ({"reviewers": []}, "reviewers"),
+    ({"overlap": 3}, "overlap"), ({"fields": ["mood"]}, "fields"), ({"required": ["note"]}, "required"),
+    ({"filter": {"event_types": ["nothing"]}}, "filter"), ({"sample": {"n": 0}}, "sample.n"),
+    ({"filter": {"subdecisions": ["O9"]}}, "filter.subdecisions"),
+])
+def test_a_queue_that_cannot_be_made_is_422_naming_the_field(lab, changes, field):
+    response = make_queue(lab["ada"], **changes)
+    assert response.status_code == 422 and response.json()["field"] == field
+
+
+def test_two_blind_reviewers_with_overlap_two_label_every_item_once_each(lab):
+    queue = make_queue(lab["ada"]).json()
+    seen = {"rita": [], "rob": []}
+    for round_ in range(4):
+        for name in ("rita", "rob"):
+            item = lab[name].get(f"/api/queues/{queue['id']}/next").json()
+            again = lab[name].get(f"/api/queues/{queue['id']}/next").json()
+            assert again == item  # until labelled, `next` is the same item, not a new one
+            seen[name].append(item["item_id"])
+            if name == "rob":  # blind: rita labelled this item already, rob does not see it before saving
+                others = lab["rob"].get("/api/annotations", params={"trace_id": item["trace_id"],
+                                                                    "event_id": item["event_id"]}).json()["items"]
+                assert others == []
+            credit = 0.5 if name == "rita" else (0.5 if round_ < 2 else -0.5)
+            assert label(lab[name], item, queue_id=queue["id"], credit=credit).status_code == 201
+            if name == "rob":
+                mine_then_hers = lab["rob"].get("/api/annotations", params={
+                    "trace_id": item["trace_id"], "event_id": item["event_id"]}).json()["items"]
+                assert {label_["reviewer"] for label_ in mine_then_hers} == {"rita", "rob"}
+    for name in seen:
+        assert sorted(seen[name]) == [1, 2, 3, 4]  # every item, none twice
+        assert lab[name].get(f"/api/queues/{queue['id']}/next").status_code == 204
+    progress = lab["ada"].get(f"/api/queues/{queue['id']}").json()
+    assert progress["done"] == 4 and progress["by_reviewer"] == {"rita": 4, "rob": 4}
+    assert progress["disputed"] == 2  # credits 0.5 against -0.5 on the last two items
+    credit = progress["agreement"]["credit"]
+    assert credit["n_items"] == 4 and credit["percent_agreement"] == 0.5
+
+
+def test_overlap_one_shares_the_items_out_and_a_queue_label_needs_the_required_fields(lab):
+    queue = make_queue(lab["ada"], overlap=1, blind=False).json()
+    first = lab["rita"].get(f"/api/queues/{queue['id']}/next").json()
+    second = lab["rob"].get(f"/api/queues/{queue['id']}/next").json()
+    assert first["item_id"] != second["item_id"]
+    missing = label(lab["rita"], first, queue_id=queue["id"], counterfactual="yes")
+    assert missing.status_code == 422 and missing.json()["field"] == "credit"
+    assert label(lab["ada"], first, queue_id=queue["id"], credit=1).status_code == 422  # ada is no reviewer
+    elsewhere = {"trace_id": "q1", "event_id": "e2", "queue_id": queue["id"], "credit": 1}
+    assert lab["rita"].post("/api/annotations", json=elsewhere).status_code == 422  # not an item of the queue
+    saved = label(lab["rita"], first, queue_id=queue["id"], credit=1, counterfactual="yes")
+    assert saved.status_code == 201 and saved.json()["queue_id"] == queue["id"]
+
+
+def test_an_admin_adjudicates_a_disputed_item_and_the_resolved_versions_are_kept(lab):
+    queue = make_queue(lab["ada"], blind=False).json()
+    item = lab["rita"].get(f"/api/queues/{queue['id']}/next").json()
+    assert lab["rob"].get(f"/api/queues/{queue['id']}/next").json() == item
+    label(lab["rita"], item, queue_id=queue["id"], credit=1, counterfactual="yes")
+    label(lab["rob"], item, queue_id=queue["id"], credit=-1, counterfactual="no")
+    path = f"/api/queues/{queue['id']}/items/{item['item_id']}/adjudicate"
+    final = {"label": {"credit": 0.5, "counterfactual": "partly"}, "note": "both half right"}
+    assert lab["rita"].post(path, json=final).status_code == 403
+    response = lab["ada"].post(path, json=final)
+    assert response.status_code == 201
+    adjudicated = response.json()["adjudicated"]
+    assert adjudicated["by"] == "ada" and adjudicated["label"] == {"credit": 0.5, "counterfactual": "partly"}
+    assert {r["reviewer"] for r in adjudicated["resolved"]} == {"rita", "rob"}
+    progress = lab["ada"].get(f"/api/queues/{queue['id']}").json()
+    assert (progress["disputed"], progress["adjudicated"]) == (0, 1)
+    assert lab["ada"].post(path, json={"label": {"credit": 5}}).status_code == 422
+    assert lab["ada"].post(path, json={"label": {"note": "x"}}).status_code == 422  # not asked by the queue
+
+
+def test_a_seeded_sample_is_the_same_every_time_and_stratified_by_trace(lab):
+    body = {"filter": {}, "sample": {"n": 4, "seed": 7, "stratify_by": "trace_id"}, "blind": False}
+    first, second = (make_queue(lab["ada"], **body).json() for _ in range(2))
+    items = [lab["ada"].get(f"/api/queues/{q['id']}/items").json() for q in (first, second)]
+    assert first["items"] == second["items"] == 4
+    events = [[(i["trace_id"], i["event_id"]) for i in listed["items"]] for listed in items]
+    assert events[0] == events[1] and len(set(events[0])) == 4
+    assert sorted(trace for trace, _ in events[0]) == ["q1", "q1", "q2", "q2"]  # two from each trace
+    other_seed = make_queue(lab["ada"], **(body | {"sample": {"n": 4, "seed": 8}})).json()
+    listed = lab["ada"].get(f"/api/queues/{other_seed['id']}/items").json()["items"]
+    assert listed[0]["labels"] == {} and listed[0]["done"] is False
+    rita = [lab["rita"].get(f"/api/queues/{first['id']}/next").json()]
+    label(lab["rita"], rita[0], queue_id=first["id"], credit=0.1)
+    rita.append(lab["rita"].get(f"/api/queues/{first['id']}/next").json())
+    assert rita[0]["item_id"] == 1 and rita[1]["item_id"] == 2

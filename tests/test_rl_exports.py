@@ -1,0 +1,129 @@
+"""Exports for RL trainers: rLLM episodes, TRL stepwise-supervision rows and the credit table, parsed back and
+checked field by field against the labels and the trace they come from."""
+
+import json
+
+import pytest
+from conftest import make_trace, post_json
+
+from app.domain.metrics import is_team_act
+
+# The keys rLLM's Step, Trajectory and Episode write in their to_dict (rllm.agents.agent).
+RLLM_STEP = {"prompt_ids", "response_ids", "logprobs", "chat_completions", "observation", "thought", "action",
+             "model_response", "model_output", "info", "reward", "done", "mc_return", "advantage", "weight_version"}
+RLLM_TRAJECTORY = {"uid", "name", "task", "steps", "reward", "info"}
+RLLM_EPISODE = {"id", "task", "termination_reason", "is_correct", "trajectories", "metrics", "info"}
+RLLM_TERMINATION = {"max_prompt_length_exceeded", "max_response_length_exceeded", "env_done", "max_turns_exceeded",
+                    "timeout", "unknown", "error"}
+
+
+@pytest.fixture
+def labelled(client):
+    trace = make_trace("rl", events=[
+        {"id": "e1", "t": 0, "type": "orchestrator_decision", "agent": "lead", "role": "lead", "summary": "split"},
+        {"id": "e2", "t": 1, "type": "spawn", "agent": "lead", "role": "lead", "to": "w", "summary": "go"},
+        {"id": "e3", "t": 2, "type": "tool_call", "agent": "w", "role": "worker", "tool": "search", "summary": "q"},
+        {"id": "e4", "t": 3, "type": "tool_result", "agent": "search", "tool": "search", "summary": "hits"},
+        {"id": "e5", "t": 4, "type": "return", "agent": "w", "role": "worker", "to": "lead", "summary": "found"},
+        {"id": "e6", "t": 5, "type": "aggregate", "agent": "lead", "role": "lead", "summary": "done"},
+    ], edges=[{"src": "e1", "dst": "e2", "type": "causal"}, {"src": "e2", "dst": "e3", "type": "spawn"},
+              {"src": "e3", "dst": "e4", "type": "tool_dependency"}, {"src": "e5", "dst": "e6", "type": "return"}])
+    assert post_json(client, trace).status_code == 201
+    for reviewer, event, fields in [("ada", "e1", {"credit": 0.8, "stop": "right"}),
+                                    ("bo", "e1", {"credit": 0.4, "counterfactual": "yes"}),
+                                    ("ada", "e5", {"credit": -0.5, "credit_unit": "message"}),
+                                    ("ada", "e3", {"note": "no credit given"})]:
+        body = {"trace_id": "rl", "event_id": event, "reviewer": reviewer} | fields
+        assert client.post("/api/annotations", json=body).status_code == 201
+    return trace
+
+
+def export(client, fmt: str, **params) -> list[dict]:
+    response = client.get("/api/annotations/export", params={"format": fmt} | params)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("application/jsonl")
+    assert f".jsonl" in response.headers["content-disposition"]
+    return [json.loads(line) for line in response.text.splitlines()]
+
+
+def computed(client, trace_id="rl") -> list[float]:
+    body = client.get(f"/api/traces/{trace_id}/credit", params={"channel": "team", "rule": "causal"}).json()
+    return [event["credit"] for event in body["events"]]
+
+
+def test_rllm_episode_has_rllm_fields_and_rewards_from_labels_else_computed_credit(client, labelled):
+    (episode,) = export(client, "rllm", trace_id="rl")
+    assert set(episode) == RLLM_EPISODE
+    assert episode["id"] == "task-1:rl" and episode["termination_reason"] in RLLM_TERMINATION
+    assert episode["is_correct"] is True and episode["metrics"]["reward_team"] == 1
+    members = list(dict.fromkeys(e["agent"] for e in labelled["events"] if is_team_act(e)))
+    assert [t["name"] for t in episode["trajectories"]] == members == ["lead", "w"]  # the tool is no trajectory
+    machine = computed(client)
+    lead, worker = episode["trajectories"]
+    assert set(lead) == RLLM_TRAJECTORY and lead["uid"] == "rl:lead" and lead["info"]["role"] == "lead"
+    for step in lead["steps"] + worker["steps"]:
+        assert set(step) == RLLM_STEP
+        assert step["prompt_ids"] == step["response_ids"] == step["logprobs"] == [] and step["model_output"] is None
+    assert [s["info"]["event"]["id"] for s in lead["steps"]] == ["e1", "e2", "e6"]
+    assert [s["info"]["event"]["id"] for s in worker["steps"]] == ["e3", "e5"]
+    assert lead["steps"][0]["reward"] == pytest.approx(0.6)  # mean of 0.8 and 0.4
+    assert lead["steps"][0]["info"]["reward_source"] == "human"
+    assert lead["steps"][1]["reward"] == pytest.approx(machine[1])  # e2 unlabelled: computed credit
+    assert lead["steps"][1]["info"]["reward_source"] == "computed"
+    assert worker["steps"][0]["info"]["reward_source"] == "computed"  # a note but no credit
+    assert worker["steps"][1]["reward"] == -0.5
+    for trajectory in (lead, worker):
+        rewards = [s["reward"] for s in trajectory["steps"]]
+        assert trajectory["reward"] == pytest.approx(sum(rewards))
+        assert [s["mc_return"] for s in trajectory["steps"]] == pytest.approx(
+            [sum(rewards[i:]) for i in range(len(rewards))])
+        assert sum(s["advantage"] for s in trajectory["steps"]) == pytest.approx(0)
+        assert [s["done"] for s in trajectory["steps"]] == [False] * (len(rewards) - 1) + [True]
+    assert worker["steps"][0]["action"] == {"type": "tool_call", "tool": "search"}
+    assert worker["steps"][0]["model_response"] == "q" and lead["steps"][1]["observation"] == "[lead orchestrator_decision] split"
+
+
+def test_trl_stepwise_rows_label_each_step_by_its_reward_sign(client, labelled):
+    rows = export(client, "trl_stepwise", trace_id="rl")
+    assert [row["agent"] for row in rows] == ["lead", "w"]
+    (episode,) = export(client, "rllm", trace_id="rl")
+    for row, trajectory in zip(rows, episode["trajectories"]):
+        assert isinstance(row["prompt"], str) and row["agent"] in row["prompt"]
+        assert len(row["completions"]) == len(row["labels"]) == len(trajectory["steps"])
+        assert row["labels"] == [step["reward"] > 0 for step in trajectory["steps"]]
+        assert all(isinstance(text, str) and text for text in row["completions"])
+    assert rows[1]["labels"][1] is False  # e5 labelled -0.5
+
+
+def test_trl_rows_load_with_the_datasets_library(client, labelled, tmp_path):
+    datasets = pytest.importorskip("datasets", reason="the `datasets` library is not installed")
+    path = tmp_path / "trl.jsonl"
+    path.write_bytes(client.get("/api/annotations/export", params={"format": "trl_stepwise"}).content)
+    loaded = datasets.load_dataset("json", data_files=str(path), split="train")
+    assert set(loaded.column_names) >= {"prompt", "completions", "labels"} and len(loaded) == 2
+
+
+def test_credit_table_has_one_row_per_labelled_event(client, labelled):
+    rows = {row["event_id"]: row for row in export(client, "credit_jsonl")}
+    assert sorted(rows) == ["e1", "e3", "e5"]
+    machine = computed(client)
+    first = rows["e1"]
+    assert (first["trace_id"], first["event_type"], first["agent"], first["role"]) == ("rl", "orchestrator_decision",
+                                                                                     "lead", "lead")
+    assert first["credit_mean"] == pytest.approx(0.6) and first["credit_by_reviewer"] == {"ada": 0.8, "bo": 0.4}
+    assert first["computed_credit"] == pytest.approx(machine[0])
+    assert first["counterfactual"] == {"bo": "yes"} and first["stop"] == {"ada": "right"}
+    assert rows["e5"]["unit"] == "message" and rows["e3"]["credit_mean"] is None
+
+
+def test_every_trace_is_exported_without_a_trace_id_and_an_unknown_one_is_404(client, labelled):
+    assert post_json(client, make_trace("other")).status_code == 201
+    assert [episode["task"]["trace_id"] for episode in export(client, "rllm")] == ["other", "rl"]
+    assert {row["trace_id"] for row in export(client, "credit_jsonl")} == {"rl"}  # only labelled traces
+    assert client.get("/api/annotations/export", params={"format": "rllm", "trace_id": "nope"}).status_code == 404
+
+
+def test_a_channel_a_trace_lacks_leaves_unlabelled_steps_without_reward(client, labelled):
+    (episode,) = export(client, "rllm", trace_id="rl", channel="no-such-channel")
+    steps = [step for trajectory in episode["trajectories"] for step in trajectory["steps"]]
+    assert {s["info"]["reward_source"] for s in steps} == {"human", "none"}
+    assert all(s["reward"] == 0 for s in steps if s["info"]["reward_source"] == "none")
