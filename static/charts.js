@@ -1,5 +1,6 @@
 // Draws every [data-chart] element from the figures in the page's JSON data blocks (also in
 // fragments swapped in by htmx). A figure whose points carry trace ids links each point to its trace.
+// A figure marked `empty` is not drawn: its page shows what to do to get data in its place.
 (function () {
   "use strict";
   function drawAll() {
@@ -8,7 +9,7 @@
     document.querySelectorAll("script.charts-data").forEach((block) => Object.assign(figures, JSON.parse(block.textContent)));
     document.querySelectorAll("[data-chart]:not([data-drawn])").forEach((el) => {
       const figure = figures[el.dataset.chart];
-      if (!figure) return;
+      if (!figure || figure.empty) return;
       Plotly.newPlot(el, figure.data, figure.layout, {displaylogo: false, responsive: true});
       el.dataset.drawn = "true";
       el.on("plotly_click", (ev) => {

@@ -43,7 +43,27 @@ def test_dashboard_charts_link_to_traces(client):
     assert {"tokens-speedup", "steps-wall", "reward-team", "by-topology", "by-system", "findings"} <= set(figures)
     point = figures["steps-wall"]["data"][0]
     assert point["customdata"] == ["a", "b"] and point["meta"] == "trace-links"
-    assert len(page.select("[data-chart]")) == len(figures)
+    drawn = {el["data-chart"] for el in page.select("[data-chart]")}
+    assert drawn == {name for name, figure in figures.items() if not figure["empty"]}
+
+
+def test_an_empty_dashboard_says_how_to_get_traces(client):
+    page = soup(client.get("/dashboard"))
+    assert not page.select("[data-chart], script.charts-data")
+    steps = page.select_one("#dashboard-empty").get_text(" ", strip=True)
+    assert "orchestrace ingest" in steps and "/v1/traces" in steps and page.select_one('#dashboard-empty a[href="/"]')
+
+
+def test_a_chart_with_nothing_to_draw_says_so_in_its_place(client):
+    clean = make_trace("clean")
+    for event in clean["events"]:
+        event.pop("trusted", None)  # no untrusted content flowing anywhere
+    clean["edges"].append({"src": "e4", "dst": "e5", "type": "causal"})  # and no disconnected events
+    post_json(client, clean)
+    page = soup(client.get("/dashboard"))
+    empty = page.select_one('[data-empty-chart="findings"]')
+    assert empty.h3.get_text() == "audit findings by rule" and "every trace passes" in empty.get_text()
+    assert not page.select('[data-chart="findings"]') and page.select('[data-chart="by-topology"]')
 
 
 def test_trace_list_has_metric_columns_and_sorts_by_them(client):

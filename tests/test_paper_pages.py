@@ -40,20 +40,54 @@ def test_papers_list_filters_search_sort(client, pool):
                                             "orchestration_form", "scenario", "is_core", "verified"]
 
 
+def tag_form(page) -> dict:
+    """What a browser would send from the tag form as shown: every select, hidden input and the note."""
+    form = page.select_one("#tag-form")
+    data = {i["name"]: i.get("value", "") for i in form.select("input[type=hidden]")}
+    data |= {s["name"]: s.select_one("option[selected]")["value"] for s in form.select("select")}
+    return data | {"note": form.select_one("textarea[name=note]").get_text()}
+
+
 def test_paper_page_and_tag_form(client, pool):
     page = soup(client.get("/papers/swarmrl"))
     assert page.h1.get_text() == "Swarm orchestration, learned"
     assert page.select_one('a[href="https://arxiv.org/abs/2601.00001"]')["rel"] == ["noopener", "noreferrer"]
-    prefilled = {s["name"]: s.select_one("option[selected]")["value"] for s in page.select("#tag-form select")}
-    assert prefilled["credit_granularity"] == "orchestrator"
+    shown = page.select_one("#tag-form select[name=credit_granularity] option[selected]")
+    assert shown["value"] == "" and shown.get_text() == "as the pool says (orchestrator)"
     headers = form_headers(client, "paper-tags")
     client.post("/reviewer", data={"new_name": "ada"}, headers=headers)
-    saved = client.post("/papers/swarmrl/tags", data=prefilled | {"credit_granularity": "agent", "note": "hm"},
+    form = tag_form(soup(client.get("/papers/swarmrl")))
+    saved = client.post("/papers/swarmrl/tags", data=form | {"credit_granularity": "agent", "note": "hm"},
                         headers=headers)
     assert saved.status_code == 200 and soup(saved).select_one(".status").get_text() == "saved v1"
     differs = [td.get_text() for td in soup(saved).select("#tag-comparison td.differs")]
     assert differs == ["agent"]
     assert client.get("/papers/nope").status_code == 404
+
+
+def test_tag_form_saves_only_the_fields_changed(client, pool):
+    headers = form_headers(client, "paper-tags")
+    client.post("/reviewer", data={"new_name": "ada"}, headers=headers)
+    form = tag_form(soup(client.get("/papers/magrpo")))
+    client.post("/papers/magrpo/tags", data=form | {"reward_type": "hybrid", "scenario": "coding"}, headers=headers)
+    [first] = client.get("/api/papers/magrpo/tags").json()["items"]
+    assert {f: v for f, v in first.items() if f in form and v is not None} == {"reward_type": "hybrid",
+                                                                               "scenario": "coding", "note": ""}
+    page = soup(client.get("/papers/magrpo"))
+    assert page.select_one("select[name=reward_type] option[selected]")["value"] == "hybrid"
+    assert page.select_one("select[name=category] option[selected]")["value"] == ""  # still as the pool says
+
+    # another tab saves is_rl; this page's form, loaded before, changes scenario back to the pool only
+    client.post("/api/papers/magrpo/tags", json={"reviewer": "ada", "is_rl": "partial"})
+    again = client.post("/papers/magrpo/tags", data=tag_form(page) | {"scenario": ""}, headers=headers)
+    third = client.get("/api/papers/magrpo/tags").json()["items"][-1]
+    assert (third["version"], third["scenario"], third["is_rl"], third["reward_type"]) == (3, None, "partial", "hybrid")
+    history = soup(again).select("#tag-history tbody tr")
+    assert history[0].select_one("td.wrap").get_text(" ", strip=True) == "scenario as the pool says"
+
+    unchanged = client.post("/papers/magrpo/tags", data=tag_form(soup(again)), headers=headers)
+    assert soup(unchanged).select_one(".status").get_text() == "nothing changed: no new version"
+    assert len(client.get("/api/papers/magrpo/tags").json()["items"]) == 3
 
 
 def test_untrusted_paper_url_is_not_a_link(client):
@@ -79,6 +113,24 @@ def test_stats_page_embeds_charts_for_the_chosen_source(client, pool):
     assert heat["z"][heat["y"].index("shared")][heat["x"].index("orchestrator")] == 1
     assert page.select_one("#stat-retained").get_text() == "4"
     assert [o["value"] for o in page.select("#stats-source option")] == ["pool", "ada"]
+
+
+def test_empty_stats_say_how_to_import_instead_of_drawing_empty_charts(client):
+    page = soup(client.get("/papers/stats"))
+    assert not page.select("[data-chart]") and not page.select("#stats-source")
+    commands = page.select_one("#pool-empty").get_text(" ", strip=True)
+    assert "orchestrace papers import papers.csv excluded.csv" in commands and "/api/papers/import" in commands
+    client.post("/api/papers/import", content=POOL_CSV, headers={"Content-Type": "text/csv"})
+    pool_only = soup(client.get("/papers/stats"))
+    assert pool_only.select("[data-chart^=count-]") and not pool_only.select("#pool-empty")
+    assert not pool_only.select("[data-chart^=excluded-]")
+    assert "excluded.csv" in pool_only.select_one("#excluded-empty").get_text()
+
+
+def test_every_chart_axis_grows_its_margin_to_fit_its_labels(client, pool):
+    figures = json.loads(soup(client.get("/papers/stats")).select_one("#charts-data").get_text())
+    axes = [(name, axis) for name, f in figures.items() for key, axis in f["layout"].items() if key.endswith("axis")]
+    assert len(axes) == 2 * len(figures) and all(axis["automargin"] for _, axis in axes)
 
 
 def test_disagreements_page(client, pool):

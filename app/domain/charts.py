@@ -1,25 +1,43 @@
 """Plotly figure dicts for statistics pages: pure functions over counts, rendered by static/charts.js.
 
-Zero cells are drawn on purpose: in a corpus, the empty combinations are the finding.
+Zero cells are drawn on purpose: in a corpus, the empty combinations are the finding. A figure with
+nothing at all to draw (no counts, or only zeros) says so in `empty`, so a page can show what to do to
+get data instead of an empty frame; `title` is its title as plain text, for that message.
+Every axis has `automargin`: Plotly grows a margin until the tick labels and axis titles fit, so a
+long category name is never cut off whatever the chart's width.
 """
 
 from app.domain.figure import escape
 
 BAR_COLOUR = "#0f766e"
+HEATMAP_LEVEL_COLUMNS = 6  # more columns than this: slant their labels, which would touch when level
 HEATMAP_SCALE = [[0, "#fff7ed"], [0.0001, "#ccfbf1"], [1, "#0f766e"]]
 FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12}
+AXIS = {"automargin": True, "ticklabelstandoff": 4}  # the standoff keeps x and y labels apart at the corner
+BAR_HEIGHT_PX = 24  # per horizontal bar
+PLOT_CHROME_PX = 60  # title and margins
+
+
+def make_figure(title: str, data: list[dict], layout: dict, empty: bool = False) -> dict:
+    """A figure dict with the shared look: title, font, white background."""
+    base = {"title": {"text": escape(title), "font": {"size": 14}}, "font": FONT,
+            "plot_bgcolor": "#fff", "paper_bgcolor": "#fff"}
+    return {"data": data, "layout": base | layout, "title": title, "empty": empty}
 
 
 def bar_chart(title: str, counts: dict[str, int]) -> dict:
+    """Counts as horizontal bars, in the order given (top down): category names read level, at any length.
+    Each bar has its count written at its end, so the count axis shows no ticks (and no 0.5 of a paper)."""
     labels = [escape(str(k)) for k in counts]
-    return {
-        "data": [{"type": "bar", "x": labels, "y": list(counts.values()), "marker": {"color": BAR_COLOUR},
-                  "text": list(counts.values()), "textposition": "outside", "cliponaxis": False,
-                  "hovertemplate": "%{x}: %{y}<extra></extra>"}],
-        "layout": {"title": {"text": escape(title), "font": {"size": 14}}, "height": 280, "font": FONT,
-                   "margin": {"l": 40, "r": 10, "t": 40, "b": 80}, "yaxis": {"rangemode": "tozero"},
-                   "plot_bgcolor": "#fff", "paper_bgcolor": "#fff"},
-    }
+    values = list(counts.values())
+    data = [{"type": "bar", "orientation": "h", "y": labels, "x": values, "marker": {"color": BAR_COLOUR},
+             "text": values, "textposition": "outside", "cliponaxis": False,
+             "hovertemplate": "%{y}: %{x}<extra></extra>"}]
+    layout = {"height": PLOT_CHROME_PX + BAR_HEIGHT_PX * len(labels),
+              "margin": {"l": 10, "r": 40, "t": 40, "b": 10}, "bargap": 0.25,
+              "xaxis": AXIS | {"rangemode": "tozero", "showticklabels": False, "showgrid": False},
+              "yaxis": AXIS | {"autorange": "reversed", "type": "category"}}
+    return make_figure(title, data, layout, empty=not any(values))
 
 
 def heatmap(title: str, table: dict[str, dict[str, int]], x_label: str, y_label: str) -> dict:
@@ -27,17 +45,15 @@ def heatmap(title: str, table: dict[str, dict[str, int]], x_label: str, y_label:
     ys = list(table)
     xs = list(next(iter(table.values()))) if table else []
     z = [[table[y][x] for x in xs] for y in ys]
-    return {
-        "data": [{"type": "heatmap", "x": [escape(x) for x in xs], "y": [escape(y) for y in ys], "z": z,
-                  "colorscale": HEATMAP_SCALE, "showscale": False, "xgap": 2, "ygap": 2,
-                  "texttemplate": "%{z}", "textfont": {"size": 12},
-                  "hovertemplate": f"{escape(y_label)} %{{y}} × {escape(x_label)} %{{x}}: %{{z}}<extra></extra>"}],
-        "layout": {"title": {"text": escape(title), "font": {"size": 14}}, "height": 80 + 34 * max(len(ys), 3),
-                   "font": FONT, "margin": {"l": 170, "r": 10, "t": 40, "b": 90},
-                   "xaxis": {"title": {"text": escape(x_label)}, "side": "bottom"},
-                   "yaxis": {"title": {"text": ""}, "autorange": "reversed"},
-                   "plot_bgcolor": "#fff", "paper_bgcolor": "#fff"},
-    }
+    data = [{"type": "heatmap", "x": [escape(x) for x in xs], "y": [escape(y) for y in ys], "z": z,
+             "colorscale": HEATMAP_SCALE, "showscale": False, "xgap": 2, "ygap": 2,
+             "texttemplate": "%{z}", "textfont": {"size": 12},
+             "hovertemplate": f"{escape(y_label)} %{{y}} × {escape(x_label)} %{{x}}: %{{z}}<extra></extra>"}]
+    layout = {"height": 90 + 34 * max(len(ys), 3), "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+              "xaxis": AXIS | {"title": {"text": escape(x_label)}, "side": "bottom", "type": "category",
+                               "tickangle": -30 if len(xs) > HEATMAP_LEVEL_COLUMNS else 0},
+              "yaxis": AXIS | {"title": {"text": ""}, "autorange": "reversed", "type": "category"}}
+    return make_figure(title, data, layout, empty=not any(any(row) for row in z))
 
 
 # Publicly reported industrial envelopes (TAXONOMY.md §7): first generation, then the next (early 2026).
@@ -60,27 +76,24 @@ def envelope_chart(spawns: int, tool_calls: int, steps: int) -> dict:
                      "x": [label for label, _ in marks], "y": [value for _, value in marks],
                      "marker": {"symbol": "line-ew-open", "size": 70, "color": colour, "line": {"width": 2.5}},
                      "hovertemplate": f"{envelope['label']}: %{{y:,}}<extra></extra>"})
-    return {
-        "data": data,
-        "layout": {"title": {"text": "Against reported deployment envelopes", "font": {"size": 13}},
-                   "height": 280, "font": FONT, "margin": {"l": 50, "r": 10, "t": 36, "b": 30},
-                   "yaxis": {"title": {"text": "count (log)"}, "type": "log"},
-                   "legend": {"orientation": "h", "y": -0.18, "font": {"size": 10}}, "showlegend": True,
-                   "plot_bgcolor": "#fff", "paper_bgcolor": "#fff"},
-    }
+    title = "Against reported deployment envelopes"
+    layout = {"title": {"text": title, "font": {"size": 13}}, "height": 280,
+              "margin": {"l": 10, "r": 10, "t": 36, "b": 30},
+              "xaxis": AXIS, "yaxis": AXIS | {"title": {"text": "count (log)"}, "type": "log"},
+              "legend": {"orientation": "h", "y": -0.18, "font": {"size": 10}}, "showlegend": True}
+    return make_figure(title, data, layout)
 
 
 def rollup_chart(title: str, rows: list[dict], limit: int = 15) -> dict:
     top = rows[:limit]
-    return {
-        "data": [{"type": "bar", "orientation": "h", "y": [escape(str(r["key"])) for r in top][::-1],
-                  "x": [r["credit"] for r in top][::-1],
-                  "marker": {"color": ["#2166ac" if r["credit"] >= 0 else "#b2182b" for r in top][::-1]},
-                  "hovertemplate": "%{y}: %{x:.4g}<extra></extra>"}],
-        "layout": {"title": {"text": escape(title), "font": {"size": 13}}, "height": 60 + 22 * max(len(top), 3),
-                   "font": FONT, "margin": {"l": 170, "r": 10, "t": 36, "b": 30},
-                   "plot_bgcolor": "#fff", "paper_bgcolor": "#fff"},
-    }
+    data = [{"type": "bar", "orientation": "h", "y": [escape(str(r["key"])) for r in top][::-1],
+             "x": [r["credit"] for r in top][::-1],
+             "marker": {"color": ["#2166ac" if r["credit"] >= 0 else "#b2182b" for r in top][::-1]},
+             "hovertemplate": "%{y}: %{x:.4g}<extra></extra>"}]
+    layout = {"title": {"text": escape(title), "font": {"size": 13}}, "height": 60 + 22 * max(len(top), 3),
+              "margin": {"l": 10, "r": 10, "t": 36, "b": 30},
+              "xaxis": AXIS, "yaxis": AXIS | {"type": "category"}}
+    return make_figure(title, data, layout, empty=not top)
 
 
 def scatter(title: str, xs: list, ys: list, x_label: str, y_label: str, ids: list[str] | None = None,
@@ -94,10 +107,8 @@ def scatter(title: str, xs: list, ys: list, x_label: str, y_label: str, ids: lis
         trace["customdata"] = ids
     if links:
         trace["meta"] = "trace-links"
-    return {
-        "data": [trace],
-        "layout": {"title": {"text": escape(title), "font": {"size": 13}}, "height": 300, "font": FONT,
-                   "margin": {"l": 60, "r": 10, "t": 36, "b": 50},
-                   "xaxis": {"title": {"text": escape(x_label)}}, "yaxis": {"title": {"text": escape(y_label)}},
-                   "plot_bgcolor": "#fff", "paper_bgcolor": "#fff"},
-    }
+    layout = {"height": 300, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+              "xaxis": AXIS | {"title": {"text": escape(x_label)}},
+              "yaxis": AXIS | {"title": {"text": escape(y_label)}}}
+    drawn = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
+    return make_figure(title, [trace], layout, empty=not drawn)

@@ -74,9 +74,8 @@ def paper_context(db, key: str, reviewer: str | None, **extra) -> dict | None:
         return None
     current = {t["reviewer"]: t for t in papers.tag_history(db, key, history=False)}
     mine = current.get(reviewer) if reviewer else None
-    prefill = {f: (mine[f] if mine and mine[f] is not None else paper[f]) for f in PAPER_FIELDS}
-    return {"paper": paper, "fields": PAPER_FIELDS, "tags": current, "prefill": prefill,
-            "note": mine["note"] if mine else "", "history": papers.tag_history(db, key),
+    return {"paper": paper, "fields": PAPER_FIELDS, "tags": current, "mine": shown_tags(mine),
+            "history": tag_changes(papers.tag_history(db, key)),
             "url_ok": urlparse(paper["url"]).scheme in ("http", "https"),
             "events": queries.events_labelled_with_paper(db, key)} | extra
 
@@ -91,20 +90,51 @@ def read_paper_page(request: Request, key: str, db: DbDep):
 
 @router.post("/papers/{key}/tags", dependencies=[Depends(require_csrf)])
 async def save_paper_tags_form(request: Request, key: str, db: DbDep):
-    """The tag form: every controlled field (prefilled from the pool) and a note, saved as a new version."""
+    """The tag form: saves, as a new version, only the fields the reviewer changed; the rest keep their
+    value, so a field left on "as the pool says" keeps following the pool."""
     form = await request.form()
     reviewer = reviewer_of(request)
     status, code = None, 200
     try:
         if reviewer is None:
             raise LabelError("reviewer", "pick a reviewer name first (top right)")
-        data = {"reviewer": reviewer, "note": form.get("note") or ""}
-        data |= {field: form.get(field) or None for field in PAPER_FIELDS}
-        saved = papers.save_tags(db, key, data)
-        status = f"saved v{saved['version']}"
+        changed = changed_tags(form)
+        if changed:
+            saved = papers.save_tags(db, key, {"reviewer": reviewer} | changed)
+            status = f"saved v{saved['version']}"
+        else:
+            status = "nothing changed: no new version"
     except LabelError as exc:
         status, code = str(exc), 422
     context = paper_context(db, key, reviewer, status=status, status_code=code)
     if context is None:
         return render(request, "not_found.html", {"what": f"paper '{key}'"}, status_code=404)
     return render(request, "paper_detail.html", context, fragments=("_paper_tags.html",), status_code=code)
+
+
+def tag_changes(versions: list[dict]) -> list[dict]:
+    """Each tag version with the fields (and note) it changed from the same reviewer's previous one."""
+    previous: dict[str, dict] = {}
+    rows = []
+    for version in versions:
+        before = previous.get(version["reviewer"], {})
+        changed = [f for f in (*PAPER_FIELDS, "note") if version[f] != before.get(f, "" if f == "note" else None)]
+        rows.append(version | {"changed": changed})
+        previous[version["reviewer"]] = version
+    return rows
+
+
+def shown_tags(mine: dict | None) -> dict:
+    """What the tag form shows for a reviewer: their value per field ("" follows the pool) and their note."""
+    return {f: (mine[f] or "") if mine else "" for f in (*PAPER_FIELDS, "note")}
+
+
+def changed_tags(form) -> dict:
+    """The fields whose value differs from the one the form showed (its `was_<field>` inputs); "" is
+    "as the pool says". A form without them (a hand-made post) saves every field it sends."""
+    changed = {}
+    for field in (*PAPER_FIELDS, "note"):
+        value = form.get(field)
+        if value is not None and value != form.get(f"was_{field}"):
+            changed[field] = value
+    return changed
