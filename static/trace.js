@@ -42,6 +42,8 @@
   const overlaySize = document.getElementById("overlay-size");
   const groupBox = document.getElementById("group-lanes");
   const laneGroups = document.getElementById("lane-groups");
+  const queueId = new URLSearchParams(window.location.search).get("queue");
+  const panel = document.getElementById("side-panel");
   const DIVERGING = [[0, "#b2182b"], [0.25, "#ef8a62"], [0.5, "#f7f7f7"], [0.75, "#67a9cf"], [1, "#2166ac"]];
   const NO_VALUE = "#c7ccd4";
 
@@ -118,7 +120,7 @@
     status.textContent = payload.event_ids.length.toLocaleString() + " events · " + payload.lanes.length
       + " lanes · drawn in " + seconds + " s";
     const selected = graph.dataset.selected;
-    if (selected) highlight(selected, true);
+    if (selected) { highlight(selected, true); bringWorkspaceIntoView(); }
   }
 
   function renderLaneControls() {
@@ -142,6 +144,13 @@
     });
   }
 
+  // The share of the plot's width a drawer leaves uncovered (all of it when the panel sits beside the graph).
+  function uncoveredShare() {
+    if (!panel.classList.contains("open") || !window.matchMedia("(max-width: 1279px)").matches) return 1;
+    const plot = graph.getBoundingClientRect(), drawer = panel.getBoundingClientRect();
+    return Math.max(0.3, Math.min(1, (drawer.left - plot.left) / plot.width));
+  }
+
   function highlight(eventId, intoView) {
     const seq = seqOf.get(eventId);
     if (seq === undefined || !payload) return;
@@ -152,9 +161,10 @@
       const [x0, x1] = layout.xaxis.range;
       const [ya, yb] = layout.yaxis.range;
       const update = {};
-      if (x < Math.min(x0, x1) || x > Math.max(x0, x1)) {
-        const half = Math.abs(x1 - x0) / 2;
-        update["xaxis.range"] = [x - half, x + half];
+      const lo = Math.min(x0, x1), span = Math.abs(x1 - x0), visibleHi = lo + span * uncoveredShare();
+      if (x < lo || x > visibleHi) {  // bring it back to a third of the way across what is uncovered
+        const start = x - span * uncoveredShare() / 3;
+        update["xaxis.range"] = [start, start + span];
       }
       if (y < Math.min(ya, yb) || y > Math.max(ya, yb)) {
         const half = Math.abs(yb - ya) / 2;
@@ -170,15 +180,28 @@
     if (row) row.classList.add("selected");
   }
 
-  // What a click on a marker does: load the inspector, mark the event everywhere, update the URL.
+  // A selection scrolls the page to the graph and its panel when they are not both in the window.
+  function bringWorkspaceIntoView() {
+    const box = graph.closest(".workspace").getBoundingClientRect();
+    if (box.top < 0 || box.top > window.innerHeight * 0.25) graph.closest(".workspace").scrollIntoView({block: "start"});
+  }
+
+  function eventUrl(eventId) {
+    return base + "?event=" + encodeURIComponent(eventId) + (queueId ? "&queue=" + encodeURIComponent(queueId) : "");
+  }
+
+  // What every selection does (a marker, a table row, j/k/n, an edge link, a permalink): load the event
+  // into the side panel (opening it when it is a drawer), mark it everywhere, keep it in view on the graph,
+  // update the URL.
   let inspectorLoaded = Promise.resolve();
   function selectEvent(eventId) {
     graph.dataset.selected = eventId;
     highlight(eventId, true);
     markTableRow(eventId);
-    history.replaceState(null, "", base + "?event=" + encodeURIComponent(eventId));
-    inspectorLoaded = htmx.ajax("GET", base + "?event=" + encodeURIComponent(eventId),
-                                {target: "#event-inspector", swap: "outerHTML"});
+    panel.classList.add("open");
+    bringWorkspaceIntoView();
+    history.replaceState(null, "", eventUrl(eventId));
+    inspectorLoaded = htmx.ajax("GET", eventUrl(eventId), {target: "#event-inspector", swap: "outerHTML"});
     return inspectorLoaded;
   }
 
@@ -241,7 +264,8 @@
     if (head && head.dataset.selectedEvent !== graph.dataset.selected) {
       graph.dataset.selected = head.dataset.selectedEvent;
       highlight(head.dataset.selectedEvent, true);
-      history.replaceState(null, "", base + "?event=" + encodeURIComponent(head.dataset.selectedEvent));
+      history.replaceState(null, "", eventUrl(head.dataset.selectedEvent));
+      panel.classList.add("open");
     }
     if (graph.dataset.selected) markTableRow(graph.dataset.selected);
   });
@@ -249,7 +273,7 @@
   // Keyboard labelling: j/k move in time order, n jumps to the next event without your label,
   // 1-5 set credit and save, r focuses the reward family, u undoes, ? shows the sheet.
   const CREDIT_KEYS = {"1": -1, "2": -0.5, "3": 0, "4": 0.5, "5": 1};
-  const reviewer = graph.dataset.reviewer;
+  let reviewer = graph.dataset.reviewer;
   const labelled = new Set();
   let timeOrder = null;
 
@@ -273,7 +297,38 @@
     }
   }
 
+  // Without a reviewer identity, the first labelling key asks for a name in place (open single-user mode),
+  // then does what the key asked.
+  const reviewerDialog = document.getElementById("reviewer-dialog");
+  function askReviewer() {
+    return new Promise((resolve) => {
+      const form = document.getElementById("reviewer-inline");
+      const error = document.getElementById("reviewer-error");
+      error.hidden = true;
+      reviewerDialog.showModal();
+      document.getElementById("reviewer-new-name").focus();
+      form.onsubmit = async (ev) => {
+        ev.preventDefault();
+        const response = await fetch(form.action, {method: "POST", body: new URLSearchParams(new FormData(form))});
+        if (!response.ok) {
+          error.textContent = "Not saved: " + (response.status === 422 ? "that name cannot be used" : response.status);
+          error.hidden = false;
+          return;
+        }
+        reviewer = document.getElementById("reviewer-new-name").value.trim();
+        graph.dataset.reviewer = reviewer;
+        document.querySelectorAll("#reviewer-name").forEach((el) => { el.textContent = reviewer; });
+        reviewerDialog.close();
+        await loadLabelled();
+        if (graph.dataset.selected) await selectEvent(graph.dataset.selected);  // the form, now for this name
+        resolve(true);
+      };
+      document.getElementById("reviewer-cancel").onclick = () => { reviewerDialog.close(); resolve(false); };
+    });
+  }
+
   async function withForm(action) {
+    if (!reviewer && !(await askReviewer())) return;
     await inspectorLoaded;
     const form = document.getElementById("label-form");
     if (!form) return;
@@ -281,17 +336,38 @@
     action(form);
   }
 
+  // Enter saves and goes to the next item: the next event without your label, or your next queue item.
+  let nextAfterSave = false;
+  function goNext(form) {
+    if (form && form.dataset.queue) window.location.assign("/queues/" + encodeURIComponent(form.dataset.queue) + "/next");
+    else step(1, (id) => !labelled.has(id));
+  }
+
   function setCredit(form, value) {
-    form.querySelector("#credit-number").value = value;
+    const number = form.querySelector("#credit-number");
+    if (!number) return;  // this queue does not ask for credit
+    number.value = value;
     form.querySelector("#credit-range").value = value;
-    form.requestSubmit();
+    creditSet(true);
+    form.requestSubmit(form.querySelector("button[value=save]"));
   }
 
   document.addEventListener("keydown", (ev) => {
     if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const inForm = ev.target.closest && ev.target.closest("#label-form");
+    if (ev.key === "Enter" && !ev.shiftKey && !ev.target.closest("textarea, button, a, dialog, #events-table")
+        && (inForm || ev.target === document.body) && document.getElementById("label-form")) {
+      ev.preventDefault();
+      withForm((form) => { nextAfterSave = true; form.requestSubmit(form.querySelector("button[value=save]")); });
+      return;
+    }
     const typing = ev.target.closest && ev.target.closest("input, textarea, select, [contenteditable]");
     if (typing) {
       if (ev.key === "Escape") ev.target.blur();
+      return;
+    }
+    if (ev.key === "Escape" && panel.classList.contains("open") && window.matchMedia("(max-width: 1279px)").matches) {
+      panel.classList.remove("open");
       return;
     }
     const dialog = document.getElementById("shortcuts");
@@ -300,7 +376,7 @@
     else if (ev.key === "k") step(-1);
     else if (ev.key === "n") step(1, (id) => !labelled.has(id));
     else if (ev.key in CREDIT_KEYS) withForm((form) => setCredit(form, CREDIT_KEYS[ev.key]));
-    else if (ev.key === "r") withForm((form) => form.querySelector("#reward-family").focus());
+    else if (ev.key === "r") withForm((form) => { const family = form.querySelector("#reward-family"); if (family) family.focus(); });
     else if (ev.key === "u") withForm((form) => {
       const undo = form.querySelector("#label-undo");
       if (undo && !undo.disabled) undo.click();  // a click, so htmx sends the button's action
@@ -311,18 +387,46 @@
   document.getElementById("shortcuts-button").addEventListener("click",
     () => document.getElementById("shortcuts").showModal());
 
-  // The credit slider and number box show the same value; the number box is what the form sends.
+  // The credit slider and number box show the same value; the number box is what the form sends. No credit
+  // shows as none: an empty box and a slider without its thumb, until one is moved.
+  function creditSet(isSet) {
+    const range = document.getElementById("credit-range"), none = document.getElementById("credit-none");
+    if (isSet) range.removeAttribute("data-unset"); else range.setAttribute("data-unset", "true");
+    if (none) none.hidden = !isSet;
+  }
   document.addEventListener("input", (ev) => {
-    if (ev.target.id === "credit-range") document.getElementById("credit-number").value = ev.target.value;
-    if (ev.target.id === "credit-number" && ev.target.value !== "") {
-      document.getElementById("credit-range").value = ev.target.value;
+    if (ev.target.id === "credit-range") {
+      document.getElementById("credit-number").value = ev.target.value;
+      creditSet(true);
+    }
+    if (ev.target.id === "credit-number") {
+      if (ev.target.value !== "") document.getElementById("credit-range").value = ev.target.value;
+      creditSet(ev.target.value !== "");
     }
   });
+  document.addEventListener("click", (ev) => {
+    if (ev.target.id === "credit-none") {
+      document.getElementById("credit-number").value = "";
+      document.getElementById("credit-range").value = 0;
+      creditSet(false);
+    }
+    if (ev.target.closest("[data-close-panel]")) panel.classList.remove("open");
+    if (ev.target.closest("[data-ask-reviewer]")) { ev.preventDefault(); askReviewer(); }
+  });
 
-  // A saved label updates the set `n` skips, and a human-credit overlay shows the new value.
-  document.body.addEventListener("htmx:afterSwap", () => {
+  // A saved label updates the set `n` skips, and a human-credit overlay shows the new value; after Enter, a
+  // successful save moves on to the next item (a refused one stays, showing why).
+  document.body.addEventListener("htmx:afterSwap", (ev) => {
     const form = document.getElementById("label-form");
     if (!form) return;
+    if (nextAfterSave && ev.detail.target && ev.detail.target.id === "label-form") {
+      nextAfterSave = false;
+      if (form.dataset.saved === "true") {
+        form.dataset.labelled === "true" ? labelled.add(form.dataset.eventId) : labelled.delete(form.dataset.eventId);
+        goNext(form);
+        return;
+      }
+    }
     form.dataset.labelled === "true" ? labelled.add(form.dataset.eventId) : labelled.delete(form.dataset.eventId);
     if (reviewer && form.dataset.labelled === "true") {
       ["human credit (mean)", "human credit: " + reviewer].forEach((name) => {
@@ -392,7 +496,8 @@
     if (ids.length) selectEvent(ids[0]);
   });
 
-  window.orchestrace = {selectEvent, applyOverlay, redraw: draw};
+  window.orchestrace = {selectEvent, applyOverlay, redraw: draw, seqOf: (id) => seqOf.get(id),
+                        position: (seq) => ({x: payload.positions.x[seq], y: payload.positions.y[seq]})};
   loadLabelled();
   draw();
 })();

@@ -2,7 +2,13 @@
 
 import pytest
 from bs4 import BeautifulSoup
-from conftest import form_headers, make_trace, post_json
+from conftest import BASE_URL, form_headers, make_trace, post_json
+from fastapi.testclient import TestClient
+from test_security import PASSWORD, log_in
+
+from app.main import create_app
+from app.services import accounts
+from app.settings import Settings
 
 
 def soup(response) -> BeautifulSoup:
@@ -86,6 +92,31 @@ def test_labels_page_lists_and_filters(client, reviewer):
     only = soup(client.get("/annotations", params={"reward_family": "R5"}, headers={"HX-Request": "true",
                                                                                     "HX-Target": "labels-table"}))
     assert [tr.select("td")[1].get_text(strip=True) for tr in only.select("tbody tr")] == ["e3"]
+
+
+def test_labels_page_imports_its_own_export_in_place(client, reviewer):
+    post_label(client, reviewer, credit="0.5", reward_family="R1")
+    form = soup(client.get("/annotations")).select_one("form#label-import")
+    assert (form["hx-post"], form["hx-encoding"], form["hx-swap"]) == ("/api/annotations/import", "multipart/form-data",
+                                                                       "none")
+    assert form.select_one("input[type=file][name=file]")["accept"] == ".csv,.json,text/csv,application/json"
+    assert form.select_one("input[name=csrf_token]")["value"] == reviewer["X-CSRF-Token"]
+    assert form.select_one("#label-import-result[aria-live]") is not None
+    exported = client.get("/api/annotations/export", params={"format": "csv"}).content
+    fields = {i["name"]: i["value"] for i in form.select("input[type=hidden]")}
+    again = client.post(form["hx-post"], files={"file": ("annotations.csv", exported, "text/csv")}, data=fields,
+                        headers=reviewer)
+    assert again.status_code == 200 and again.json() == {"imported": 0, "unchanged": 1}
+
+
+def test_only_admins_see_the_label_import_once_accounts_exist(tmp_path):
+    app = create_app(Settings(db=tmp_path / "accounts.duckdb", auth="required"))
+    with TestClient(app, base_url=BASE_URL):
+        for name, role in (("ada", "admin"), ("rita", "reviewer")):
+            accounts.add_user(app.state.db, name, role, PASSWORD)
+        admin, reviewer = soup(log_in(app, "ada").get("/annotations")), soup(log_in(app, "rita").get("/annotations"))
+    assert admin.select_one("form#label-import") and admin.select_one('script[src="/static/label_import.js"]')
+    assert not reviewer.select("form#label-import") and reviewer.select_one("#export-csv")
 
 
 def test_agreement_page_shows_numbers_and_disputes(client, reviewer):

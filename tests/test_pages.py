@@ -128,10 +128,14 @@ def test_inspector_fragment_and_permalink(client, loaded):
     fields = {th.get_text(): td.get_text(" ", strip=True) for th, td in
               ((tr.th, tr.td) for tr in inspector.select("table.fields tr"))}
     assert set(event) <= set(fields)
-    linked = {a["data-event-id"] for a in inspector.select("a.edge-link")}
+    linked = {a["data-event-id"] for a in inspector.select(".inspector-edges a.edge-link")}
     expected = {e["dst"] for e in trace["edges"] if e["src"] == event["id"]} | \
                {e["src"] for e in trace["edges"] if e["dst"] == event["id"]}
     assert linked == expected
+    lane = sorted((e for e in trace["events"] if e["agent"] == event["agent"]), key=lambda e: e["t"])
+    at = [e["id"] for e in lane].index(event["id"])
+    neighbours = [a["data-event-id"] for a in inspector.select(".lane-neighbours a.edge-link")]
+    assert neighbours == [e["id"] for e in lane[max(0, at - 2):at] + lane[at + 1:at + 3]]
     full = soup(client.get(f"/traces/sample-centralized-001?event={event['id']}"))
     assert full.select_one("#event-inspector [data-selected-event]")["data-selected-event"] == event["id"]
     assert full.select_one("#graph")["data-selected"] == event["id"]

@@ -12,9 +12,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 
 from app.store.db import Database, MigrationsMissing
-from conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_FOLDERS = ("templates", "static", "migrations", "sample_traces")

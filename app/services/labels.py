@@ -442,5 +442,4 @@ def _same(a: Annotation, b: Annotation) -> bool:
 def progress(db: Database, trace_id: str, reviewer: str | None) -> dict:
     """Events of the trace, how many the reviewer labelled, and how many anyone did."""
     total = queries.event_count(db, trace_id)
-    mine = queries.labelled_events(db, trace_id, reviewer) if reviewer else []
-    return {"total": total, "mine": len(mine), "anyone": len(queries.labelled_events(db, trace_id))}
+    return {"total": total, **queries.trace_label_counts(db, trace_id, reviewer)}

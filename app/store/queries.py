@@ -226,7 +226,8 @@ def read_event_edges(db: Database, trace_id: str, event_id: str) -> dict[str, li
     rows = db.fetchall(
         """
         SELECT e.src, e.dst, e.type, other.event_id AS other_id, other.type AS other_type,
-               other.agent AS other_agent, e.dst = ? AS incoming
+               other.agent AS other_agent, json_extract_string(other.extra, '$.summary') AS other_summary,
+               e.dst = ? AS incoming
         FROM edges e
         JOIN events other ON other.trace_id = e.trace_id
              AND other.event_id = CASE WHEN e.dst = ? THEN e.src ELSE e.dst END
@@ -236,6 +237,24 @@ def read_event_edges(db: Database, trace_id: str, event_id: str) -> dict[str, li
         [event_id, event_id, trace_id, event_id, event_id],
     )
     return {"incoming": [r for r in rows if r["incoming"]], "outgoing": [r for r in rows if not r["incoming"]]}
+
+
+LANE_NEIGHBOURS = """
+    WITH lane AS (
+        SELECT event_id, type, t, json_extract_string(extra, '$.summary') AS summary,
+               row_number() OVER (ORDER BY t, seq) AS pos
+        FROM events WHERE trace_id = $trace AND agent = (SELECT agent FROM events
+                                                          WHERE trace_id = $trace AND event_id = $event))
+    SELECT lane.event_id, lane.type, lane.t, lane.summary, lane.pos - me.pos AS offset
+    FROM lane, (SELECT pos FROM lane WHERE event_id = $event) me
+    WHERE lane.pos <> me.pos AND abs(lane.pos - me.pos) <= $n
+    ORDER BY lane.pos
+"""
+
+
+def lane_neighbours(db: Database, trace_id: str, event_id: str, n: int = 2) -> list[dict]:
+    """The `n` events before and after an event on its agent's lane, in time order (offset -n..n)."""
+    return db.fetchall(LANE_NEIGHBOURS, {"trace": trace_id, "event": event_id, "n": n})
 
 
 EVENT_SORTS = {"seq": "seq", "t": "t", "id": "event_id", "type": "type", "agent": "agent", "role": "role"}
@@ -310,13 +329,17 @@ def label_count(db: Database, trace_id: str) -> int:
     return db.scalar("SELECT count(*) FROM annotations WHERE trace_id = ?", [trace_id])
 
 
-def labelled_events(db: Database, trace_id: str, reviewer: str | None = None) -> list[str]:
-    """Event ids with a non-empty current label (by `reviewer`, or by anyone)."""
-    rows = db.fetchall(
-        "SELECT DISTINCT event_id FROM (" + CURRENT_LABELS + ") WHERE trace_id = ? AND "
-        "(?::VARCHAR IS NULL OR reviewer = ?) AND " + NON_EMPTY + " ORDER BY event_id",
-        [trace_id, reviewer, reviewer])
-    return [row["event_id"] for row in rows]
+def trace_label_counts(db: Database, trace_id: str, reviewer: str | None) -> dict:
+    """Events of a trace with a current label that says something: by `reviewer` (`mine`) and by anyone."""
+    return db.fetchone(
+        "SELECT count(DISTINCT event_id) FILTER (WHERE reviewer = ?) AS mine, count(DISTINCT event_id) AS anyone "
+        "FROM (SELECT * FROM annotations WHERE trace_id = ?" + CURRENT + ") WHERE " + NON_EMPTY,
+        [reviewer, trace_id])
+
+
+def event_label_versions(db: Database, trace_id: str, event_id: str) -> int:
+    """Label versions stored for one event, by every reviewer."""
+    return db.scalar("SELECT count(*) FROM annotations WHERE trace_id = ? AND event_id = ?", [trace_id, event_id])
 
 
 def label_progress(db: Database, reviewer: str | None) -> dict[str, dict]:

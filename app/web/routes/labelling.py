@@ -3,30 +3,35 @@ the labels list with exports, and per-trace reviewer agreement."""
 
 
 from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 
 from app.domain.agreement import agreement
 from app.domain.taxonomy import REWARD_FAMILIES
 from app.services import labels as annotations
+from app.services import queues
 from app.store import queries
 from app.web.browser import COOKIE_MAX_AGE_S, REVIEWER_COOKIE, local_url, require_csrf, reviewer_of
 from app.web.deps import DbDep, TraceId
 from app.web.label_form import label_context
 from app.web.render import render
+from app.web.security import current_user, role_needed
 
 router = APIRouter(include_in_schema=False)
 AGREEMENT_FIELDS = ("credit", "reward_family", "credit_unit", "subdecision")
 DISAGREEMENT_ROWS = 50
+LABEL_IMPORT = ("POST", "/api/annotations/import")  # where the labels page's import form posts
 
 
 def form_values(form) -> dict:
-    """Label fields from the form; credit stays text-checked so a typo is a field error, not a 500."""
+    """The label fields the form showed (its `asked` list; a queue's rubric may show a few), so a field it
+    did not show keeps its value; credit stays text-checked so a typo is a field error, not a 500."""
     credit = (form.get("credit") or "").strip()
     try:
         credit_value = float(credit) if credit else None
     except ValueError:
         raise annotations.LabelError("credit", f"{credit!r} is not a number in [-1, 1]") from None
-    return {
+    values = {
         "credit": credit_value,
         "reward_family": form.get("reward_family") or None,
         "credit_unit": form.get("credit_unit") or None,
@@ -34,7 +39,11 @@ def form_values(form) -> dict:
         "safety": form.get("safety") in ("on", "true", "1"),
         "tags": [t.strip() for t in (form.get("tags") or "").split(",") if t.strip()],
         "note": form.get("note") or "",
+        "counterfactual": form.get("counterfactual") or None,
+        "stop": form.get("stop") or None,
     }
+    asked = (form.get("asked") or "").split(",")
+    return {field: value for field, value in values.items() if field in asked} if form.get("asked") else values
 
 
 def form_base_version(form) -> int | None:
@@ -55,33 +64,34 @@ async def save_label_form(request: Request, trace_id: str, event_id: str, db: Db
     """Save, clear or undo from the inspector's form; answers with the form showing the outcome."""
     form = await request.form()
     reviewer = reviewer_of(request)
+    queue_id = form.get("queue_id") or None
     status, code, conflict, mine = None, 200, None, None
     try:
         if reviewer is None:
             raise annotations.LabelError("reviewer", "pick a reviewer name first (top right)")
         data = {"trace_id": trace_id, "event_id": event_id, "reviewer": reviewer,
                 "base_version": form_base_version(form),
-                "client_request_id": form.get("client_request_id") or None}
+                "client_request_id": form.get("client_request_id") or None, "queue_id": queue_id}
         action = form.get("action", "save")
         if action == "clear":
-            label, _ = annotations.clear_label(db, data)
+            label, _ = await run_in_threadpool(annotations.clear_label, db, data)
             status = f"cleared (v{label['version']})"
         elif action == "undo":
-            label, _ = annotations.undo_label(db, data)
+            label, _ = await run_in_threadpool(annotations.undo_label, db, data)
             restored = label["version"] - 2
             status = f"undone: v{label['version']} restores " + (f"v{restored}" if restored else "the empty label")
         else:
             mine = form_values(form)
-            label, created = annotations.save_label(db, data | mine)
+            label, created = await run_in_threadpool(annotations.save_label, db, data | mine)
             status = f"saved v{label['version']}" if created else f"already saved v{label['version']}"
-    except annotations.LabelError as exc:
+    except (annotations.LabelError, queues.QueueError) as exc:
         status, code = str(exc), 422
     except annotations.StaleVersion as exc:
         status, code, conflict = str(exc), 409, {"current": exc.current, "mine": mine}
     except annotations.NotFound as exc:
         status, code = str(exc), 404
-    context = label_context(db, trace_id, event_id, reviewer, status=status, status_code=code,
-                            conflict=conflict, oob=True)
+    context = await run_in_threadpool(label_context, db, trace_id, event_id, reviewer, queue_id, status=status,
+                                      status_code=code, conflict=conflict, oob=True)
     return render(request, "_label_form.html", context, status_code=code)
 
 
@@ -136,8 +146,18 @@ def read_labels_page(request: Request, db: DbDep, trace_id: str | None = None, r
                "names": annotations.reviewers(db), "reward_families": REWARD_FAMILIES,
                "traces": [row["trace_id"] for row in db.fetchall(
                    "SELECT DISTINCT trace_id FROM annotations ORDER BY trace_id")],
-               "orphans": queries.orphaned_labels(db, trace_id or None)}
+               "orphans": queries.orphaned_labels(db, trace_id or None),
+               "import_url": LABEL_IMPORT[1], "may_import": may_post(request, *LABEL_IMPORT)}
     return render(request, "annotations.html", context, fragments=("_labels_table.html",))
+
+
+def may_post(request: Request, method: str, path: str) -> bool:
+    """Whether this browser may send that request: anyone in open mode, else who has the role the access
+    policy names for it (so a form is shown only to those whose post would not be refused)."""
+    if request.state.open_mode:
+        return True
+    role, user = role_needed(method, path), current_user(request)
+    return role is None or (user is not None and user.may(role))
 
 
 @router.get("/traces/{trace_id}/agreement")

@@ -110,7 +110,7 @@ def split_lanes(rows: list[dict]) -> dict:
 @router.get("/traces/{trace_id}")
 def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: CacheDep, event: str | None = None,
                     type: str | None = None, agent: str | None = None, role: str | None = None,
-                    sort: str = "seq", page: int = 1):
+                    sort: str = "seq", page: int = 1, queue: str | None = None):
     summary = queries.read_trace_summary(db, trace_id)
     rows, total, page, pages = fetch_page(
         page, EVENTS_PER_PAGE, lambda limit, offset: queries.list_events(db, trace_id, type, agent, role, sort,
@@ -128,6 +128,7 @@ def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: Cache
                    "sort": sort, "filters": {"type": type or "", "agent": agent or "", "role": role or ""}},
         "selected": selected,
         "selected_edges": queries.read_event_edges(db, trace_id, event) if selected else None,
+        "selected_neighbours": queries.lane_neighbours(db, trace_id, event) if selected else None,
         "missing_event": event if event and not selected else None,
         "channels": describe(graph.overlay_channels(db, cache, trace_id)),
         "computed_channels": analysis.computed_channel_names(summary["rewards"]),
@@ -140,7 +141,7 @@ def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: Cache
     if may_delete(request, trace_id):
         context["label_versions"] = queries.label_count(db, trace_id)
     if selected:
-        context |= label_context(db, trace_id, selected["event"]["id"], reviewer)
+        context |= label_context(db, trace_id, selected["event"]["id"], reviewer, queue)
     return render(request, "trace_detail.html", context,
                   fragments=("_events_table.html", "_event_inspector.html"))
 
