@@ -267,3 +267,12 @@ def test_counterfactual_and_stop_answers_are_graph_overlays(client, trace):
     assert values == [1.0, None, None, None, 0.5, None]  # "cannot tell" has no number
     values = client.get("/api/traces/lab/overlay", params={"channel": stop}).json()["values"]
     assert values == [0.5, None, None, None, None, None]
+
+
+def test_agreement_is_measured_on_counterfactual_and_stop_answers(client, trace):
+    for reviewer, answer, stop in (("ada", "yes", "right"), ("bo", "yes", "stop_too_late")):
+        assert save(client, event_id="e1", reviewer=reviewer, counterfactual=answer, stop=stop).status_code == 201
+    same = client.get("/api/agreement", params={"field": "counterfactual", "reviewers": "ada,bo"}).json()
+    differ = client.get("/api/agreement", params={"field": "stop", "reviewers": "ada,bo"}).json()
+    assert (same["n_items"], same["percent_agreement"], same["level"]) == (1, 1.0, "nominal")
+    assert (differ["n_items"], differ["percent_agreement"]) == (1, 0.0)

@@ -102,6 +102,9 @@ STOP_EVENT_TYPES = ("orchestrator_decision", "despawn")
 # The event types that carry each sub-decision's evidence (the table above), for picking events to label.
 SUBDECISION_EVENT_TYPES = {"O1": ("orchestrator_decision",), "O2": ("spawn", "message"), "O3": ("message",),
                            "O4": ("aggregate", "return"), "O5": ("orchestrator_decision", "despawn", "aggregate")}
+# The label fields reviewers' agreement is measured on, with the level of measurement of each.
+AGREEMENT_LEVELS = {"credit": "interval", "reward_family": "nominal", "credit_unit": "nominal",
+                    "subdecision": "nominal", "counterfactual": "nominal", "stop": "nominal"}
 # What a label can say, in the order forms and exports show it.
 LABEL_FIELDS = ("credit", "reward_family", "credit_unit", "subdecision", "safety", "tags", "note", "paper",
                 "counterfactual", "stop")

@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 
 from app.domain.agreement import agreement
 from app.domain.refusals import NotFound, Refusal
-from app.domain.taxonomy import LABEL_FIELDS, SUBDECISION_EVENT_TYPES, SUBDECISIONS
+from app.domain.taxonomy import AGREEMENT_LEVELS, LABEL_FIELDS, SUBDECISION_EVENT_TYPES, SUBDECISIONS
 from app.store import queries
 from app.store.db import Database, iso_utc, utc_now
 
@@ -18,7 +18,6 @@ FILTER_KEYS = ("trace_ids", "systems", "topologies", "tasks", "findings", "event
                "subdecisions")
 STRATA = ("trace_id", "system", "topology", "task_id", "type", "role", "agent", "tool")
 DEFAULT_FIELDS = ("credit", "counterfactual", "stop", "note")
-NOMINAL_FIELDS = ("reward_family", "credit_unit", "subdecision", "counterfactual", "stop", "safety")
 # Reviewers disagree on an item when their credits differ by more than this, or a nominal answer differs.
 CREDIT_SPREAD = 0.5
 MAX_ITEMS = 100_000
@@ -161,12 +160,12 @@ def item_states(db: Database, queue: dict) -> dict[int, dict]:
 
 def disagree(labels: list[dict], fields: list[str]) -> bool:
     """Whether reviewers' labels on one item differ on an asked field: credits more than CREDIT_SPREAD
-    apart, or different nominal answers (tags and notes are free text, never a disagreement)."""
+    apart, or different nominal answers (tags, notes and the safety flag are never a disagreement)."""
     credits = [label["credit"] for label in labels if label["credit"] is not None]
     if "credit" in fields and len(credits) >= 2 and max(credits) - min(credits) > CREDIT_SPREAD:
         return True
     return any(len({label[f] for label in labels if label[f] is not None}) > 1
-               for f in fields if f in NOMINAL_FIELDS)
+               for f in fields if AGREEMENT_LEVELS.get(f) == "nominal")
 
 
 def summary(db: Database, queue_id: str) -> dict:
@@ -176,14 +175,14 @@ def summary(db: Database, queue_id: str) -> dict:
     by_reviewer = Counter(reviewer for state in states.values() for reviewer in state["labels"])
     ratings = {field: {item: {r: label[field] for r, label in state["labels"].items()}
                        for item, state in states.items()}
-               for field in queue["fields"] if field == "credit" or field in NOMINAL_FIELDS}
+               for field in queue["fields"] if field in AGREEMENT_LEVELS}
     return queue | {
         "items": queries.queue_item_count(db, queue_id),
         "done": sum(state["done"] for state in states.values()),
         "by_reviewer": {reviewer: by_reviewer.get(reviewer, 0) for reviewer in queue["reviewers"]},
         "disputed": sum(state["disputed"] and state["adjudicated"] is None for state in states.values()),
         "adjudicated": sum(state["adjudicated"] is not None for state in states.values()),
-        "agreement": {field: agreement(values, queue["reviewers"], "interval" if field == "credit" else "nominal")
+        "agreement": {field: agreement(values, queue["reviewers"], AGREEMENT_LEVELS[field])
                       for field, values in ratings.items()} if len(queue["reviewers"]) >= 2 else {},
     }
 

@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.domain.agreement import agreement
 from app.domain.refusals import NotFound
-from app.domain.taxonomy import PAPER_FIELDS
+from app.domain.taxonomy import AGREEMENT_LEVELS, PAPER_FIELDS
 from app.services import exports, papers
 from app.services import labels as annotations
 from app.store import queries
@@ -35,7 +35,6 @@ from app.web.security import acting_reviewer, current_user
 
 router = APIRouter(prefix="/api", tags=["annotations"])
 
-LABEL_AGREEMENT_FIELDS = ("credit", "reward_family", "credit_unit", "subdecision")
 
 
 def saved(label: dict, created: bool) -> JSONResponse:
@@ -168,7 +167,7 @@ def read_agreement(db: DbDep, field: str, reviewers: str, target: Literal["event
     names = [name.strip() for name in reviewers.split(",") if name.strip()]
     if len(names) < 2:
         raise HTTPException(422, "reviewers: name at least two reviewers, comma-separated")
-    allowed = PAPER_FIELDS if target == "papers" else LABEL_AGREEMENT_FIELDS
+    allowed = PAPER_FIELDS if target == "papers" else tuple(AGREEMENT_LEVELS)
     if field not in allowed:
         raise HTTPException(422, f"field: {field!r} is not one of {', '.join(allowed)}")
     if target == "papers":
@@ -177,4 +176,4 @@ def read_agreement(db: DbDep, field: str, reviewers: str, target: Literal["event
     for label in annotations.list_labels(db, trace_id):
         if label["reviewer"] in names:
             ratings.setdefault((label["trace_id"], label["event_id"]), {})[label["reviewer"]] = label[field]
-    return agreement(ratings, names, "interval" if field == "credit" else "nominal")
+    return agreement(ratings, names, AGREEMENT_LEVELS[field])

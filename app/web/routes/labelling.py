@@ -7,7 +7,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 
 from app.domain.agreement import agreement
-from app.domain.taxonomy import REWARD_FAMILIES
+from app.domain.taxonomy import AGREEMENT_LEVELS, REWARD_FAMILIES
 from app.services import labels as annotations
 from app.services import queues
 from app.store import queries
@@ -18,7 +18,6 @@ from app.web.render import render
 from app.web.security import current_user, role_needed
 
 router = APIRouter(include_in_schema=False)
-AGREEMENT_FIELDS = ("credit", "reward_family", "credit_unit", "subdecision")
 DISAGREEMENT_ROWS = 50
 LABEL_IMPORT = ("POST", "/api/annotations/import")  # where the labels page's import form posts
 
@@ -172,10 +171,9 @@ def read_agreement_page(request: Request, trace_id: TraceId, db: DbDep, reviewer
         if label["reviewer"] in chosen:
             by_event.setdefault(label["event_id"], {})[label["reviewer"]] = label
     fields = {}
-    for field in AGREEMENT_FIELDS:
+    for field, level in AGREEMENT_LEVELS.items():
         ratings = {event: {r: lab[field] for r, lab in labs.items()} for event, labs in by_event.items()}
-        fields[field] = agreement(ratings, chosen, "interval" if field == "credit" else "nominal") \
-            if len(chosen) >= 2 else None
+        fields[field] = agreement(ratings, chosen, level) if len(chosen) >= 2 else None
     return render(request, "agreement.html", {"trace": summary, "reviewers": everyone, "chosen": chosen,
                                               "fields": fields, "disagreements": disagreements(by_event)})
 
@@ -188,8 +186,8 @@ def disagreements(by_event: dict[str, dict]) -> list[dict]:
             continue
         credits = [lab["credit"] for lab in labs.values() if lab["credit"] is not None]
         spread = max(credits) - min(credits) if len(credits) >= 2 else 0.0
-        differing = [f for f in ("reward_family", "credit_unit", "subdecision")
-                     if len({lab[f] for lab in labs.values()}) > 1]
+        differing = [f for f, level in AGREEMENT_LEVELS.items()
+                     if level == "nominal" and len({lab[f] for lab in labs.values()}) > 1]
         if spread or differing:
             rows.append({"event_id": event_id, "spread": spread, "differing": differing, "labels": labs})
     rows.sort(key=lambda row: (-row["spread"], -len(row["differing"]), row["event_id"]))
