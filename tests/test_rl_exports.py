@@ -127,3 +127,29 @@ def test_a_channel_a_trace_lacks_leaves_unlabelled_steps_without_reward(client, 
     steps = [step for trajectory in episode["trajectories"] for step in trajectory["steps"]]
     assert {s["info"]["reward_source"] for s in steps} == {"human", "none"}
     assert all(s["reward"] == 0 for s in steps if s["info"]["reward_source"] == "none")
+
+
+def test_a_queue_scoped_export_uses_its_labels_and_an_adjudicated_credit_wins(client, labelled):
+    body = {"name": "decisions", "filter": {"trace_ids": ["rl"], "event_types": ["orchestrator_decision"]},
+            "fields": ["credit"], "reviewers": ["ada", "bo"], "overlap": 2}
+    queue = client.post("/api/queues", json=body).json()
+    for reviewer, credit in (("ada", 1.0), ("bo", -1.0)):
+        label = {"trace_id": "rl", "event_id": "e1", "reviewer": reviewer, "credit": credit, "queue_id": queue["id"]}
+        assert client.post("/api/annotations", json=label).status_code == 201
+    (episode,) = export(client, "rllm", queue_id=queue["id"])
+    first = episode["trajectories"][0]["steps"][0]
+    assert (first["reward"], first["info"]["reward_source"]) == (0.0, "human")  # the queue's two labels only
+    worker_return = episode["trajectories"][1]["steps"][1]
+    assert worker_return["info"]["reward_source"] == "computed"  # ada's -0.5 on e5 was not saved in the queue
+    settle = {"label": {"credit": 0.25}, "note": "half"}
+    assert client.post(f"/api/queues/{queue['id']}/items/1/adjudicate", json=settle).status_code == 201
+    for scope in ({"queue_id": queue["id"]}, {"trace_id": "rl"}):
+        (episode,) = export(client, "rllm", **scope)
+        first = episode["trajectories"][0]["steps"][0]
+        assert (first["reward"], first["info"]["reward_source"]) == (0.25, "adjudicated")
+    rows = {row["event_id"]: row for row in export(client, "credit_jsonl", queue_id=queue["id"])}
+    assert list(rows) == ["e1"] and rows["e1"]["adjudicated"] == {"credit": 0.25}
+    assert rows["e1"]["credit_by_reviewer"] == {"ada": 1.0, "bo": -1.0}
+    csv_rows = client.get("/api/annotations/export", params={"format": "json", "queue_id": queue["id"]}).json()
+    assert {(row["reviewer"], row["queue_id"]) for row in csv_rows} == {("ada", queue["id"]), ("bo", queue["id"])}
+    assert client.get("/api/annotations/export", params={"format": "rllm", "queue_id": "q-none"}).status_code == 404

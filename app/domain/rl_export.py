@@ -1,8 +1,8 @@
 """Labelled traces in the shapes RL trainers read: rLLM episodes, TRL stepwise supervision, and a flat credit table.
 
-Each exported step's reward is the reviewers' mean credit on its event when the event is labelled, else the
-computed credit (a reward channel spread over the events by a rule, app.domain.credit); `reward_source` says
-which. A trace holds no token ids, so rLLM's token fields are present and empty.
+Each exported step's reward is an admin's adjudicated credit on its event when a review queue settled it,
+else the reviewers' mean credit when the event is labelled, else the computed credit (a reward channel spread
+over the events by a rule, app.domain.credit); `reward_source` says which. A trace holds no token ids, so rLLM's token fields are present and empty.
 
 rLLM (rllm.agents.agent): an `Episode` per trace (`id` is "task_id:trace_id", as rLLM's "task_id:rollout"),
 a `Trajectory` per team member (agents that act: app.domain.metrics.is_team_act), a `Step` per event of that
@@ -21,11 +21,16 @@ ENV_DONE, UNKNOWN = "env_done", "unknown"
 ACTION_KEYS = ("type", "to", "from", "tool", "decision", "child_role")
 
 
-def step_rewards(n_events: int, human: dict[int, float], computed: list[float] | None) -> tuple[list, list]:
-    """Per event: the reward (human mean credit, else computed credit, else 0) and where it came from."""
+def step_rewards(n_events: int, human: dict[int, float], computed: list[float] | None,
+                 adjudicated: dict[int, float] | None = None) -> tuple[list, list]:
+    """Per event: the reward (adjudicated credit, else human mean credit, else computed credit, else 0) and
+    where it came from."""
     rewards, sources = [], []
+    adjudicated = adjudicated or {}
     for seq in range(n_events):
-        if seq in human:
+        if seq in adjudicated:
+            rewards.append(adjudicated[seq]), sources.append("adjudicated")
+        elif seq in human:
             rewards.append(human[seq]), sources.append("human")
         elif computed is not None:
             rewards.append(computed[seq]), sources.append("computed")
@@ -111,9 +116,11 @@ def trl_stepwise_rows(trace: dict, rewards: list[float]) -> list[dict]:
     return rows
 
 
-def credit_rows(trace: dict, labels_by_event: dict[str, list[dict]], computed: list[float] | None) -> list[dict]:
-    """One row per labelled event: its labels' credit (mean and per reviewer), computed credit, answers."""
-    rows = []
+def credit_rows(trace: dict, labels_by_event: dict[str, list[dict]], computed: list[float] | None,
+                adjudicated: dict[str, dict] | None = None) -> list[dict]:
+    """One row per labelled event: its labels' credit (mean and per reviewer), computed credit, answers, and
+    the final label an admin set in a review queue (null when none)."""
+    rows, adjudicated = [], adjudicated or {}
     for seq, event in enumerate(trace["events"]):
         labels = labels_by_event.get(event["id"])
         if not labels:
@@ -129,6 +136,7 @@ def credit_rows(trace: dict, labels_by_event: dict[str, list[dict]], computed: l
             "counterfactual": {label["reviewer"]: label["counterfactual"] for label in labels
                                if label["counterfactual"] is not None},
             "stop": {label["reviewer"]: label["stop"] for label in labels if label["stop"] is not None},
+            "adjudicated": adjudicated.get(event["id"]),
         })
     return rows
 

@@ -25,26 +25,31 @@ def reward_channel(trace: dict, channel: str | None) -> str | None:
 
 
 def rl_lines(db: Database, cache: TraceCache, fmt: str, trace_ids: list[str], rule: str = "causal",
-             channel: str | None = None) -> Iterator[bytes]:
-    """JSON Lines of `fmt` for these traces; computed credit by `rule` over `channel` (see reward_channel)."""
+             channel: str | None = None, queue_id: str | None = None) -> Iterator[bytes]:
+    """JSON Lines of `fmt` for these traces; computed credit by `rule` over `channel` (see reward_channel); with
+    `queue_id`, only the labels and adjudications of that review queue."""
     for trace_id in trace_ids:
         trace = analysis.stored_trace(db, cache, trace_id)
         if trace is None:  # deleted while the export ran
             continue
         name = reward_channel(trace, channel)
         computed = analysis.computed_credit(db, cache, trace_id, rule, name) if name is not None else None
+        final = queries.adjudicated_labels(db, trace_id, queue_id)
         if fmt == "credit_jsonl":
             by_event: dict[str, list[dict]] = defaultdict(list)
-            for label in labels.list_labels(db, trace_id):
+            for label in labels.list_labels(db, trace_id, queue_id=queue_id):
                 if not label["empty"]:
                     by_event[label["event_id"]].append(label)
-            rows = rl_export.credit_rows(trace, by_event, computed)
+            rows = rl_export.credit_rows(trace, by_event, computed, final)
         else:
             credits: dict[int, list[float]] = defaultdict(list)
-            for row in queries.human_credit(db, trace_id):
+            for row in queries.human_credit(db, trace_id, queue_id):
                 credits[row["seq"]].append(row["credit"])
             human = {seq: sum(values) / len(values) for seq, values in credits.items()}
-            rewards, sources = rl_export.step_rewards(len(trace["events"]), human, computed)
+            seq_of = {event["id"]: seq for seq, event in enumerate(trace["events"])}
+            settled = {seq_of[event_id]: label["credit"] for event_id, label in final.items()
+                       if event_id in seq_of and label.get("credit") is not None}
+            rewards, sources = rl_export.step_rewards(len(trace["events"]), human, computed, settled)
             rows = ([rl_export.rllm_episode(trace, rewards, sources)] if fmt == "rllm"
                     else rl_export.trl_stepwise_rows(trace, rewards))
         for row in rows:

@@ -254,9 +254,12 @@ def _columns(values: dict) -> dict:
     return {**values, "tags": json.dumps(values["tags"])}
 
 
-def list_labels(db: Database, trace_id=None, event_id=None, reviewer=None, history=False) -> list[dict]:
-    """Current labels (or every version) matching the filters, in trace, event, reviewer, version order."""
-    return [to_dict(LabelRow._make(row)) for row in queries.read_labels(db, trace_id, event_id, reviewer, history)]
+def list_labels(db: Database, trace_id=None, event_id=None, reviewer=None, history=False,
+                queue_id=None) -> list[dict]:
+    """Current labels (or every version) matching the filters, in trace, event, reviewer, version order; with
+    `queue_id`, the labels saved in that review queue."""
+    return [to_dict(LabelRow._make(row))
+            for row in queries.read_labels(db, trace_id, event_id, reviewer, history, queue_id)]
 
 
 def reviewers(db: Database) -> list[str]:

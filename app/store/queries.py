@@ -308,11 +308,13 @@ NON_EMPTY = """(credit IS NOT NULL OR reward_family IS NOT NULL OR credit_unit I
 LABEL_COLUMNS = ", ".join(Annotation.model_fields) + ", NOT " + NON_EMPTY + " AS empty"
 
 
-def read_labels(db: Database, trace_id=None, event_id=None, reviewer=None, history=False) -> list[tuple]:
+def read_labels(db: Database, trace_id=None, event_id=None, reviewer=None, history=False,
+                queue_id=None) -> list[tuple]:
     """Current labels (every version with history) matching the filters, in trace, event, reviewer, version
-    order: rows of LABEL_COLUMNS."""
-    filters = {column: value for column, value in
-               (("trace_id", trace_id), ("event_id", event_id), ("reviewer", reviewer)) if value}
+    order: rows of LABEL_COLUMNS. With `queue_id`, the labels saved in that queue (their current version
+    there)."""
+    filters = {column: value for column, value in (("trace_id", trace_id), ("event_id", event_id),
+                                                   ("reviewer", reviewer), ("queue_id", queue_id)) if value}
     where = " WHERE " + " AND ".join(f"{column} = ?" for column in filters) if filters else ""
     return db.execute(f"SELECT {LABEL_COLUMNS} FROM annotations{where}{'' if history else CURRENT} "
                       "ORDER BY trace_id, event_id, reviewer, version", list(filters.values())).fetchall()
@@ -368,12 +370,30 @@ def human_answers(db: Database, trace_id: str) -> list[dict]:
         "WHERE l.trace_id = ? AND (l.counterfactual IS NOT NULL OR l.stop IS NOT NULL) ORDER BY e.seq", [trace_id])
 
 
-def human_credit(db: Database, trace_id: str) -> list[dict]:
-    """Current numeric credit labels of a trace with each event's position."""
+def human_credit(db: Database, trace_id: str, queue_id: str | None = None) -> list[dict]:
+    """Current numeric credit labels of a trace with each event's position (with `queue_id`, those saved in
+    that queue)."""
     return db.fetchall(
-        "SELECT e.seq, l.reviewer, l.credit FROM (" + CURRENT_LABELS + ") l "
+        "SELECT e.seq, l.reviewer, l.credit FROM (SELECT * FROM annotations WHERE trace_id = $trace "
+        "AND ($queue::VARCHAR IS NULL OR queue_id = $queue)" + CURRENT + ") l "
         "JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
-        "WHERE l.trace_id = ? AND l.credit IS NOT NULL ORDER BY e.seq, l.reviewer", [trace_id])
+        "WHERE l.credit IS NOT NULL ORDER BY e.seq, l.reviewer", {"trace": trace_id, "queue": queue_id})
+
+
+def adjudicated_labels(db: Database, trace_id: str, queue_id: str | None = None) -> dict[str, dict]:
+    """The final label an admin set on each event of a trace (the latest, in any queue or in `queue_id`)."""
+    rows = db.execute(
+        "SELECT i.event_id, a.label FROM queue_adjudications a JOIN queue_items i USING (queue_id, item_id) "
+        "WHERE i.trace_id = ? AND (?::VARCHAR IS NULL OR a.queue_id = ?) "
+        "QUALIFY a.created_at = max(a.created_at) OVER (PARTITION BY i.event_id)",
+        [trace_id, queue_id, queue_id]).fetchall()
+    return {event_id: json.loads(label) for event_id, label in rows}
+
+
+def queue_trace_ids(db: Database, queue_id: str) -> list[str]:
+    return [row[0] for row in db.execute(
+        "SELECT DISTINCT trace_id FROM queue_items WHERE queue_id = ? AND trace_id IN (SELECT trace_id FROM traces) "
+        "ORDER BY trace_id", [queue_id]).fetchall()]
 
 
 # The paper pool.

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from app.domain.agreement import agreement
 from app.domain.refusals import NotFound
 from app.domain.taxonomy import AGREEMENT_LEVELS, PAPER_FIELDS
-from app.services import exports, papers
+from app.services import exports, papers, queues
 from app.services import labels as annotations
 from app.store import queries
 from app.web.apidoc import (
@@ -98,23 +98,30 @@ def read_annotations(request: Request, db: DbDep, trace_id: str | None = None, e
                          "credit_jsonl: JSON Lines for RL trainers (README, 'Exports for RL trainers')",
           "content": {"text/csv": {"schema": CSV}, "application/json": {"schema": {"type": "array"}},
                       "application/jsonl": {"schema": {"type": "string"}}}},
-    404: reply("no trace with this id")})
+    404: reply("no trace or queue with this id")})
 def export_annotations(db: DbDep, cache: CacheDep,
                        format: Literal["csv", "json", "rllm", "trl_stepwise", "credit_jsonl"] = "csv",
                        history: bool = False, trace_id: str | None = None,
-                       rule: Literal["uniform", "causal", "critical_path"] = "causal", channel: str | None = None):
+                       rule: Literal["uniform", "causal", "critical_path"] = "causal", channel: str | None = None,
+                       queue_id: str | None = None):
     """Labels as CSV or JSON (one row per label, per version with history=true), or for RL trainers: `rllm`
     (an rLLM Episode per trace), `trl_stepwise` (TRL stepwise-supervision rows per agent), `credit_jsonl` (a row
     per labelled event); their rewards are reviewers' mean credit, else credit computed by `rule` over the
-    reward `channel` (default `team`, else the trace's first)."""
-    if format in exports.RL_FORMATS:
+    reward `channel` (default `team`, else the trace's first); an admin's adjudicated credit wins where a review
+    queue settled an event. With `queue_id`: that queue's traces, labels and adjudications only."""
+    if queue_id is not None:
+        queues.load(db, queue_id)  # 404 for an unknown queue
+    if format in exports.RL_FORMATS:  # (labels, unlike these, stay exportable after their trace is deleted)
         if trace_id is not None and not queries.trace_exists(db, trace_id):
             raise NotFound(f"no trace with id '{trace_id}'")
-        ids = [trace_id] if trace_id else queries.trace_ids(db, labelled_only=format == "credit_jsonl")
-        name = f"{format}{'-' + trace_id if trace_id else ''}.jsonl"
-        return StreamingResponse(exports.rl_lines(db, cache, format, ids, rule, channel),
+        if queue_id is not None:
+            ids = [t for t in queries.queue_trace_ids(db, queue_id) if trace_id in (None, t)]
+        else:
+            ids = [trace_id] if trace_id else queries.trace_ids(db, labelled_only=format == "credit_jsonl")
+        name = f"{format}{'-' + trace_id if trace_id else ''}{'-' + queue_id if queue_id else ''}.jsonl"
+        return StreamingResponse(exports.rl_lines(db, cache, format, ids, rule, channel, queue_id),
                                  media_type="application/jsonl", headers=attachment(name))
-    labels = annotations.list_labels(db, trace_id, None, None, history)
+    labels = annotations.list_labels(db, trace_id, None, None, history, queue_id)
     name = f"annotations{'-' + trace_id if trace_id else ''}{'-history' if history else ''}.{format}"
     headers = attachment(name)
     if format == "json":
