@@ -1,4 +1,5 @@
-"""Render speed: server-side figure JSON for large traces, and navigation to a drawn graph in Chromium.
+"""Render speed: server-side figure JSON for large traces, and navigation to the graph's first painted frame in
+Chromium, as the page reports it and as measured from outside the page.
 
 Run with `.venv/bin/python benchmarks/render.py`. Prints figures; asserts nothing.
 """
@@ -50,22 +51,41 @@ def server_side(db: Database, trace_id: str, repeat: int) -> dict:
     return {"cold": statistics.median(cold), "pure": statistics.median(pure), "bytes": len(body)}
 
 
-def browser_times(url: str, trace_ids: list[str], repeat: int) -> dict[str, float]:
-    """Seconds from navigation start to the graph drawn (the page records it in data-drawn-ms), median of runs."""
+# Injected before the page's own scripts: the first animation frame after the one in which the graph's plot div
+# has its axes drawn is the graph's first painted frame, in ms since navigation start (measured from outside the
+# page's code; tests/browser/test_find.py uses the same probe).
+PAINT_PROBE = """(() => {
+  let seen = false;
+  const tick = () => {
+    if (seen) { window.__graphPaintedMs = performance.now(); return; }
+    const gd = document.getElementById("graph");
+    seen = Boolean(gd && gd.querySelector(".main-svg .cartesianlayer .xtick"));
+    requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+})();"""
+
+
+def browser_times(url: str, trace_ids: list[str], repeat: int) -> dict[str, tuple[float, float]]:
+    """Seconds from navigation start to the graph's first painted frame, median of runs: as the page reports
+    it (data-drawn-ms, the figure of its status line) and as the injected probe sees it."""
     from playwright.sync_api import sync_playwright
 
     results = {}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         for trace_id in trace_ids:
-            runs = []
+            reported, probed = [], []
             for _ in range(repeat):
                 page = browser.new_page(viewport={"width": 1440, "height": 900})
+                page.add_init_script(PAINT_PROBE)
                 page.goto(f"{url}/traces/{trace_id}")
-                page.wait_for_selector('#graph[data-drawn="true"]', timeout=DRAW_TIMEOUT_MS)
-                runs.append(int(page.get_attribute("#graph", "data-drawn-ms")) / 1000)
+                page.wait_for_selector('#graph[data-drawn="true"]', state="attached", timeout=DRAW_TIMEOUT_MS)
+                reported.append(int(page.get_attribute("#graph", "data-drawn-ms")) / 1000)
+                page.wait_for_function("window.__graphPaintedMs !== undefined", timeout=DRAW_TIMEOUT_MS)
+                probed.append(page.evaluate("window.__graphPaintedMs") / 1000)
                 page.close()
-            results[trace_id] = statistics.median(runs)
+            results[trace_id] = (statistics.median(reported), statistics.median(probed))
         browser.close()
     return results
 
@@ -94,9 +114,12 @@ def main() -> None:
             return
         proc, url = start_server(db_path)
         try:
-            for trace_id, seconds in browser_times(url, list(sizes), args.repeat).items():
+            for trace_id, (reported, probed) in browser_times(url, list(sizes), args.repeat).items():
                 target = sizes[trace_id][3]
-                print(f"{trace_id}: navigation to drawn graph in Chromium {seconds:.2f} s (target <= {target:.0f} s)")
+                ratio = reported / probed
+                print(f"{trace_id}: navigation to the graph's first painted frame in Chromium: the page says "
+                      f"{reported:.2f} s, measured from outside {probed:.2f} s (ratio {ratio:.2f}, "
+                      f"{'within' if abs(ratio - 1) <= 0.2 else 'NOT within'} 20%; target <= {target:.0f} s)")
         finally:
             proc.terminate()
             proc.wait()

@@ -53,6 +53,7 @@
   let eventTraces = [];        // indices of the per-type marker traces
   let overlayIdx = -1, greyIdx = -1, selectedIdx = -1, pathIdx = -1, findingsIdx = -1;
   let grouping = "auto";
+  let firstDraw = true;
   const expanded = new Set();
 
   function esc(text) {
@@ -112,15 +113,22 @@
     if (overlaySelect.value) await applyOverlay(overlaySelect.value);
     showPath();
     showFindings();
-    graph.dataset.drawnMs = Math.round(performance.now());  // since navigation start
-    graph.dataset.drawn = "true";
-    document.body.dispatchEvent(new CustomEvent("graph-drawn"));  // the analysis panel loads after the graph
-    const seconds = ((performance.now() - started) / 1000).toFixed(2);
-    // Lanes, not agents: a lane may be a tool, the user or a group of agents (the header counts agents).
-    status.textContent = payload.event_ids.length.toLocaleString() + " events · " + payload.lanes.length
-      + " lanes · drawn in " + seconds + " s";
     const selected = graph.dataset.selected;
     if (selected) { highlight(selected, true); bringWorkspaceIntoView(); }
+    document.body.dispatchEvent(new CustomEvent("graph-drawn"));  // the analysis panel loads after the graph
+    // Honest timing: the frame after the next animation frame is painted; performance.now() counts from
+    // navigation start, so the first draw reports what the reader waited for (benchmarks/render.py checks it
+    // from outside the page). A redraw (lane grouping) reports its own time.
+    await new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
+    const painted = performance.now();
+    const timing = firstDraw ? "painted " + (painted / 1000).toFixed(2) + " s after navigation"
+                             : "redrawn in " + ((painted - started) / 1000).toFixed(2) + " s";
+    firstDraw = false;
+    graph.dataset.drawnMs = Math.round(painted);  // since navigation start
+    graph.dataset.drawn = "true";
+    // Lanes, not agents: a lane may be a tool, the user or a group of agents (the header counts agents).
+    status.textContent = payload.event_ids.length.toLocaleString() + " events · " + payload.lanes.length
+      + " lanes · " + timing;
   }
 
   function renderLaneControls() {
@@ -500,4 +508,110 @@
                         position: (seq) => ({x: payload.positions.x[seq], y: payload.positions.y[seq]})};
   loadLabelled();
   draw();
+})();
+
+// Find: a search box over agents, roles, tools and event ids. The server answers the suggestions (a trace may
+// have a million events); choosing one selects its first event in time order (an event id, that event) through
+// the page's own selection, which brings it into view and loads its panel. `/` focuses the box.
+(function () {
+  "use strict";
+  const input = document.getElementById("find-input");
+  const list = document.getElementById("find-list");
+  const note = document.getElementById("find-status");
+  const graph = document.getElementById("graph");
+  if (!input || !list || !graph) return;
+  const api = "/api/traces/" + encodeURIComponent(graph.dataset.traceId) + "/search";
+  let items = [], active = -1, asked = 0, answered = null, timer = null;
+
+  function say(text, bad) { note.textContent = text; note.classList.toggle("bad", Boolean(bad)); }
+
+  function close() {
+    list.hidden = true;
+    input.setAttribute("aria-expanded", "false");
+    input.removeAttribute("aria-activedescendant");
+  }
+
+  function show(found) {
+    items = found;
+    active = found.length ? 0 : -1;
+    list.replaceChildren(...found.map((item, i) => {
+      const option = document.createElement("li");
+      option.id = "find-option-" + i;
+      option.setAttribute("role", "option");
+      const kind = document.createElement("span"), value = document.createElement("span"), n = document.createElement("span");
+      kind.className = "kind"; kind.textContent = item.kind;
+      value.className = "value"; value.textContent = item.value; value.title = item.value;
+      n.className = "n"; n.textContent = item.kind === "event" ? "" : item.events.toLocaleString() + " ev";
+      option.append(kind, value, n);
+      option.addEventListener("mousedown", (ev) => { ev.preventDefault(); choose(i); });  // before the input blurs
+      return option;
+    }));
+    mark();
+    const open = found.length > 0 && document.activeElement === input;
+    list.hidden = !open;
+    input.setAttribute("aria-expanded", String(open));
+    say(found.length || !input.value.trim() ? "" : "no match", found.length === 0);
+  }
+
+  function mark() {
+    [...list.children].forEach((option, i) => option.setAttribute("aria-selected", String(i === active)));
+    if (active < 0) { input.removeAttribute("aria-activedescendant"); return; }
+    input.setAttribute("aria-activedescendant", "find-option-" + active);
+    list.children[active].scrollIntoView({block: "nearest"});
+  }
+
+  // One request per pause in typing; an answer to an older text is dropped.
+  function ask() {
+    const q = input.value.trim();
+    const mine = ++asked;
+    if (!q) { answered = Promise.resolve(); show([]); return answered; }
+    answered = fetch(api + "?" + new URLSearchParams({q: q, limit: 20}))
+      .then((response) => (response.ok ? response.json() : {items: []}))
+      .then((body) => { if (mine === asked) show(body.items); })
+      .catch(() => { if (mine === asked) say("search failed", true); });
+    return answered;
+  }
+
+  function choose(i) {
+    const item = items[i];
+    if (!item) return;
+    close();
+    input.value = item.value;
+    say(item.kind === "event" ? "event" : item.kind + " · " + item.events.toLocaleString()
+        + " event" + (item.events === 1 ? "" : "s"));
+    note.title = item.kind === "event" ? "" : "its first event in time order is selected";
+    if (window.orchestrace) window.orchestrace.selectEvent(item.first_event);
+  }
+
+  input.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => { timer = null; ask(); }, 120);
+  });
+  input.addEventListener("focus", () => { if (items.length && input.value.trim()) { list.hidden = false; input.setAttribute("aria-expanded", "true"); } });
+  input.addEventListener("blur", close);
+  input.addEventListener("keydown", async (ev) => {
+    if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
+      if (list.hidden && items.length) { list.hidden = false; input.setAttribute("aria-expanded", "true"); }
+      else if (items.length) active = (active + (ev.key === "ArrowDown" ? 1 : -1) + items.length) % items.length;
+      mark();
+      ev.preventDefault();
+    } else if (ev.key === "Enter") {
+      ev.preventDefault();
+      if (timer) { clearTimeout(timer); timer = null; await ask(); }  // typed and pressed Enter at once
+      else if (answered) await answered;
+      if (items.length) choose(Math.max(active, 0));
+      else if (input.value.trim()) say("no match", true);
+    } else if (ev.key === "Escape" && !list.hidden) {
+      close();
+      ev.stopPropagation();  // the first Escape closes the list, the next leaves the box
+    }
+  });
+
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key !== "/" || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (ev.target.closest && ev.target.closest("input, textarea, select, [contenteditable], dialog")) return;
+    ev.preventDefault();
+    input.focus();
+    input.select();
+  });
 })();

@@ -117,6 +117,31 @@ def event_identity(db: Database, trace_id: str, event_id: str) -> dict | None:
     return db.fetchone("SELECT type, agent, role FROM events WHERE trace_id = ? AND event_id = ?", [trace_id, event_id])
 
 
+def search_trace(db: Database, trace_id: str, q: str, limit: int) -> list[dict]:
+    """Agents (team members: TEAM_MEMBER_EVENT), roles, tools and event ids of a trace containing `q`
+    (case-insensitive, matched literally): an exact match first, then prefix matches, then the rest; each with
+    its events and its first event in time order."""
+    return db.fetchall("""
+        WITH needle AS (SELECT lower(?) AS q),
+        named AS (
+            SELECT 'agent' AS kind, agent AS value, event_id, t, seq FROM events WHERE trace_id = ?
+                AND """ + TEAM_MEMBER_EVENT + """
+            UNION ALL SELECT 'role', role, event_id, t, seq FROM events WHERE trace_id = ? AND role IS NOT NULL
+            UNION ALL SELECT 'tool', tool, event_id, t, seq FROM events WHERE trace_id = ? AND tool IS NOT NULL
+        ),
+        hits AS (
+            SELECT kind, value, count(*) AS events, arg_min(event_id, (t, seq)) AS first_event
+            FROM named, needle WHERE contains(lower(value), needle.q) GROUP BY kind, value
+            UNION ALL
+            SELECT 'event', event_id, 1, event_id FROM events, needle
+            WHERE trace_id = ? AND contains(lower(event_id), needle.q)
+        )
+        SELECT kind, value, events, first_event FROM hits, needle
+        ORDER BY lower(value) = needle.q DESC, starts_with(lower(value), needle.q) DESC,
+                 list_position(['agent', 'role', 'tool', 'event'], kind), events DESC, value
+        LIMIT ?""", [q, trace_id, trace_id, trace_id, trace_id, limit])
+
+
 def trace_exists(db: Database, trace_id: str) -> bool:
     return db.scalar("SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id]) > 0
 

@@ -156,6 +156,19 @@ def read_figure(trace_id: TraceId, db: DbDep, cache: CacheDep, group: Literal["a
     return Response(body, media_type="application/json")
 
 
+SEARCH_HIT = object_schema({"kind": {"enum": ["agent", "role", "tool", "event"]}, "value": TEXT, "events": COUNT,
+                            "first_event": TEXT}, "kind", "value", "events", "first_event")
+
+
+@router.get("/{trace_id}/search", responses=READ_REFUSALS | INVALID | NO_TRACE | {
+    200: reply("the matches, best first", object_schema({"items": {"type": "array", "items": SEARCH_HIT}}, "items"))})
+def search_trace(trace_id: TraceId, db: DbDep, q: str = Query(min_length=1, max_length=200),
+                 limit: int = Query(20, ge=1, le=100)):
+    """Agents, roles, tools and event ids containing `q` (case-insensitive; exact, then prefix matches first),
+    each with its number of events and its first event in time order: the trace page's find box."""
+    return JsonBody({"items": queries.search_trace(db, trace_id, q, limit)})
+
+
 @router.get("/{trace_id}/overlays", responses=READ_REFUSALS | NO_TRACE | {
     200: reply("the numeric channels", object_schema({"channels": {"type": "array", "items": object_schema(
         {"name": TEXT, "count": COUNT, "min": NUMBER, "max": NUMBER}, "name", "count", "min", "max")}}, "channels"))})
