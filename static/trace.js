@@ -104,6 +104,10 @@
                        {responsive: true, displaylogo: false, scrollZoom: true,
                         modeBarButtonsToRemove: ["select2d", "lasso2d"]});
     graph.removeAllListeners && graph.removeAllListeners("plotly_click");
+    graph.removeAllListeners && graph.removeAllListeners("plotly_relayout");
+    graph.on("plotly_relayout", (ev) => {
+      if (Object.keys(ev).some((key) => key.startsWith("yaxis.range") || key === "yaxis.autorange")) thinLaneLabels();
+    });
     graph.on("plotly_click", (ev) => {
       const point = ev.points && ev.points[0];
       if (!point || point.customdata === undefined || point.data.mode !== "markers") return;
@@ -129,6 +133,20 @@
     // Lanes, not agents: a lane may be a tool, the user or a group of agents (the header counts agents).
     status.textContent = payload.event_ids.length.toLocaleString() + " events · " + payload.lanes.length
       + " lanes · " + timing;
+  }
+
+  // Lane labels never print over each other: as figure.py does for the whole trace, label every n-th lane of
+  // those in view, n chosen so labels are at least `label_px` apart; zooming in brings the others back.
+  function thinLaneLabels() {
+    const axis = graph._fullLayout && graph._fullLayout.yaxis;
+    const labels = payload && payload.lane_labels;
+    if (!axis || !labels || !labels.length) return;
+    const [a, b] = axis.range;
+    const first = Math.max(0, Math.ceil(Math.min(a, b))), last = Math.min(labels.length - 1, Math.floor(Math.max(a, b)));
+    const step = Math.max(1, Math.ceil(Math.max(1, last - first + 1) * payload.label_px / Math.max(axis._length, 1)));
+    const values = [];
+    for (let lane = Math.ceil(first / step) * step; lane <= last; lane += step) values.push(lane);
+    Plotly.relayout(graph, {"yaxis.tickvals": values, "yaxis.ticktext": values.map((lane) => labels[lane])});
   }
 
   function renderLaneControls() {

@@ -392,3 +392,19 @@ def test_audit_page_counts_findings_by_rule_first(client):
     assert "cycle" in page.select_one("#quiet-rules").get_text()
     headers = [th.get_text(strip=True) for th in page.select("#audit-table thead th")]
     assert headers[4:] == ["time_order", "disconnected", "self_loop"]  # only rules that found something
+
+
+def test_lane_labels_of_a_thousand_lanes_are_thinned_so_they_never_overlap():
+    from app.domain.figure import LABEL_PX, lane_ticks, lanes_px
+    from app.domain.generate import generate_swarm
+    figure = build_figure(generate_swarm(1000, 5000, seed=3), group_by_role=False)
+    lanes, axis = figure["lanes"], figure["figure"]["layout"]["yaxis"]
+    assert len(lanes) > 900 and figure["lane_labels"] == [lane["label"] for lane in lanes]
+    px_per_label = lanes_px(figure["figure"]["layout"]["height"]) / len(lanes) * (axis["tickvals"][1] - axis["tickvals"][0])
+    assert px_per_label >= LABEL_PX  # labels at least one text height apart
+    assert axis["ticktext"] == [lanes[i]["label"] for i in axis["tickvals"]]
+    assert len(axis["tickvals"]) < len(lanes)
+    few = build_figure(make_trace())["figure"]["layout"]["yaxis"]
+    assert few["tickvals"] == list(range(len(few["ticktext"])))  # a small trace labels every lane
+    assert lane_ticks(["a", "b", "c", "d", "e"], 100, 1, 3) == {"tickvals": [1, 2, 3], "ticktext": ["b", "c", "d"]}
+    assert lane_ticks([str(i) for i in range(100)], 140, 10, 59)["tickvals"] == [10, 15, 20, 25, 30, 35, 40, 45, 50, 55]

@@ -20,6 +20,9 @@ MIN_HEIGHT_PX = 460
 MAX_HEIGHT_PX = 2400
 NO_ROLE = "(no role)"
 LANE_LABEL_CHARS = 26  # what the left margin shows; events' hover gives the agent whole
+LABEL_PX = 14  # the least height a lane label needs (11 px text): closer lanes label every n-th one
+LANES_DOMAIN = (0.2, 1)  # the share of the plot's height the lanes take (the rest: the concurrency strip)
+PLOT_MARGIN_PX = 80  # the layout's top and bottom margins
 
 EVENT_STYLE = {  # type: (colour, scattergl symbol)
     "orchestrator_decision": ("#6d28d9", "diamond"),
@@ -121,6 +124,21 @@ def hover_text(event: dict) -> str:
     return text
 
 
+def lanes_px(height: int) -> float:
+    """The height in pixels the lanes get in a figure of this height."""
+    return (height - PLOT_MARGIN_PX) * (LANES_DOMAIN[1] - LANES_DOMAIN[0])
+
+
+def lane_ticks(labels: list[str], px: float, first: int, last: int) -> dict:
+    """Tick values and texts for the lanes first..last shown in `px` pixels: every n-th lane, so labels never
+    print over each other (the page thins them the same way, in trace.js, when the view zooms)."""
+    visible = max(1, last - first + 1)
+    step = max(1, math.ceil(visible * LABEL_PX / max(px, 1)))
+    start = math.ceil(first / step) * step
+    values = list(range(start, last + 1, step))
+    return {"tickvals": values, "ticktext": [labels[i] for i in values]}
+
+
 def build_figure(trace: dict, group_by_role: bool | None = None, expand: frozenset[str] = frozenset()) -> dict:
     """Figure dict plus the lane layout the page needs; `group_by_role` None means: when lanes are many."""
     events, edges = trace["events"], trace["edges"]
@@ -153,8 +171,9 @@ def build_figure(trace: dict, group_by_role: bool | None = None, expand: frozens
         "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "font": {"size": 11},
                    "itemclick": "toggle", "itemdoubleclick": "toggleothers"},
         "xaxis": {"title": {"text": "t (s)"}, "zeroline": False, "anchor": "y2"},
-        "yaxis": {"domain": [0.2, 1], "autorange": "reversed", "tickvals": list(range(len(lanes))),
-                  "ticktext": [lane["label"] for lane in lanes], "zeroline": False, "fixedrange": False,
+        "yaxis": {"domain": list(LANES_DOMAIN), "autorange": "reversed",
+                  **lane_ticks([lane["label"] for lane in lanes], lanes_px(height), 0, len(lanes) - 1),
+                  "zeroline": False, "fixedrange": False,
                   "showgrid": True, "gridcolor": "#eef1f5", "tickfont": {"size": 11}, "automargin": True},
         "yaxis2": {"domain": [0, 0.13], "title": {"text": "alive", "font": {"size": 11}},
                    "rangemode": "tozero", "fixedrange": True, "tick0": 0,
@@ -166,6 +185,8 @@ def build_figure(trace: dict, group_by_role: bool | None = None, expand: frozens
     return {
         "figure": {"data": figure_traces, "layout": layout},
         "lanes": lanes,
+        "lane_labels": [lane["label"] for lane in lanes],
+        "label_px": LABEL_PX,
         "grouped": group_by_role,
         "agents": len(order),
         "event_ids": [e["id"] for e in events],
