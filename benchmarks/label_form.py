@@ -21,15 +21,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from ingest import start_server  # noqa: E402
+from load import ms  # noqa: E402
 
 TRACE = "sample-hierarchical-001"
-
-
-def figures(times: list[float]) -> str:
-    times = sorted(times)
-    p99 = times[min(len(times) - 1, int(0.99 * len(times)))]
-    return (f"median {statistics.median(times) * 1000:.1f} ms (range {times[0] * 1000:.1f}-{times[-1] * 1000:.1f}), "
-            f"p99 {p99 * 1000:.1f} ms")
 
 
 def main() -> None:
@@ -72,9 +66,9 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait()
-    print(f"label form save (the workspace), {args.saves} saves, one reviewer: {figures(form_times)} "
+    print(f"label form save (the workspace), {args.saves} saves, one reviewer: {ms(form_times)} "
           "(target <= 100 ms)")
-    print(f"JSON API save, same run: {figures(api_times)}; form / API median ratio "
+    print(f"JSON API save, same run: {ms(api_times)}; form / API median ratio "
           f"{statistics.median(form_times) / statistics.median(api_times):.2f}")
 
 

@@ -16,12 +16,14 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "tests"))
 
+from browser.probes import PAINT_PROBE  # noqa: E402
 from ingest import start_server  # noqa: E402
 
 from app.domain.figure import build_figure  # noqa: E402
 from app.domain.generate import generate_swarm  # noqa: E402
-from app.services import graph
+from app.services import graph  # noqa: E402
 from app.services.cache import TraceCache  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.store import queries  # noqa: E402
@@ -49,21 +51,6 @@ def server_side(db: Database, trace_id: str, repeat: int) -> dict:
         orjson.dumps(build_figure(trace))
         pure.append(time.perf_counter() - start)
     return {"cold": statistics.median(cold), "pure": statistics.median(pure), "bytes": len(body)}
-
-
-# Injected before the page's own scripts: the first animation frame after the one in which the graph's plot div
-# has its axes drawn is the graph's first painted frame, in ms since navigation start (measured from outside the
-# page's code; tests/browser/test_find.py uses the same probe).
-PAINT_PROBE = """(() => {
-  let seen = false;
-  const tick = () => {
-    if (seen) { window.__graphPaintedMs = performance.now(); return; }
-    const gd = document.getElementById("graph");
-    seen = Boolean(gd && gd.querySelector(".main-svg .cartesianlayer .xtick"));
-    requestAnimationFrame(tick);
-  };
-  requestAnimationFrame(tick);
-})();"""
 
 
 def browser_times(url: str, trace_ids: list[str], repeat: int) -> dict[str, tuple[float, float]]:

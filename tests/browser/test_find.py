@@ -6,24 +6,12 @@ import re
 
 import httpx
 import pytest
-from browser.test_workspace import expect_workspace, open_as
 from playwright.sync_api import expect
 
+from browser.probes import PAINT_PROBE
+from browser.test_workspace import expect_workspace, open_as
+
 SAMPLE = "sample-hierarchical-001"
-
-# From outside the page's code: the first animation frame after the one in which the graph's plot div has its
-# axes drawn, i.e. the first painted frame of the graph, in ms since navigation start (benchmarks/render.py).
-PAINT_PROBE = """(() => {
-  let seen = false;
-  const tick = () => {
-    if (seen) { window.__graphPaintedMs = performance.now(); return; }
-    const gd = document.getElementById("graph");
-    seen = Boolean(gd && gd.querySelector(".main-svg .cartesianlayer .xtick"));
-    requestAnimationFrame(tick);
-  };
-  requestAnimationFrame(tick);
-})();"""
-
 
 @pytest.fixture
 def sample(ingest):
