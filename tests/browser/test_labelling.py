@@ -36,10 +36,15 @@ def test_label_five_events_with_the_keyboard(page, live_server, ingest):
     assert len(expected) == 5
     assert "labelled 5 / " in page.inner_text("#label-progress")
 
+    fifth = page.get_attribute("#graph", "data-selected")
     page.keyboard.press("k")  # back to the fourth event, then undo its label with u
-    page.wait_for_function("() => document.getElementById('label-form')?.dataset.version === '1'")
+    # the fifth event's form says version 1 too: wait for the fourth's form, not just any form at version 1
+    page.wait_for_function(
+        "(fifth) => { const g = document.getElementById('graph'), f = document.getElementById('label-form');"
+        " return g.dataset.selected !== fifth && f && f.dataset.eventId === g.dataset.selected"
+        " && f.dataset.version === '1'; }", arg=fifth)
     page.keyboard.press("u")
-    page.wait_for_selector("#label-form .status.good")
+    page.wait_for_function("() => document.getElementById('label-form')?.dataset.version === '2'")
     assert page.inner_text("#label-form .status").startswith("undone: v2")
     undone = page.get_attribute("#graph", "data-selected")
 
