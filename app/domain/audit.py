@@ -6,8 +6,11 @@ disconnected, duplicate_edge, self_loop, cycle.
 """
 
 from collections import Counter
+from heapq import merge
+from itertools import compress, islice
+from operator import itemgetter
 
-from app.domain.metrics import TraceGraph, analyse_graph, is_number
+from app.domain.metrics import BACK_IN_TIME, SELF_LOOP, TraceGraph, analyse_graph, is_number
 
 RULES = {  # id -> severity
     "time_order": "error",
@@ -45,8 +48,6 @@ MAX_FINDINGS_PER_RULE = 200
 REACHABLE_ACTIONS = ("tool_call", "spawn")  # what untrusted content must not steer unchecked
 REACH_NAMED = 5      # actions and agents an untrusted_flow message names; it counts them all
 REACH_EVENTS = 50    # actions an untrusted_flow finding marks on the graph (the first in time)
-BIT_WINDOW = 256
-BIT_WINDOW_MASK = (1 << BIT_WINDOW) - 1
 
 
 def finding(rule: str, message: str, events: list[str]) -> dict:
@@ -77,36 +78,36 @@ def group_by_rule(findings: list[dict]) -> list[dict]:
 
 
 def time_order(trace, g):
-    out = []
-    for edge, src, dst in g.resolved:
-        if edge["type"] in ORDERED_EDGE_TYPES and g.events[dst]["t"] < g.events[src]["t"]:
-            out.append(finding("time_order", f"{edge['type']} edge {edge['src']} → {edge['dst']} goes back in time "
-                               f"(t {g.events[src]['t']} → {g.events[dst]['t']})", [edge["src"], edge["dst"]]))
-    return out
+    """The path graph already set aside every non-temporal edge going back in time: read them there."""
+    return [finding("time_order", f"{edge['type']} edge {edge['src']} → {edge['dst']} goes back in time "
+                    f"(t {g.t[src]} → {g.t[dst]})", [edge["src"], edge["dst"]])
+            for edge, src, dst, reason in g.ignored if reason == BACK_IN_TIME and edge["type"] in ORDERED_EDGE_TYPES]
 
 
 def act_before_spawn(trace, g):
-    return [finding("act_before_spawn", f"{e['agent']} acts at t {e['t']} before its spawn at t {g.spawn_t[e['agent']]}",
-                    [e["id"]])
-            for e in g.events if e["agent"] in g.spawn_t and e["t"] < g.spawn_t[e["agent"]]]
+    spawn_t = g.spawn_t
+    return [finding("act_before_spawn", f"{agent} acts at t {t} before its spawn at t {spawn_t[agent]}", [id_])
+            for id_, t, agent in zip(g.ids, g.t, g.agents) if agent in spawn_t and t < spawn_t[agent]]
 
 
 def act_after_despawn(trace, g):
-    return [finding("act_after_despawn",
-                    f"{e['agent']} acts at t {e['t']} after its despawn at t {g.despawn_t[e['agent']]}", [e["id"]])
-            for e in g.events if e["agent"] in g.despawn_t and e["t"] > g.despawn_t[e["agent"]]
-            and e["type"] != "despawn"]
+    despawn_t = g.despawn_t
+    return [finding("act_after_despawn", f"{agent} acts at t {t} after its despawn at t {despawn_t[agent]}", [id_])
+            for id_, t, agent, kind in zip(g.ids, g.t, g.agents, g.types)
+            if agent in despawn_t and t > despawn_t[agent] and kind != "despawn"]
 
 
 def leaked_agent(trace, g):
-    returned = {e["agent"] for e in g.events if e["type"] == "return"}
-    out = []
-    for agent in g.spawner:
-        if agent not in returned and agent not in g.despawn_t:
-            spawn = next(e["id"] for e in g.events if e["type"] == "spawn" and e.get("to") == agent)
-            out.append(finding("leaked_agent", f"{agent} was spawned by {g.spawner[agent]} but never returns "
-                               "and is never despawned", [spawn]))
-    return out
+    returned = {agent for agent, kind in zip(g.agents, g.types) if kind == "return"}
+    leaked = [agent for agent in g.spawner if agent not in returned and agent not in g.despawn_t]
+    if not leaked:
+        return []
+    first_spawn: dict = {}  # spawned agent -> its first spawn event
+    for e, kind in zip(g.events, g.types):
+        if kind == "spawn" and isinstance(e.get("to"), str):
+            first_spawn.setdefault(e["to"], e["id"])
+    return [finding("leaked_agent", f"{agent} was spawned by {g.spawner[agent]} but never returns "
+                    "and is never despawned", [first_spawn[agent]]) for agent in leaked]
 
 
 def orphan_return(trace, g):
@@ -114,10 +115,10 @@ def orphan_return(trace, g):
     others lacks its spawn. The root answering `user` (or no one) and an agent answering in place of a
     spawner that handed off to it (and despawned) are the normal ends of a run."""
     spawners = set(g.spawner.values())
-    handed_off = {e["agent"] for e in g.events if e["type"] == "despawn"}
+    handed_off = {agent for agent, kind in zip(g.agents, g.types) if kind == "despawn"}
     out = []
-    for e in g.events:
-        if e["type"] != "return":
+    for e, kind in zip(g.events, g.types):
+        if kind != "return":
             continue
         spawner = g.spawner.get(e["agent"])
         target = e.get("to")
@@ -131,93 +132,83 @@ def orphan_return(trace, g):
 
 
 def empty_aggregate(trace, g):
+    aggregates = [e for e, kind in zip(g.events, g.types) if kind == "aggregate"]
+    if not aggregates:
+        return []
     fed = {edge["dst"] for edge in g.edges if edge["type"] in ("return", "message", "aggregate")}
     return [finding("empty_aggregate", f"aggregate {e['id']} has no incoming return, message or aggregate edge",
-                    [e["id"]]) for e in g.events if e["type"] == "aggregate" and e["id"] not in fed]
+                    [e["id"]]) for e in aggregates if e["id"] not in fed]
 
 
 def untrusted_flow(trace, g):
     """Per event with `trusted: false`, the tool_calls and spawns it reaches by paths that pass no
     safety_event (temporal edges count: what an agent read stays in its context): one finding per untrusted
     source naming its reach (actions and the agents taking them), not one per path, so a source read by
-    many later steps is one line. Its events are the source, then the actions reached in time order."""
-    sources = [i for i in g.order if g.events[i].get("trusted") is False]
+    many later steps is one line. Its events are the source, then the actions reached in time order.
+
+    Only the sources audit() lists need their reach spelled out: one pass back in time finds which sources
+    reach any action, one pass forward carries those listed as bits (a few hundred at most) to the actions,
+    so the work grows with the trace, not with the trace times its actions."""
+    sources = sorted((i for i, e in enumerate(g.events) if e.get("trusted") is False), key=g.rank.__getitem__)
     if not sources:
         return []
-    n = len(g.events)
-    adjacency = [[] for _ in range(n)]  # forward in time, never into a safety_event (it stops the flow)
-    pending = [0] * n                    # edges into a node whose reach has not been read yet
-    for _, src, dst in g.resolved:
-        if src != dst and g.rank[dst] > g.rank[src] and g.events[dst]["type"] != "safety_event":
-            adjacency[src].append(dst)
-            pending[dst] += 1
-    # Reach sets are bit sets: bit k of acts is the k-th action in time order, of agents the k-th agent.
-    actions = [i for i in g.order if g.events[i]["type"] in REACHABLE_ACTIONS]
-    agent_names = list(dict.fromkeys(g.events[i]["agent"] for i in actions))
-    agent_bit = {agent: 1 << k for k, agent in enumerate(agent_names)}
-    own = {i: (1 << k, agent_bit[g.events[i]["agent"]]) for k, i in enumerate(actions)}
-    below: dict[int, tuple[int, int]] = {}  # node -> (acts, agents) reached from it, itself included
-    reach: dict[int, tuple[int, int]] = {}  # untrusted source -> (acts, agents) reached after it
-    is_source = set(sources)
-    for v in reversed(g.order):  # every edge runs forward in this order: successors are done first
-        a = b = 0
-        for w in adjacency[v]:
-            wa, wb = below[w]
-            a |= wa
-            b |= wb
-            pending[w] -= 1
-            if not pending[w]:  # no other node reads it: free it (reach sets of long traces are large)
-                del below[w]
-        if a and v in is_source:
-            reach[v] = (a, b)
-        if pending[v]:
-            mine = own.get(v)
-            below[v] = (a | mine[0], b | mine[1]) if mine else (a, b)
-    of_type = {kind: _mask([g.events[i]["type"] == kind for i in actions]) for kind in REACHABLE_ACTIONS}
+    types, rank = g.types, g.rank
+    # The flow graph as two lists sorted by the place of the source: forward in time, never into a
+    # safety_event (it stops the flow).
+    flows = [rank[dst] > rank[src] and types[dst] != "safety_event" for src, dst in zip(g.src, g.dst)]
+    flow_src, flow_dst = list(compress(g.src, flows)), list(compress(g.dst, flows))
+    by_src = sorted(range(len(flow_src)), key=[rank[src] for src in flow_src].__getitem__)
+    flow_src, flow_dst = [flow_src[k] for k in by_src], [flow_dst[k] for k in by_src]
+    is_action = [kind in REACHABLE_ACTIONS for kind in types]
+    reaches = [False] * len(g.events)  # reaches an action by one edge or more
+    for src, dst in zip(reversed(flow_src), reversed(flow_dst)):  # latest source first: dst is settled
+        if is_action[dst] or reaches[dst]:
+            reaches[src] = True
+    hits = [i for i in sources if reaches[i]]
+    if not hits:
+        return []
+    listed = hits[:MAX_FINDINGS_PER_RULE]  # audit() lists no more: the rest are counted, not described
+    carried = {v: 1 << k for k, v in enumerate(listed)}
+    came = [0] * len(g.events)  # bit k: listed[k] reaches the node, or is it
+    for v, bit in carried.items():
+        came[v] = bit
+    for src, dst in zip(flow_src, flow_dst):  # earliest source first: src is settled
+        if came[src]:
+            came[dst] |= came[src]
+    for v, bit in carried.items():
+        came[v] ^= bit  # a source does not reach itself
+    actions = [i for i in g.order if is_action[i]]
+    agent_names = list(dict.fromkeys(g.agents[i] for i in actions))
+    agent_number = {agent: k for k, agent in enumerate(agent_names)}
+    action_kind = [types[i] for i in actions]
+    action_agent = [agent_number[g.agents[i]] for i in actions]
+    groups: dict[int, list[int]] = {}  # the listed sources reaching an action -> all such actions (in time)
+    for place, i in enumerate(actions):
+        if came[i]:
+            groups.setdefault(came[i], []).append(place)
+    reached: list[list[tuple]] = [[] for _ in listed]  # per listed source: (places, kinds, agents) of its groups
+    for bits, places in groups.items():
+        group = (places, Counter(map(action_kind.__getitem__, places)), set(map(action_agent.__getitem__, places)))
+        while bits:
+            low = bits & -bits
+            reached[low.bit_length() - 1].append(group)
+            bits ^= low
     out = []
-    for i in sources:
-        if i not in reach:
-            continue
-        if len(out) >= MAX_FINDINGS_PER_RULE:  # audit() lists no more: count the rest, describe none
-            out.append(finding("untrusted_flow", "", [g.events[i]["id"]]))
-            continue
-        a, b = reach[i]
+    for i, parts in zip(listed, reached):
         source = g.events[i]
-        reached = [actions[k] for k in _bits(a, REACH_EVENTS)]
-        counts = " and ".join(_plural(n, kind) for kind, mask in of_type.items() if (n := (a & mask).bit_count()))
-        who = [agent_names[k] for k in _bits(b, REACH_NAMED)]
-        who += ["…"] if b.bit_count() > len(who) else []
-        first = [g.events[j]["id"] for j in reached[:REACH_NAMED]] + (["…"] if a.bit_count() > REACH_NAMED else [])
+        total = sum(len(places) for places, _, _ in parts)
+        counts = " and ".join(_plural(n, kind) for kind in REACHABLE_ACTIONS
+                              if (n := sum(kinds[kind] for _, kinds, _ in parts)))
+        agents = sorted(set().union(*(members for _, _, members in parts)))
+        who = [agent_names[k] for k in agents[:REACH_NAMED]] + (["…"] if len(agents) > REACH_NAMED else [])
+        ids = [g.ids[actions[p]] for p in islice(merge(*(places for places, _, _ in parts)), REACH_EVENTS)]
+        first = ids[:REACH_NAMED] + (["…"] if total > REACH_NAMED else [])
         out.append(finding("untrusted_flow",
                            f"untrusted {source['id']} ({source.get('tool') or source['agent']}) reaches {counts} "
-                           f"by {_plural(b.bit_count(), 'agent')} ({', '.join(who)}), no safety_event on the way: "
+                           f"by {_plural(len(agents), 'agent')} ({', '.join(who)}), no safety_event on the way: "
                            f"{', '.join(first)}",
-                           [source["id"]] + [g.events[j]["id"] for j in reached]))
-    return out
-
-
-def _mask(flags: list[bool]) -> int:
-    """The bit set with bit k set where flags[k] is true (built in one pass, not bit by bit)."""
-    return int("".join("1" if flag else "0" for flag in reversed(flags)) or "0", 2)
-
-
-def _bits(value: int, limit: int) -> list[int]:
-    """Positions of the lowest `limit` set bits of `value`, lowest first. Each step on a big int costs its
-    size: skip to the lowest set bit once, then pick bits from a small window at a time."""
-    if not value:
-        return []
-    start = (value & -value).bit_length() - 1
-    value >>= start
-    out = []
-    while value and len(out) < limit:
-        window = value & BIT_WINDOW_MASK
-        while window and len(out) < limit:
-            low = window & -window
-            out.append(start + low.bit_length() - 1)
-            window ^= low
-        value >>= BIT_WINDOW
-        start += BIT_WINDOW
-    return out
+                           [source["id"]] + ids))
+    return out + [finding("untrusted_flow", "", [])] * (len(hits) - len(listed))  # audit() only counts these
 
 
 def _plural(count: int, noun: str) -> str:
@@ -229,13 +220,13 @@ def cost_mismatch(trace, g):
     may become a decision or a tool_call while user input is a message too, so no event count matches it."""
     costs = trace.get("costs", {})
     out = []
-    tool_calls = sum(e["type"] == "tool_call" for e in g.events)
+    tool_calls = g.types.count("tool_call")
     if is_number(costs.get("tool_calls")) and costs["tool_calls"] != tool_calls:
         out.append(finding("cost_mismatch", f"costs.tool_calls is {costs['tool_calls']} but the trace has "
                            f"{tool_calls} tool_call events", []))
     wall = costs.get("wall_clock_s")
     if is_number(wall):
-        late = [e["id"] for e in g.events if e["t"] > wall]
+        late = [id_ for id_, t in zip(g.ids, g.t) if t > wall]
         if late:
             out.append(finding("cost_mismatch", f"{len(late)} event(s) later than costs.wall_clock_s = {wall}", late))
     return out
@@ -255,28 +246,37 @@ def disconnected(trace, g):
     """Events in weakly connected components apart from the largest one."""
     if not g.edges:
         return []
-    parent = list(range(len(g.events)))
-
-    def root(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for _, src, dst in g.resolved:
-        parent[root(src)] = root(dst)
-    groups: dict[int, list[int]] = {}
+    parent = list(range(len(g.events)))  # union-find, path halving written out: a call per step costs most
+    for src, dst in zip(g.src, g.dst):
+        while parent[src] != src:
+            parent[src] = src = parent[parent[src]]
+        while parent[dst] != dst:
+            parent[dst] = dst = parent[parent[dst]]
+        parent[src] = dst
+    roots = []
     for i in range(len(g.events)):
-        groups.setdefault(root(i), []).append(i)
-    if len(groups) <= 1:
+        root = i
+        while parent[root] != root:
+            parent[root] = root = parent[parent[root]]
+        roots.append(root)
+    if len(set(roots)) <= 1:
         return []
+    groups: dict[int, list[int]] = {}
+    for i, root in enumerate(roots):
+        groups.setdefault(root, []).append(i)
     biggest = max(groups.values(), key=len)
     return [finding("disconnected", f"{len(members)} event(s) not connected to the rest of the trace",
                     [g.events[i]["id"] for i in members]) for members in groups.values() if members is not biggest]
 
 
 def duplicate_edge(trace, g):
-    counts = Counter((e["src"], e["dst"], e["type"]) for e in g.edges)
+    if len(g.linked) == len(g.edges):  # every edge joins events: rule out repeats on positions, cheaply
+        code = {kind: k for k, kind in enumerate(dict.fromkeys(g.kinds))}
+        n = len(g.events)
+        keys = [(src * n + dst) * len(code) + code[kind] for src, dst, kind in zip(g.src, g.dst, g.kinds)]
+        if len(set(keys)) == len(keys):
+            return []
+    counts = Counter(map(itemgetter("src", "dst", "type"), g.edges))
     return [finding("duplicate_edge", f"{t} edge {s} → {d} appears {n} times", [s, d])
             for (s, d, t), n in counts.items() if n > 1]
 
@@ -288,12 +288,12 @@ def self_loop(trace, g):
 
 def cycle(trace, g):
     """Strongly connected groups of events over the non-temporal edges (iterative Tarjan)."""
-    if not any(x["reason"] != "self loop" for x in g.ignored):
+    if all(reason == SELF_LOOP for *_, reason in g.ignored):
         return []  # every non-temporal edge runs forward in (t, position) order: no cycle is possible
     n = len(g.events)
     adjacency = [[] for _ in range(n)]
-    for edge, src, dst in g.resolved:
-        if edge["type"] != "temporal" and src != dst:
+    for kind, src, dst in zip(g.kinds, g.src, g.dst):
+        if kind != "temporal" and src != dst:
             adjacency[src].append(dst)
     index, low, on_stack, stack, counter, out = [-1] * n, [0] * n, [False] * n, [], 0, []
     for start in range(n):

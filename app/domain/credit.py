@@ -1,26 +1,27 @@
 """Computed credit: a trace-level reward channel assigned to events by a rule, and any per-event
 credit rolled up to the eight credit units (TAXONOMY.md §3). Pure functions over a trace."""
 
-from app.domain.metrics import TraceGraph, analyse_graph, critical_path, event_tokens, is_number
+from collections import Counter
+from itertools import compress
+
+from app.domain.metrics import TraceGraph, analyse_graph, critical_path, is_number
 
 RULES = ("uniform", "causal", "critical_path")
 
 
 def final_event(g: TraceGraph) -> int:
     """The last aggregate in time, or the last event when the trace has none."""
-    aggregates = [i for i in g.order if g.events[i]["type"] == "aggregate"]
-    return aggregates[-1] if aggregates else g.order[-1]
+    return next((i for i in reversed(g.order) if g.types[i] == "aggregate"), g.order[-1])
 
 
 def ancestors(g: TraceGraph, target: int) -> set[int]:
     """Events with a path to `target` through the non-temporal edges, `target` included."""
-    seen, stack = {target}, [target]
-    while stack:
-        for j in g.pred[stack.pop()]:
-            if j not in seen:
-                seen.add(j)
-                stack.append(j)
-    return seen
+    seen = [False] * len(g.events)
+    seen[target] = True
+    for j, i in zip(reversed(g.path_src), reversed(g.path_dst)):  # latest i first: i is settled by now
+        if seen[i]:
+            seen[j] = True
+    return set(compress(range(len(seen)), seen))
 
 
 def assign(trace: dict, rule: str, value: float, g: TraceGraph | None = None) -> list[float]:
@@ -41,20 +42,24 @@ def assign(trace: dict, rule: str, value: float, g: TraceGraph | None = None) ->
         chosen = critical_path(g)
     chosen = list(chosen)
     shares = [0.0] * n
+    share = value / len(chosen) if chosen else 0.0
     for i in chosen:
-        shares[i] = value / len(chosen)
+        shares[i] = share
     return shares
 
 
-def turns(events: list[dict], order: list[int]) -> list[list[int]]:
-    """Runs of consecutive events (in time order) by one agent between other agents' events."""
-    runs: list[list[int]] = []
+def turn_keys(agents: list[str], order: list[int]) -> list[str]:
+    """Each event's turn, "turn <n>: <agent>": turns are runs of consecutive events (in time order) by one
+    agent between other agents' events."""
+    keys = [""] * len(agents)
+    number, key, previous = 0, "", None
     for i in order:
-        if runs and events[runs[-1][-1]]["agent"] == events[i]["agent"]:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return runs
+        if number == 0 or agents[i] != previous:
+            number += 1
+            previous = agents[i]
+            key = f"turn {number}: {previous}"
+        keys[i] = key
+    return keys
 
 
 def lead_agent(g: TraceGraph) -> str | None:
@@ -69,11 +74,14 @@ def lead_agent(g: TraceGraph) -> str | None:
 def _group(keys: list, values: list[float]) -> list[dict]:
     """Sum `values` by key (None keys skipped), largest |credit| first."""
     sums: dict = {}
-    counts: dict = {}
     for key, value in zip(keys, values):
-        if key is not None:
-            sums[key] = sums.get(key, 0.0) + value
-            counts[key] = counts.get(key, 0) + 1
+        if key is None:
+            continue
+        if key in sums:
+            sums[key] += value
+        else:
+            sums[key] = 0.0 + value  # as a sum from 0.0: an int credit becomes a float
+    counts = Counter(keys)
     rows = [{"key": key, "credit": total, "events": counts[key]} for key, total in sums.items()]
     return sorted(rows, key=lambda row: -abs(row["credit"]))
 
@@ -86,37 +94,27 @@ def rollup(trace: dict, values: list[float | None], g: TraceGraph | None = None)
     token: credit per token for events that carry token counts. Events without a value count as 0.
     """
     g = g or analyse_graph(trace)
-    events = g.events
+    events, types = g.events, g.types
     v = [x if is_number(x) else 0.0 for x in values]
     call_of = {}
-    for edge in g.edges:
-        if edge["type"] == "tool_dependency":
-            src, dst = g.index.get(edge["src"]), g.index.get(edge["dst"])
-            if src is not None and dst is not None and events[src]["type"] == "tool_call":
-                call_of.setdefault(dst, events[src]["id"])
+    for kind, src, dst in zip(g.kinds, g.src, g.dst):
+        if kind == "tool_dependency" and types[src] == "tool_call":
+            call_of.setdefault(dst, g.ids[src])
     lead = lead_agent(g)
-    roles = {}
-    for e in events:
-        if e["type"] not in ("tool_result", "spawn") and "role" in e:
-            roles.setdefault(e["agent"], e["role"])
-    acting = [e["type"] != "tool_result" for e in events]
-    turn_key = [None] * len(events)
-    for number, run in enumerate(turns(events, g.order), start=1):
-        key = f"turn {number}: {events[run[0]]['agent']}"
-        for i in run:
-            turn_key[i] = key
-    tokens = [event_tokens(e) for e in events]
+    roles = g.roles
+    ids, agents, tokens = g.ids, g.agents, g.tokens
     per_token = [x / n if n else 0.0 for x, n in zip(v, tokens)]
     return {
-        "token": _group([e["id"] if n else None for e, n in zip(events, tokens)], per_token),
-        "tool call": _group([e["id"] if e["type"] == "tool_call" else call_of.get(i) for i, e in enumerate(events)], v),
-        "message": _group([e["id"] if e["type"] == "message" else None for e in events], v),
-        "turn": _group(turn_key, v),
-        "agent": _group([e["agent"] if a else None for e, a in zip(events, acting)], v),
-        "role": _group([(e["role"] if e["type"] != "spawn" and "role" in e else roles.get(e["agent"], "(no role)"))
-                        if a else None for e, a in zip(events, acting)], v),
-        "orchestrator": _group([e["id"] if e["agent"] == lead and e["type"] in ("orchestrator_decision", "spawn")
-                                else None for e in events], v),
+        "token": _group([i if n else None for i, n in zip(ids, tokens)], per_token),
+        "tool call": _group([i if kind == "tool_call" else call_of.get(k)
+                             for k, (i, kind) in enumerate(zip(ids, types))], v),
+        "message": _group([i if kind == "message" else None for i, kind in zip(ids, types)], v),
+        "turn": _group(turn_keys(agents, g.order), v),
+        "agent": _group([a if kind != "tool_result" else None for a, kind in zip(agents, types)], v),
+        "role": _group([(e["role"] if kind != "spawn" and "role" in e else roles.get(e["agent"], "(no role)"))
+                        if kind != "tool_result" else None for e, kind in zip(events, types)], v),
+        "orchestrator": _group([i if a == lead and kind in ("orchestrator_decision", "spawn") else None
+                                for i, a, kind in zip(ids, agents, types)], v),
         "team": _group(["team"] * len(events), v),
     }
 

@@ -6,7 +6,8 @@ credit rules and the audit so the critical path and lifetimes have one definitio
 
 import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 
 COORDINATION_TYPES = ("orchestrator_decision", "spawn", "despawn", "message", "return", "aggregate")
 NOT_TEAM_TYPES = ("tool_result", "human_intervention")  # a tool answering, a person stepping in
@@ -24,24 +25,50 @@ REPORTED_AS = {
 }
 REPORTED_REL_TOLERANCE = 0.005  # a reported figure this close to ours is ours rounded, not a different count
 REPORTED_ABS_TOLERANCE = 0.0005
+SELF_LOOP = "self loop"  # why an edge is left out of the path graph
+BACK_IN_TIME = "points back in time"
+CLOSES_CYCLE = "closes a cycle among simultaneous events"
 
 
 @dataclass
 class TraceGraph:
-    """Indexes over one trace that every analysis needs."""
+    """Indexes over one trace that every analysis needs. Flat lists by position, not per-event containers:
+    reading a long trace's event dicts costs more than the work, and many small lists make the garbage
+    collector walk everything alive again and again."""
 
     events: list[dict]
     edges: list[dict]
     index: dict[str, int]                         # event id -> position
+    ids: list[str]                                # position -> event id, time, type and agent
+    t: list[float]
+    types: list[str]
+    agents: list[str]
     order: list[int]                              # positions sorted by (t, position)
     rank: list[int]                               # position -> place in `order`
-    succ: list[list[int]] = field(default_factory=list)   # non-temporal, forward in (t, position) order
-    pred: list[list[int]] = field(default_factory=list)
-    ignored: list[dict] = field(default_factory=list)     # edges left out of the path graph, with why
-    resolved: list[tuple[dict, int, int]] = field(default_factory=list)  # every edge with its end positions
-    spawner: dict[str, str] = field(default_factory=dict)  # child agent -> agent that spawned it
-    spawn_t: dict[str, float] = field(default_factory=dict)
-    despawn_t: dict[str, float] = field(default_factory=dict)
+    path_src: list[int]                           # the path graph: non-temporal edges, forward in (t, position)
+    path_dst: list[int]                           # order, sorted by the place of their dst (stable)
+    linked: list[dict]                            # the edges whose two ends are events, in edge order...
+    kinds: list[str]                              # ...their types...
+    src: list[int]                                # ...and the positions of their ends
+    dst: list[int]
+    ignored: list[tuple[dict, int, int, str]]     # (edge, src, dst, why) of edges left out of the path graph
+    spawner: dict[str, str]                       # child agent -> agent that spawned it
+    spawn_t: dict[str, float]
+    despawn_t: dict[str, float]
+
+    @cached_property
+    def tokens(self) -> list[float | None]:
+        """Each event's token count (see event_tokens); the metrics and the credit roll-up share it."""
+        return [event_tokens(e) for e in self.events]
+
+    @cached_property
+    def roles(self) -> dict[str, str]:
+        """Each agent's role: the first `role` on its events, spawns and tool results aside."""
+        roles: dict[str, str] = {}
+        for e, kind in zip(self.events, self.types):
+            if kind != "tool_result" and kind != "spawn" and "role" in e:
+                roles.setdefault(e["agent"], e["role"])
+        return roles
 
 
 def is_number(value) -> bool:
@@ -51,30 +78,41 @@ def is_number(value) -> bool:
 def analyse_graph(trace: dict) -> TraceGraph:
     """Build the indexes; edges pointing back in time or closing a cycle are set aside, not followed."""
     events, edges = trace["events"], trace["edges"]
-    index = {e["id"]: i for i, e in enumerate(events)}
-    order = sorted(range(len(events)), key=lambda i: (events[i]["t"], i))
+    ids = [e["id"] for e in events]
+    t = [e["t"] for e in events]
+    types = [e["type"] for e in events]
+    agents = [e["agent"] for e in events]
+    index = dict(zip(ids, range(len(ids))))
+    order = sorted(range(len(events)), key=t.__getitem__)  # stable: equal times keep position order
     rank = [0] * len(events)
     for place, i in enumerate(order):
         rank[i] = place
-    g = TraceGraph(events, edges, index, order, rank, [[] for _ in events], [[] for _ in events])
-    for k, edge in enumerate(edges):
-        src, dst = index.get(edge["src"]), index.get(edge["dst"])
-        if src is None or dst is None:
+    src = [index.get(e["src"]) for e in edges]
+    dst = [index.get(e["dst"]) for e in edges]
+    linked = edges
+    if None in src or None in dst:
+        kept = [k for k, (s, d) in enumerate(zip(src, dst)) if s is not None and d is not None]
+        linked, src, dst = [edges[k] for k in kept], [src[k] for k in kept], [dst[k] for k in kept]
+    kinds = [e["type"] for e in linked]
+    path_src, path_dst, ignored = [], [], []
+    for edge, kind, s, d in zip(linked, kinds, src, dst):
+        if kind == "temporal":
             continue
-        g.resolved.append((edge, src, dst))
-        if edge["type"] == "temporal":
-            continue
-        if src == dst:
-            g.ignored.append({"edge": k, "reason": "self loop"})
-        elif events[dst]["t"] < events[src]["t"]:
-            g.ignored.append({"edge": k, "reason": "points back in time"})
-        elif rank[dst] < rank[src]:
-            g.ignored.append({"edge": k, "reason": "closes a cycle among simultaneous events"})
+        if s == d:
+            ignored.append((edge, s, d, SELF_LOOP))
+        elif t[d] < t[s]:
+            ignored.append((edge, s, d, BACK_IN_TIME))
+        elif rank[d] < rank[s]:
+            ignored.append((edge, s, d, CLOSES_CYCLE))
         else:
-            g.succ[src].append(dst)
-            g.pred[dst].append(src)
-    g.spawner, g.spawn_t, g.despawn_t = spawn_times(events)
-    return g
+            path_src.append(s)
+            path_dst.append(d)
+    by_dst = sorted(range(len(path_dst)), key=[rank[d] for d in path_dst].__getitem__)
+    spawner, spawn_t, despawn_t = spawn_times(
+        [e for e, kind in zip(events, types) if kind == "spawn" or kind == "despawn"])
+    return TraceGraph(events, edges, index, ids, t, types, agents, order, rank,
+                      [path_src[k] for k in by_dst], [path_dst[k] for k in by_dst], linked, kinds, src, dst, ignored,
+                      spawner, spawn_t, despawn_t)
 
 
 def spawn_times(events: list[dict]) -> tuple[dict[str, str], dict[str, float], dict[str, float]]:
@@ -99,7 +137,12 @@ def is_team_act(event: dict) -> bool:
     (a `human_intervention`, or anything said by `user`, the name the importers give the person at the
     keyboard). "Agents" everywhere (the trace list, the trace page, the metrics) are the distinct `agent`s
     of such events. The SQL twin is app/store/queries.py TEAM_MEMBER_EVENT; a test checks they agree."""
-    return event["type"] not in NOT_TEAM_TYPES and event["agent"] != PERSON
+    return is_team(event["type"], event["agent"])
+
+
+def is_team(kind: str, agent: str) -> bool:
+    """is_team_act of an event's type and agent."""
+    return kind not in NOT_TEAM_TYPES and agent != PERSON
 
 
 def team_members(events: list[dict]) -> list[str]:
@@ -111,17 +154,27 @@ def agent_spans(events: list[dict]) -> dict[str, tuple[float, float]]:
     """Per team member (see is_team_act): alive from its spawn (or first event) to its despawn, else its
     last return, else its last event."""
     _, spawn_t, despawn_t = spawn_times(events)
+    return lifetimes([e["t"] for e in events], [e["type"] for e in events], [e["agent"] for e in events],
+                     spawn_t, despawn_t)
+
+
+def lifetimes(times: list[float], types: list[str], agents: list[str], spawn_t: dict[str, float],
+              despawn_t: dict[str, float]) -> dict[str, tuple[float, float]]:
+    """agent_spans of events given as columns, with their spawn and despawn times (a TraceGraph has all)."""
     first: dict[str, float] = {}
     last: dict[str, float] = {}
     last_return: dict[str, float] = {}
-    for e in events:
-        if not is_team_act(e):
+    for t, kind, agent in zip(times, types, agents):
+        if not is_team(kind, agent):
             continue
-        agent, t = e["agent"], e["t"]
-        first[agent] = min(first.get(agent, t), t)
-        last[agent] = max(last.get(agent, t), t)
-        if e["type"] == "return":
-            last_return[agent] = max(last_return.get(agent, t), t)
+        if agent not in first:  # the comparisons keep the earlier of equal times, as min and max would
+            first[agent] = last[agent] = t
+        elif t < first[agent]:
+            first[agent] = t
+        elif t > last[agent]:
+            last[agent] = t
+        if kind == "return" and (agent not in last_return or t > last_return[agent]):
+            last_return[agent] = t
     spans = {}
     for agent in first:
         start = min(spawn_t.get(agent, first[agent]), first[agent])
@@ -136,11 +189,11 @@ def critical_path(g: TraceGraph) -> list[int]:
         return []
     length = [1] * len(g.events)
     back = [-1] * len(g.events)
-    for i in g.order:
-        for j in g.pred[i]:
-            if length[j] + 1 > length[i]:
-                length[i], back[i] = length[j] + 1, j
-    end = max(g.order, key=lambda i: (length[i], -g.rank[i]))
+    for j, i in zip(g.path_src, g.path_dst):  # by the place of i, so j's length is final by now
+        if length[j] + 1 > length[i]:
+            length[i], back[i] = length[j] + 1, j
+    longest = max(length)
+    end = next(i for i in g.order if length[i] == longest)  # the first in time of the longest
     path = []
     while end != -1:
         path.append(end)
@@ -174,8 +227,11 @@ def max_concurrency(spans: dict[str, tuple[float, float]]) -> int:
 
 def event_tokens(event: dict) -> float | None:
     """`tokens` when the event carries it, else tokens_in + tokens_out; None without token counts."""
-    if is_number(event.get("tokens")):
-        return event["tokens"]
+    tokens = event.get("tokens")
+    if tokens is not None and is_number(tokens):
+        return tokens
+    if "tokens_in" not in event and "tokens_out" not in event:  # most events: skip the checks below
+        return None
     parts = [event[k] for k in ("tokens_in", "tokens_out") if is_number(event.get(k))]
     return sum(parts) if parts else None
 
@@ -184,24 +240,19 @@ def compute_metrics(trace: dict, g: TraceGraph | None = None) -> dict:
     """Every measure of one trace (see the README for the exact definitions)."""
     g = g or analyse_graph(trace)
     events = g.events
-    types = Counter(e["type"] for e in events)
-    spans = agent_spans(events)
+    types = Counter(g.types)
+    spans = lifetimes(g.t, g.types, g.agents, g.spawn_t, g.despawn_t)
     path = critical_path(g)
-    t_values = [e["t"] for e in events]
-    span_s = max(t_values) - min(t_values) if events else 0
+    span_s = max(g.t) - min(g.t) if events else 0
     work_s = sum(hi - lo for lo, hi in spans.values())
-    roles = {}
-    for e in events:
-        if e["type"] not in ("tool_result", "spawn") and "role" in e:
-            roles.setdefault(e["agent"], e["role"])
+    roles = g.roles
     by_agent: dict[str, float] = defaultdict(float)
     by_role: dict[str, float] = defaultdict(float)
-    for e in events:
-        tokens = event_tokens(e)
+    for e, agent, tokens in zip(events, g.agents, g.tokens):
         if tokens is not None:
-            by_agent[e["agent"]] += tokens
-            by_role[e.get("role") or roles.get(e["agent"], "(no role)")] += tokens
-    fanout = Counter(e["agent"] for e in events if e["type"] == "spawn")
+            by_agent[agent] += tokens
+            by_role[e.get("role") or roles.get(agent, "(no role)")] += tokens
+    fanout = Counter(agent for agent, kind in zip(g.agents, g.types) if kind == "spawn")
     return {
         "events": len(events),
         "edges": len(g.edges),
@@ -222,8 +273,8 @@ def compute_metrics(trace: dict, g: TraceGraph | None = None) -> dict:
         "tokens": sum(by_agent.values()) if by_agent else None,
         "tokens_by_agent": dict(sorted(by_agent.items(), key=lambda kv: -kv[1])),
         "tokens_by_role": dict(sorted(by_role.items(), key=lambda kv: -kv[1])),
-        "ignored_edges": [{"src": g.edges[x["edge"]]["src"], "dst": g.edges[x["edge"]]["dst"],
-                           "type": g.edges[x["edge"]]["type"], "reason": x["reason"]} for x in g.ignored],
+        "ignored_edges": [{"src": edge["src"], "dst": edge["dst"], "type": edge["type"], "reason": reason}
+                          for edge, _, _, reason in g.ignored],
     }
 
 

@@ -8,7 +8,7 @@ import json
 
 from app.domain.audit import SEVERITIES, audit
 from app.domain.credit import RULES, assign, correlation, rollup
-from app.domain.metrics import analyse_graph, compute_metrics
+from app.domain.metrics import TraceGraph, analyse_graph, compute_metrics
 from app.services.cache import TraceCache
 from app.store import queries
 from app.store.db import Database
@@ -29,6 +29,16 @@ def stored_trace(db: Database, cache: TraceCache, trace_id: str) -> dict | None:
     return cache.get_or_build(("trace", trace_id, version), lambda: queries.read_trace(db, trace_id))
 
 
+def stored_graph(db: Database, cache: TraceCache, trace_id: str) -> TraceGraph | None:
+    """The trace's indexes (see analyse_graph), built once per ingest: the metrics, the audit and every
+    credit rule and roll-up share them instead of each building its own."""
+    version = db.scalar("SELECT ingested_at FROM traces WHERE trace_id = ?", [trace_id])
+    if version is None:
+        return None
+    return cache.get_or_build(("graph", trace_id, version),
+                              lambda: analyse_graph(stored_trace(db, cache, trace_id)))
+
+
 def ensure_analysis(db: Database, cache: TraceCache, trace_id: str) -> dict | None:
     """{"metrics", "findings"} of a trace, computing and storing them when missing or stale."""
     row = db.fetchone(
@@ -39,7 +49,7 @@ def ensure_analysis(db: Database, cache: TraceCache, trace_id: str) -> dict | No
     if row["fresh"]:
         return {"metrics": json.loads(row["metrics"]), "findings": queries.read_findings(db, trace_id)}
     trace = stored_trace(db, cache, trace_id)
-    g = analyse_graph(trace)
+    g = stored_graph(db, cache, trace_id)
     metrics = compute_metrics(trace, g)
     findings = audit(trace, g)
     store_analysis(db, trace_id, metrics, findings)
@@ -84,7 +94,7 @@ def computed_credit(db: Database, cache: TraceCache, trace_id: str, rule: str, c
                          f"it has {', '.join(trace['rewards']) or 'none'}")
     version = db.scalar("SELECT ingested_at FROM traces WHERE trace_id = ?", [trace_id])
     return cache.get_or_build(("credit", trace_id, version, rule, channel),
-                              lambda: assign(trace, rule, trace["rewards"][channel]))
+                              lambda: assign(trace, rule, trace["rewards"][channel], stored_graph(db, cache, trace_id)))
 
 
 def computed_channel_names(trace_rewards: dict) -> list[str]:
@@ -103,5 +113,5 @@ def parse_computed(name: str) -> tuple[str, str] | None:
 def credit_report(db: Database, cache: TraceCache, trace_id: str, values: list, human_mean: list | None) -> dict:
     """Roll-up of per-event credit to the eight units, and its correlation with human mean credit."""
     trace = stored_trace(db, cache, trace_id)
-    return {"rollup": rollup(trace, values),
+    return {"rollup": rollup(trace, values, stored_graph(db, cache, trace_id)),
             "human_correlation": correlation(values, human_mean) if human_mean else {"n": 0, "pearson": None}}
