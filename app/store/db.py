@@ -126,7 +126,7 @@ class Database:
                                     "the database schema cannot be made; is the package installed whole?")
         self.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations "
-            "(version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
+            "(version INTEGER NOT NULL, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
         )
         done = {row["version"] for row in self.fetchall("SELECT version FROM schema_migrations")}
         applied = []
