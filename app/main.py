@@ -70,7 +70,7 @@ async def security_headers(request: Request, call_next):
 def create_app(settings: Settings | None = None, db: Database | None = None) -> FastAPI:
     """Build the app over `db` (or the database file named by `settings`)."""
     settings = settings or Settings.from_env()
-    db = db or Database(settings.db)
+    db = db or Database(settings.db, settings.lake_data)
     db.migrate(settings.migrations_dir)
 
     live = LiveTraces(db)

@@ -44,3 +44,13 @@ def attach_lake(conn: duckdb.DuckDBPyConnection, url: str, data_path: str) -> No
     quoted_url, quoted_data = (value.replace("'", "''") for value in (url, data_path))
     conn.execute(f"ATTACH '{quoted_url}' AS {LAKE_ALIAS} (DATA_PATH '{quoted_data}')")
     conn.execute(f"USE {LAKE_ALIAS}")
+
+
+def use_lake(cur: duckdb.DuckDBPyConnection) -> None:
+    """Make the lake the default catalog of a cursor (each cursor has its own)."""
+    cur.execute(f"USE {LAKE_ALIAS}")
+
+
+def is_commit_conflict(exc: duckdb.Error) -> bool:
+    """A commit refused because another client committed a conflicting change first: retrying may succeed."""
+    return "Failed to commit DuckLake transaction" in str(exc)
