@@ -15,6 +15,7 @@ from app.services import accounts
 from app.services.cache import TraceCache
 from app.services.live import LiveTraces
 from app.settings import Settings
+from app.store import lake
 from app.store.db import Database
 from app.web import security
 from app.web.browser import csrf_cookie
@@ -119,7 +120,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
 
     @app.get("/api/health", tags=["meta"])
     def health():
-        return {"status": "ok", "db": str(settings.db)}
+        return {"status": "ok", "db": lake.shown(settings.db)}
 
     return app
 

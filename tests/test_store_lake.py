@@ -8,6 +8,7 @@ from contextlib import contextmanager
 import pytest
 
 from app.store import db as db_module
+from app.store.lake import shown
 from app.store.db import CommitConflict, Database
 
 
@@ -57,3 +58,10 @@ def test_a_write_that_keeps_losing_gives_up_after_its_tries(db, monkeypatch):
     with pytest.raises(CommitConflict):
         db.write(lambda cur: None)
     assert len(calls) == db_module.COMMIT_TRIES
+
+
+def test_a_lake_url_is_shown_without_its_password():
+    assert shown("ducklake:postgres:dbname=lab host=pg password=s3cret user=app") == \
+        "ducklake:postgres:dbname=lab host=pg password=*** user=app"
+    assert "s3 cret" not in shown("ducklake:postgres:dbname=lab password = 's3 cret' user=app")
+    assert shown("data/orchestrace.duckdb") == "data/orchestrace.duckdb"

@@ -99,3 +99,19 @@ def test_a_saved_label_and_a_tag_get_their_natural_ids_and_reviewers_stay_unique
         assert saved.status_code == 201
     assert saved.json()["annotation_id"] == keys.natural_id("lab", "e2", "ada", 2)
     assert db.fetchall("SELECT name FROM reviewers") == [{"name": "ada"}]
+
+
+def test_a_file_from_a_newer_duckdb_is_refused_with_the_way_to_bring_it_over(tmp_path, monkeypatch, capsys):
+    """Before the pin the app installed DuckDB 2.0, whose files 1.5.5 cannot read; EXPORT/IMPORT DATABASE can."""
+    from app import cli
+    from app.store import db as db_module
+
+    def newer(path):
+        raise duckdb.IOException("Trying to read a database file with version number 999, but we can only read "
+                                 "versions between 64 and 68.\nThe database file was created with an newer "
+                                 "version of DuckDB.")
+
+    monkeypatch.setattr(db_module.duckdb, "connect", newer)
+    assert cli.main(["migrate", "--db", str(tmp_path / "new.duckdb")]) == 2
+    message = capsys.readouterr().err
+    assert "EXPORT DATABASE" in message and "IMPORT DATABASE" in message and duckdb.__version__ in message

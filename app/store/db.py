@@ -57,6 +57,10 @@ class DatabaseLocked(RuntimeError):
     """Another process (usually a running `orchestrace serve`) holds the DuckDB file."""
 
 
+class DatabaseTooNew(RuntimeError):
+    """The DuckDB file was written by a newer DuckDB than the pinned one (before the pin, 2.x was installed)."""
+
+
 class CommitConflict(RuntimeError):
     """A lake commit lost to another instance's (DuckLake detected the conflict); the whole write may be retried."""
 
@@ -96,6 +100,11 @@ class Database:
                 raise DatabaseLocked(
                     f"{self.path} is in use by another process (is `orchestrace serve` running?): {exc}"
                 ) from exc
+            if "newer version of DuckDB" in str(exc):
+                raise DatabaseTooNew(
+                    f"{self.path} was written by a newer DuckDB than this app's {duckdb.__version__}. Export it with "
+                    "that DuckDB (`EXPORT DATABASE 'folder'`), import the folder into a new file with this one "
+                    f"(`IMPORT DATABASE 'folder'`) and point ORCHESTRACE_DB at the new file: {exc}") from exc
             raise
 
     def close(self) -> None:

@@ -4,11 +4,14 @@ The `ducklake` and `postgres` extensions come from PyPI packages (the `lake` ext
 pinned DuckDB version, and are installed from those packages' files: nothing is downloaded at run time.
 """
 
+import re
+
 import duckdb
 
 LAKE_PREFIX = "ducklake:"
 LAKE_EXTENSIONS = ("postgres", "ducklake")
 LAKE_ALIAS = "lake"
+LIBPQ_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
 
 
 class LakeUnavailable(RuntimeError):
@@ -54,3 +57,8 @@ def use_lake(cur: duckdb.DuckDBPyConnection) -> None:
 def is_commit_conflict(exc: duckdb.Error) -> bool:
     """A commit refused because another client committed a conflicting change first: retrying may succeed."""
     return "Failed to commit DuckLake transaction" in str(exc)
+
+
+def shown(db: str) -> str:
+    """The store as answers and messages name it: a lake URL without its password."""
+    return LIBPQ_PASSWORD.sub(r"\1***", str(db))
