@@ -65,3 +65,9 @@ def test_a_lake_url_is_shown_without_its_password():
         "ducklake:postgres:dbname=lab host=pg password=*** user=app"
     assert "s3 cret" not in shown("ducklake:postgres:dbname=lab password = 's3 cret' user=app")
     assert shown("data/orchestrace.duckdb") == "data/orchestrace.duckdb"
+
+
+def test_a_lake_is_not_backed_up_as_a_file(lake_settings, client, tmp_path):
+    answer = client.post("/api/backup", json={"path": str(tmp_path / "copy.duckdb")})
+    assert answer.status_code == 422 and "pg_dump" in answer.json()["error"]
+    assert not (tmp_path / "copy.duckdb").exists()
