@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test install chromium bench clean
+.PHONY: demo test test-lake install chromium postgres bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -27,6 +27,21 @@ chromium:
 
 test: install chromium
 	$(VENV)/bin/pytest -q
+
+postgres:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
+		else \
+			echo "postgresql is missing and we are not root: the lake tests will be skipped"; \
+		fi; \
+	fi
+
+# The storage, label, API and ingest tests again, on a DuckLake store over a throwaway PostgreSQL (issue 16).
+LAKE_TESTS := tests/test_store_schema.py tests/test_store_lake.py tests/test_annotations.py tests/test_api_traces.py \
+	tests/test_papers.py tests/test_queues.py tests/test_importers_api.py tests/test_otlp_receiver.py
+test-lake: install postgres
+	$(VENV)/bin/pytest -q --store=lake $(LAKE_TESTS)
 
 bench: install
 	$(PY) benchmarks/ingest.py

@@ -26,7 +26,8 @@ from app.ingest.importers import FORMATS, SUBAGENTS, subagent_uploads
 from app.ingest.importers.common import ImportFailed
 from app.ingest.pipeline import InvalidTraces, ingest, problems_of
 from app.settings import Settings
-from app.store.db import Database, DatabaseLocked, MigrationsMissing
+from app.store.db import Database, DatabaseLocked, DatabaseTooNew, MigrationsMissing
+from app.store.lake import LakeUnavailable, is_lake_url, shown
 
 TRACE_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".gz")
 PROGRESS_MIN_FILES = 5
@@ -77,7 +78,8 @@ def cmd_serve(args) -> int:
 
     settings = Settings.from_env(db=args.db, host=args.host, port=args.port)
     # Absolute, so that /api/health names the file whatever folder a client runs in.
-    settings = settings.model_copy(update={"db": settings.db.absolute()})
+    if not is_lake_url(str(settings.db)):
+        settings = settings.model_copy(update={"db": settings.db.absolute()})
     try:
         app = create_app(settings)
     except DatabaseLocked as exc:
@@ -101,7 +103,7 @@ def cmd_migrate(args) -> int:
     settings = Settings.from_env(db=args.db)
     db = _open(settings)
     applied = db.migrate(settings.migrations_dir)
-    print(f"applied {len(applied)} migration(s) to {settings.db}" + (": " + ", ".join(applied) if applied else ""))
+    print(f"applied {len(applied)} migration(s) to {shown(settings.db)}" + (": " + ", ".join(applied) if applied else ""))
     return 0
 
 
@@ -164,7 +166,7 @@ def _target(args, settings: Settings, doing: str) -> Database | Server:
             print(f"{doing.format(url=server.url)} (--server), the server of {server.db}", file=sys.stderr)
         return server
     try:
-        return Database(settings.db)
+        return Database(settings.db, settings.lake_data)
     except DatabaseLocked:
         server = _holder(settings.db)
         print(f"{settings.db} is held by a running server; {doing.format(url=server.url)}", file=sys.stderr)
@@ -656,7 +658,7 @@ def _open_migrated(args) -> Database:
 
 def _open(settings: Settings) -> Database:
     try:
-        return Database(settings.db)
+        return Database(settings.db, settings.lake_data)
     except DatabaseLocked as exc:
         raise SystemExit(f"error: {exc}") from exc
 
@@ -788,7 +790,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(["serve", *(argv or [])])
     try:
         return args.func(args)
-    except (CommandError, MigrationsMissing) as exc:
+    except (CommandError, MigrationsMissing, DatabaseTooNew, LakeUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

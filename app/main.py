@@ -15,6 +15,7 @@ from app.services import accounts
 from app.services.cache import TraceCache
 from app.services.live import LiveTraces
 from app.settings import Settings
+from app.store import lake
 from app.store.db import Database
 from app.web import security
 from app.web.browser import csrf_cookie
@@ -70,7 +71,7 @@ async def security_headers(request: Request, call_next):
 def create_app(settings: Settings | None = None, db: Database | None = None) -> FastAPI:
     """Build the app over `db` (or the database file named by `settings`)."""
     settings = settings or Settings.from_env()
-    db = db or Database(settings.db)
+    db = db or Database(settings.db, settings.lake_data)
     db.migrate(settings.migrations_dir)
 
     live = LiveTraces(db)
@@ -119,7 +120,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
 
     @app.get("/api/health", tags=["meta"])
     def health():
-        return {"status": "ok", "db": str(settings.db)}
+        return {"status": "ok", "db": lake.shown(settings.db)}
 
     return app
 

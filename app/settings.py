@@ -17,7 +17,11 @@ def data_dir(name: str) -> Path:
 
 
 class Settings(BaseModel):
-    db: Path = Field(Path("data/orchestrace.duckdb"), description="Path of the embedded DuckDB file.")
+    db: Path = Field(Path("data/orchestrace.duckdb"),
+                     description="Path of the embedded DuckDB file, or a DuckLake store: "
+                                 "`ducklake:postgres:<libpq connection string>` (needs the `lake` extra).")
+    lake_data: str | None = Field(None, description="Folder (or object-storage URL) of a DuckLake store's "
+                                                    "Parquet files; needed when `db` is a DuckLake URL.")
     host: str = Field("127.0.0.1", description="Interface `orchestrace serve` listens on.")
     port: int = Field(8000, description="Port `orchestrace serve` listens on.")
     max_body_bytes: int = Field(200 * 1024 * 1024, description="Largest request body accepted; larger ones get 413.")

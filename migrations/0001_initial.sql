@@ -1,8 +1,10 @@
 -- Traces, their events and edges. Events and edges keep `seq`, their position in the
 -- ingested document, so a trace exports back in its original order.
+-- No primary keys, unique constraints or sequences anywhere (a DuckLake catalog takes none): keys are
+-- made and kept unique by the app inside its write transactions (0013 rebuilt the tables of older files).
 
 CREATE TABLE traces (
-    trace_id     VARCHAR PRIMARY KEY,
+    trace_id     VARCHAR NOT NULL,  -- unique
     task_id      VARCHAR NOT NULL,
     system       VARCHAR,
     topology     VARCHAR,

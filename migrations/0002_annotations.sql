@@ -3,10 +3,8 @@
 -- The event's type, agent and role are copied at save time so labels of events that later
 -- vanish (a replaced or deleted trace) still export whole.
 
-CREATE SEQUENCE annotation_ids START 1;
-
 CREATE TABLE annotations (
-    annotation_id     BIGINT PRIMARY KEY DEFAULT nextval('annotation_ids'),
+    annotation_id     BIGINT NOT NULL,  -- unique; app/store/keys.py
     trace_id          VARCHAR NOT NULL,
     event_id          VARCHAR NOT NULL,
     reviewer          VARCHAR NOT NULL,
@@ -24,11 +22,10 @@ CREATE TABLE annotations (
     agent             VARCHAR,
     role              VARCHAR,
     client_request_id VARCHAR,
-    created_at        TIMESTAMP NOT NULL,
-    UNIQUE (trace_id, event_id, reviewer, version)
+    created_at        TIMESTAMP NOT NULL  -- (trace_id, event_id, reviewer, version) is unique
 );
 
 CREATE TABLE reviewers (
-    name       VARCHAR PRIMARY KEY,
+    name       VARCHAR NOT NULL,  -- unique
     created_at TIMESTAMP NOT NULL
 );

@@ -3,7 +3,7 @@
 -- separate append-only table: an import never touches them.
 
 CREATE TABLE papers (
-    key                VARCHAR PRIMARY KEY,
+    key                VARCHAR NOT NULL,  -- unique
     position           INTEGER NOT NULL,
     title              VARCHAR NOT NULL,
     first_author       VARCHAR NOT NULL,
@@ -26,7 +26,7 @@ CREATE TABLE papers (
 );
 
 CREATE TABLE excluded (
-    record_id        VARCHAR PRIMARY KEY,
+    record_id        VARCHAR NOT NULL,  -- unique
     position         INTEGER NOT NULL,
     source           VARCHAR NOT NULL,
     query_family     VARCHAR NOT NULL,
@@ -39,11 +39,9 @@ CREATE TABLE excluded (
     imported_at      TIMESTAMP NOT NULL
 );
 
-CREATE SEQUENCE paper_tag_ids START 1;
-
 -- One version of a reviewer's tags on a paper; NULL means "as the pool says".
 CREATE TABLE paper_tags (
-    tag_id             BIGINT PRIMARY KEY DEFAULT nextval('paper_tag_ids'),
+    tag_id             BIGINT NOT NULL,  -- unique; app/store/keys.py
     key                VARCHAR NOT NULL,
     reviewer           VARCHAR NOT NULL,
     version            INTEGER NOT NULL,
@@ -56,6 +54,5 @@ CREATE TABLE paper_tags (
     is_core            VARCHAR,
     verified           VARCHAR,
     note               VARCHAR NOT NULL DEFAULT '',
-    created_at         TIMESTAMP NOT NULL,
-    UNIQUE (key, reviewer, version)
+    created_at         TIMESTAMP NOT NULL  -- (key, reviewer, version) is unique
 );

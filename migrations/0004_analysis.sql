@@ -2,7 +2,7 @@
 -- can be sorted and queried. `ingested_at` records which version of the trace they describe.
 
 CREATE TABLE trace_metrics (
-    trace_id            VARCHAR PRIMARY KEY,
+    trace_id            VARCHAR NOT NULL,  -- unique
     ingested_at         TIMESTAMP NOT NULL,
     metrics             JSON NOT NULL,
     critical_path_steps INTEGER NOT NULL,

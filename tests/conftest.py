@@ -55,13 +55,35 @@ def make_trace(trace_id: str = "t-small", **changes) -> dict:
     return trace
 
 
+def pytest_addoption(parser):
+    parser.addoption("--store", choices=("file", "lake"), default="file",
+                     help="the store the `settings` fixture names: a DuckDB file (default) or a DuckLake on a "
+                          "throwaway PostgreSQL (issue 16)")
+
+
+@pytest.fixture(scope="session")
+def postgres(request):
+    """A throwaway PostgreSQL for the whole run, when the tests run against a lake."""
+    from lake import ThrowawayPostgres
+
+    try:
+        server = ThrowawayPostgres()
+    except (FileNotFoundError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"no PostgreSQL for a DuckLake store: {exc}")
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def db_path(tmp_path) -> Path:
     return tmp_path / "test.duckdb"
 
 
 @pytest.fixture
-def settings(db_path) -> Settings:
+def settings(request, db_path, tmp_path) -> Settings:
+    if request.config.getoption("--store") == "lake":
+        postgres = request.getfixturevalue("postgres")
+        return Settings(db=f"ducklake:postgres:{postgres.new_database()}", lake_data=str(tmp_path / "lake"))
     return Settings(db=db_path)
 
 

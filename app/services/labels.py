@@ -19,7 +19,7 @@ from app.domain.taxonomy import CREDIT_RANGE, LABEL_FIELDS, LABEL_TAXONOMY_FIELD
 from app.domain.validation import escaped, is_text
 from app.ingest.documents import strict_loads
 from app.services import queues
-from app.store import queries
+from app.store import keys, queries, writes
 from app.store.db import Database, iso_utc, stored_utc, utc_now
 from app.store.models import Annotation, Reviewer
 
@@ -213,13 +213,17 @@ def save_label(db: Database, data: dict) -> tuple[dict, bool]:
         if queue_id is not None:
             queues.check_label(db, queue_id, trace_id, event_id, reviewer, merged)
         stamp = now()
-        new = {"trace_id": trace_id, "event_id": event_id, "reviewer": reviewer, "version": have + 1,
+        annotation_id = keys.new_row_id(lambda taken: queries.annotation_id_taken(cur, taken),
+                                        trace_id, event_id, reviewer, have + 1)
+        new = {"annotation_id": annotation_id, "trace_id": trace_id, "event_id": event_id, "reviewer": reviewer,
+               "version": have + 1,
                "annotator_kind": annotator_kind, "client_request_id": request_id, "created_at": stamp,
                "queue_id": queue_id, **snapshot, **_columns(merged)}
-        row = LabelRow._make(cur.execute(
-            f"INSERT INTO annotations ({', '.join(new)}) VALUES ({', '.join('?' * len(new))}) "
-            f"RETURNING {queries.LABEL_COLUMNS}", list(new.values())).fetchone())
-        cur.execute("INSERT OR IGNORE INTO reviewers (name, created_at) VALUES (?, ?)", [reviewer, stamp])
+        # No RETURNING: a DuckLake table takes none; the row is read back as stored (types as the columns make them).
+        cur.execute(f"INSERT INTO annotations ({', '.join(new)}) VALUES ({', '.join('?' * len(new))})",
+                    list(new.values()))
+        row = LabelRow._make(queries.label_version(cur, trace_id, event_id, reviewer, have + 1))
+        writes.add_reviewer(cur, reviewer, stamp)
     return to_dict(row), True
 
 
@@ -384,6 +388,8 @@ def import_labels(db: Database, rows: list[tuple[str, dict]], imported_by: str |
                 Annotation.reviewer == row.reviewer, Annotation.version == row.version)).first()
             if existing is None:
                 row.imported_by = imported_by
+                row.annotation_id = keys.new_row_id(lambda taken: session.get(Annotation, taken) is not None,
+                                                    row.trace_id, row.event_id, row.reviewer, row.version)
                 session.add(row)
                 inserted += 1
             elif _same(existing, row):

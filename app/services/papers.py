@@ -15,6 +15,7 @@ from app.domain import csvsafe
 from app.domain.refusals import Refusal
 from app.domain.taxonomy import EXCLUSION_COLUMNS, PAPER_COLUMNS, PAPER_FIELDS
 from app.services.labels import LabelError, NotFound, clean_reviewer, now
+from app.store import keys
 from app.store.db import Database, iso_utc
 from app.store.models import ExcludedRecord, Paper, PaperTag, Reviewer
 
@@ -163,8 +164,10 @@ def save_tags(db: Database, key: str, data: dict) -> dict:
         current = session.exec(select(PaperTag).where(PaperTag.key == key, PaperTag.reviewer == reviewer)
                                .order_by(col(PaperTag.version).desc()).limit(1)).first()
         previous = {f: getattr(current, f) for f in (*PAPER_FIELDS, "note")} if current else {}
-        row = PaperTag(key=key, reviewer=reviewer, version=(current.version if current else 0) + 1,
-                       created_at=now(), **(previous | values))
+        version = (current.version if current else 0) + 1
+        tag_id = keys.new_row_id(lambda taken: session.get(PaperTag, taken) is not None, key, reviewer, version)
+        row = PaperTag(tag_id=tag_id, key=key, reviewer=reviewer, version=version, created_at=now(),
+                       **(previous | values))
         session.add(row)
         if session.get(Reviewer, reviewer) is None:
             session.add(Reviewer(name=reviewer, created_at=now()))

@@ -4,7 +4,7 @@ A backup is a byte copy of the file made right after a CHECKPOINT, under the wri
 every committed write and no writer can change it until the copy ends. Readers never wait; writers wait for
 the copy only (measured: 0.1 s for a 130 MB file, 0.3 to 0.5 s for 500 MB), where DuckDB's `COPY FROM DATABASE`
 re-encodes every row (9 s for 130 MB alone, 35 s for 500 MB while a reviewer saves labels). The copy is the
-database as it is, so it carries every table, sequence and index, and `schema_migrations` with them.
+database as it is, so it carries every table, `schema_migrations` with them.
 """
 
 import os
@@ -37,6 +37,9 @@ def backup(db: Database, target: Path, force: bool = False) -> dict:
     """Write a consistent copy of `db` to `target`; what was written. The copy is made beside `target` and
     renamed when complete, so an interrupted backup never leaves a partial file under the name asked for."""
     target = Path(target)
+    if db.is_lake:
+        raise BackupError("a DuckLake store is not one file: back up its PostgreSQL catalog (pg_dump) and its data "
+                          "folder instead")
     if target.resolve() == db.path.resolve():
         raise BackupError(f"{target} is the database itself; name another file")
     if target.exists() and not force:

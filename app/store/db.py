@@ -1,18 +1,26 @@
-"""The embedded DuckDB database: one connection per process, a cursor per call or ORM session, migrations.
+"""The database: one connection per process, a cursor per call or ORM session, migrations.
+
+The store is an embedded DuckDB file or, for several app instances at once, a DuckLake (app/store/lake.py): a
+catalog in PostgreSQL with Parquet data in a shared folder, attached to an in-memory DuckDB.
 
 All SQL passes through `Database.execute`, which logs each statement with its time.
 """
 
 import logging
+import random
 import re
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import duckdb_engine
+
+from app.store import lake
 from sqlalchemy import Engine
 from sqlalchemy.pool import NullPool
 from sqlmodel import create_engine
@@ -20,6 +28,9 @@ from sqlmodel import create_engine
 log = logging.getLogger("orchestrace.sql")
 
 MIGRATION_NAME = re.compile(r"^(\d{4})_[\w-]+\.sql$")
+COMMIT_TRIES = 6  # a write that loses to other instances' commits this often in a row gives up
+COMMIT_BACKOFF_S = 0.02  # first pause before a retry, doubled each time, with jitter so instances do not collide again
+T = TypeVar("T")
 
 
 def utc_now() -> datetime:
@@ -46,21 +57,29 @@ class DatabaseLocked(RuntimeError):
     """Another process (usually a running `orchestrace serve`) holds the DuckDB file."""
 
 
-class Database:
-    """A DuckDB file opened once; each caller works on its own cursor, writers take `write_lock`."""
+class DatabaseTooNew(RuntimeError):
+    """The DuckDB file was written by a newer DuckDB than the pinned one (before the pin, 2.x was installed)."""
 
-    def __init__(self, path: Path | str):
+
+class CommitConflict(RuntimeError):
+    """A lake commit lost to another instance's (DuckLake detected the conflict); the whole write may be retried."""
+
+
+class Database:
+    """A DuckDB file (or a DuckLake) opened once; each caller works on its own cursor, writers take `write_lock`."""
+
+    def __init__(self, path: Path | str, lake_data: str | None = None):
         self.path = Path(path)
-        if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._conn = duckdb.connect(str(path))
-        except duckdb.IOException as exc:
-            if "lock" in str(exc).lower():
-                raise DatabaseLocked(
-                    f"{self.path} is in use by another process (is `orchestrace serve` running?): {exc}"
-                ) from exc
-            raise
+        self.is_lake = lake.is_lake_url(str(path))
+        if self.is_lake:
+            if not lake_data:
+                raise lake.LakeUnavailable("a DuckLake store needs ORCHESTRACE_LAKE_DATA: the folder of its data")
+            self._conn = duckdb.connect()
+            lake.attach_lake(self._conn, str(path), lake_data)
+        else:
+            if str(path) != ":memory:":
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = self._connect_file(str(path))
         # DuckDB takes one writer at a time; serialising our own writers turns conflicts into waits.
         self.write_lock = threading.Lock()
         # The ORM's engine over this same database. A DuckDB cursor serves one call at a time, so every
@@ -73,12 +92,30 @@ class Database:
             poolclass=NullPool, pool_reset_on_return=None,
         )
 
+    def _connect_file(self, path: str) -> duckdb.DuckDBPyConnection:
+        try:
+            return duckdb.connect(path)
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise DatabaseLocked(
+                    f"{self.path} is in use by another process (is `orchestrace serve` running?): {exc}"
+                ) from exc
+            if "newer version of DuckDB" in str(exc):
+                raise DatabaseTooNew(
+                    f"{self.path} was written by a newer DuckDB than this app's {duckdb.__version__}. Export it with "
+                    "that DuckDB (`EXPORT DATABASE 'folder'`), import the folder into a new file with this one "
+                    f"(`IMPORT DATABASE 'folder'`) and point ORCHESTRACE_DB at the new file: {exc}") from exc
+            raise
+
     def close(self) -> None:
         self.engine.dispose()
         self._conn.close()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
-        return self._conn.cursor()
+        cur = self._conn.cursor()
+        if self.is_lake:
+            lake.use_lake(cur)  # a cursor starts in the connection's default catalog, not the attached lake
+        return cur
 
     def execute(self, sql: str, params=None, cur: duckdb.DuckDBPyConnection | None = None):
         """Run one statement with bound parameters on `cur` (or a fresh cursor) and log its time."""
@@ -114,9 +151,27 @@ class Database:
                 cur.execute("ROLLBACK")
                 raise
             else:
-                cur.execute("COMMIT")
+                try:
+                    cur.execute("COMMIT")
+                except duckdb.TransactionException as exc:
+                    if lake.is_commit_conflict(exc):
+                        raise CommitConflict(str(exc)) from exc
+                    raise
             finally:
                 cur.close()
+
+    def write(self, work: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+        """`work(cur)` inside one write transaction, run again (after a growing pause) while its commit loses to
+        another instance's; CommitConflict when it still does after COMMIT_TRIES."""
+        for attempt in range(COMMIT_TRIES):
+            try:
+                with self.transaction() as cur:
+                    return work(cur)
+            except CommitConflict:
+                if attempt == COMMIT_TRIES - 1:
+                    raise
+                time.sleep(COMMIT_BACKOFF_S * 2**attempt * (1 + random.random()))
+        raise AssertionError("unreachable")
 
     def migrate(self, migrations_dir: Path) -> list[str]:
         """Apply the numbered migrations not yet recorded in schema_migrations; return their names."""
@@ -126,7 +181,7 @@ class Database:
                                     "the database schema cannot be made; is the package installed whole?")
         self.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations "
-            "(version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
+            "(version INTEGER NOT NULL, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
         )
         done = {row["version"] for row in self.fetchall("SELECT version FROM schema_migrations")}
         applied = []

@@ -1,4 +1,8 @@
-"""SQLModel row classes. Events and edges have none on purpose: they load in bulk through Arrow."""
+"""SQLModel row classes. Events and edges have none on purpose: they load in bulk through Arrow.
+
+`primary_key` marks the ORM's identity of a row (what `session.get` and `merge` look up); the tables themselves
+have no constraints (migrations/0013): the app keeps these keys unique and makes the ids (app/store/keys.py).
+"""
 
 from pydantic import NaiveDatetime
 from sqlmodel import Field, SQLModel

@@ -351,6 +351,17 @@ def last_label_versions(db: Database, trace_id: str, event_id: str, reviewer: st
                       "ORDER BY version DESC LIMIT ?", [trace_id, event_id, reviewer, count]).fetchall()
 
 
+def label_version(cur, trace_id: str, event_id: str, reviewer: str, version: int) -> tuple | None:
+    """One version of a reviewer's label on an event, on the cursor of a write: a row of LABEL_COLUMNS."""
+    return cur.execute(f"SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
+                       "AND version = ?", [trace_id, event_id, reviewer, version]).fetchone()
+
+
+def annotation_id_taken(cur, annotation_id: int) -> bool:
+    """Whether a label version holds this id (app/store/keys.py), on the cursor of a write."""
+    return cur.execute("SELECT count(*) FROM annotations WHERE annotation_id = ?", [annotation_id]).fetchone()[0] > 0
+
+
 def label_count(db: Database, trace_id: str) -> int:
     """Label versions stored for a trace (any reviewer, any event, orphaned included)."""
     return db.scalar("SELECT count(*) FROM annotations WHERE trace_id = ?", [trace_id])

@@ -81,6 +81,12 @@ def delete_trace(db: Database, trace_id: str) -> bool:
     return True
 
 
+def add_reviewer(cur, name: str, created_at) -> None:
+    """Record a reviewer name unless it is known; names are unique by this check, made inside the write."""
+    cur.execute("INSERT INTO reviewers SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM reviewers WHERE name = ?)",
+                [name, created_at, name])
+
+
 def _delete(cur, trace_ids: list[str]) -> None:
     for table in ("events", "edges", "trace_metrics", "audit_findings", "traces"):
         cur.execute(f"DELETE FROM {table} WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))", [trace_ids])

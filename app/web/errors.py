@@ -8,10 +8,12 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.domain.refusals import NotFound, Refusal, status_of
+from app.store.db import CommitConflict
 from app.web.render import render
 
 # Paths whose answers are JSON (or files) even when refused: the rest are pages.
 NOT_PAGES = ("/api/", "/static/", "/v1/")
+CONFLICT_RETRY_AFTER_S = 1
 
 
 def refusal_response(exc: Refusal) -> JSONResponse:
@@ -26,6 +28,12 @@ def add_error_handlers(app: FastAPI) -> None:
         if isinstance(exc, NotFound) and exc.what and not request.url.path.startswith(NOT_PAGES):
             return render(request, "not_found.html", {"what": exc.what}, status_code=404)
         return refusal_response(exc)
+
+    @app.exception_handler(CommitConflict)
+    async def commit_conflict(request: Request, exc: CommitConflict):
+        # Other instances of the app kept winning the commit: nothing was written, the same request may succeed.
+        return JSONResponse({"error": f"the store is busy, try again: {exc}"}, status_code=503,
+                            headers={"Retry-After": str(CONFLICT_RETRY_AFTER_S)})
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):

@@ -22,7 +22,8 @@ class BackupRequest(BaseModel):
 @router.post("/backup", status_code=201, responses=WRITE_REFUSALS | {
     400: reply("the body is not JSON"),
     409: {"description": "the file exists and force is false"},
-    422: {"description": "the path is relative, names the database itself, or cannot be written"},
+    422: {"description": "the path is relative, names the database itself, or cannot be written; the store is a "
+                         "DuckLake (not one file)"},
     503: {"description": "the database stayed busy; try again"}})
 def create_backup(body: BackupRequest, db: DbDep):
     """Write a consistent copy of the database (one DuckDB file, every table) to `path` on the server's

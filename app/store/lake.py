@@ -1,0 +1,64 @@
+"""DuckLake (issue 16): a catalog in PostgreSQL, the data as Parquet files in a shared folder.
+
+The `ducklake` and `postgres` extensions come from PyPI packages (the `lake` extra), built for exactly the
+pinned DuckDB version, and are installed from those packages' files: nothing is downloaded at run time.
+"""
+
+import re
+
+import duckdb
+
+LAKE_PREFIX = "ducklake:"
+LAKE_EXTENSIONS = ("postgres", "ducklake")
+LAKE_ALIAS = "lake"
+LIBPQ_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
+
+
+class LakeUnavailable(RuntimeError):
+    """A DuckLake URL was given but the extension packages are missing or do not match this DuckDB."""
+
+
+def is_lake_url(db: str) -> bool:
+    """A DuckLake store (`ducklake:postgres:<libpq connection string>`) rather than a DuckDB file path."""
+    return str(db).startswith(LAKE_PREFIX)
+
+
+def load_extensions(conn: duckdb.DuckDBPyConnection) -> None:
+    """Install the lake's extensions from their PyPI packages into DuckDB's extension folder, then load them."""
+    try:
+        from duckdb_extensions import import_extension
+    except ImportError as exc:
+        raise LakeUnavailable("a DuckLake store needs the `lake` extra: pip install 'orchestrace[lake]'") from exc
+    conn.execute("SET autoinstall_known_extensions = false")
+    for name in LAKE_EXTENSIONS:
+        try:
+            import_extension(name, con=conn)
+            conn.execute(f"LOAD {name}")
+        except (ImportError, duckdb.Error) as exc:
+            raise LakeUnavailable(f"the DuckDB extension {name!r} for DuckDB {duckdb.__version__} could not be "
+                                  f"loaded (the duckdb-extension-* packages must match DuckDB's version): {exc}"
+                                  ) from exc
+
+
+def attach_lake(conn: duckdb.DuckDBPyConnection, url: str, data_path: str) -> None:
+    """Attach the lake at `url` with its Parquet files under `data_path` and make it the default catalog."""
+    load_extensions(conn)
+    # ATTACH takes no bound parameters; both strings come from the operator's settings, quotes doubled.
+    quoted_url, quoted_data = (value.replace("'", "''") for value in (url, data_path))
+    conn.execute(f"ATTACH '{quoted_url}' AS {LAKE_ALIAS} (DATA_PATH '{quoted_data}')")
+    conn.execute(f"USE {LAKE_ALIAS}")
+
+
+def use_lake(cur: duckdb.DuckDBPyConnection) -> None:
+    """Make the lake the default catalog of a cursor (each cursor has its own)."""
+    cur.execute(f"USE {LAKE_ALIAS}")
+
+
+def is_commit_conflict(exc: duckdb.Error) -> bool:
+    """A commit refused because another client committed a conflicting change first: retrying may succeed."""
+    return "Failed to commit DuckLake transaction" in str(exc)
+
+
+def shown(db: str) -> str:
+    """The store as answers and messages name it: a lake URL without its password."""
+    return LIBPQ_PASSWORD.sub(r"\1***", str(db))

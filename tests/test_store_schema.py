@@ -1,0 +1,117 @@
+"""One schema for both stores (issue 16): no primary keys, unique constraints, sequences or indexes, which a
+DuckLake catalog refuses; ids made by the app; migration 0013 brings files made before to the same schema."""
+
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import make_trace, post_json
+
+from app.settings import Settings
+from app.store import keys
+from app.store.db import Database
+
+LEGACY_MIGRATIONS = Path(__file__).resolve().parent / "fixtures" / "legacy_migrations"
+REPO = Path(__file__).resolve().parent.parent
+# SQL a DuckLake catalog refuses (CHECK too), and the two ways of relying on a constraint at insert time.
+LAKE_REFUSES = re.compile(r"PRIMARY KEY|UNIQUE|CHECK ?\(|CREATE SEQUENCE|nextval|CREATE (UNIQUE )?INDEX|"
+                          r"INSERT OR|ON CONFLICT|RETURNING [a-z{]")
+
+
+def schema(conn: duckdb.DuckDBPyConnection) -> dict:
+    """Columns (with type, nullability, default, in order), constraints, sequences and indexes of a database."""
+    return {
+        "columns": conn.execute(
+            "SELECT table_name, ordinal_position, column_name, data_type, is_nullable, column_default "
+            "FROM information_schema.columns WHERE table_schema = 'main' ORDER BY 1, 2").fetchall(),
+        "constraints": conn.execute(
+            "SELECT table_name, constraint_type FROM duckdb_constraints() "
+            "WHERE constraint_type NOT IN ('NOT NULL') ORDER BY 1, 2").fetchall(),
+        "sequences": conn.execute("SELECT sequence_name FROM duckdb_sequences()").fetchall(),
+        "indexes": conn.execute("SELECT index_name FROM duckdb_indexes()").fetchall(),
+    }
+
+
+def legacy_database(path: Path) -> Database:
+    """A file as the app made it before 0013: its runner's table and migrations, with rows in every keyed table."""
+    db = Database(path)
+    db.execute("CREATE TABLE schema_migrations "
+               "(version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)")
+    db.migrate(LEGACY_MIGRATIONS)
+    db.execute("INSERT INTO traces VALUES ('t1', 'task', NULL, NULL, '{}', '{}', NULL, 0, 0, 0, 0, 0, 0, now())")
+    db.execute("INSERT INTO annotations (trace_id, event_id, reviewer, version, note, created_at) "
+               "VALUES ('t1', 'e1', 'ada', 1, 'first', now()), ('t1', 'e1', 'ada', 2, 'second', now())")
+    db.execute("INSERT INTO paper_tags (key, reviewer, version, created_at) VALUES ('p1', 'ada', 1, now())")
+    db.execute("INSERT INTO reviewers VALUES ('ada', now())")
+    return db
+
+
+def test_a_file_made_before_0013_gets_the_schema_of_a_new_one_and_keeps_its_rows(tmp_path):
+    old = legacy_database(tmp_path / "old.duckdb")
+    assert schema(old._conn)["constraints"] and schema(old._conn)["sequences"]
+    assert old.migrate(Settings().migrations_dir) == ["0013_no_constraints.sql"]
+    new = Database(tmp_path / "new.duckdb")
+    new.migrate(Settings().migrations_dir)
+    assert schema(old._conn) == schema(new._conn)
+    assert old.fetchall("SELECT annotation_id, version, note FROM annotations ORDER BY version") == [
+        {"annotation_id": 1, "version": 1, "note": "first"}, {"annotation_id": 2, "version": 2, "note": "second"}]
+    assert old.scalar("SELECT tag_id FROM paper_tags") == 1
+    assert old.scalar("SELECT count(*) FROM traces") == old.scalar("SELECT count(*) FROM reviewers") == 1
+    assert [row["version"] for row in old.fetchall("SELECT version FROM schema_migrations ORDER BY version")] == \
+        list(range(1, 14))
+
+
+def test_the_schema_has_nothing_a_lake_refuses(tmp_path):
+    db = Database(tmp_path / "db.duckdb")
+    db.migrate(Settings().migrations_dir)
+    found = schema(db._conn)
+    assert found["constraints"] == found["sequences"] == found["indexes"] == []
+    not_null = {(row[0], row[2]) for row in found["columns"] if row[4] == "NO"}
+    assert {("traces", "trace_id"), ("annotations", "annotation_id"), ("trace_metrics", "analysis_version"),
+            ("schema_migrations", "version")} <= not_null
+
+
+@pytest.mark.parametrize("path", [*sorted((REPO / "migrations").glob("*.sql")), *sorted((REPO / "app").rglob("*.py"))],
+                         ids=lambda path: str(path.relative_to(REPO)))
+def test_no_sql_a_lake_refuses(path):
+    """Only 0013 names a sequence: it drops the ones files made before it have."""
+    text = path.read_text()
+    if path.name.startswith("0013_"):
+        text = text.replace("DROP SEQUENCE IF EXISTS", "")
+    assert not LAKE_REFUSES.findall(text)
+
+
+def test_ids_are_hashes_of_natural_keys_below_2_to_the_53():
+    one = keys.natural_id("t1", "e1", "ada", 1)
+    assert one == keys.natural_id("t1", "e1", "ada", 1) != keys.natural_id("t1", "e1", "ada", 2)
+    assert 0 <= one < 2**keys.ID_BITS
+    assert keys.new_row_id(lambda _: False, "t1", "e1", "ada", 1) == one
+    assert keys.new_row_id(lambda candidate: candidate == one, "t1", "e1", "ada", 1) == \
+        keys.natural_id("t1", "e1", "ada", 1, 1)
+
+
+def test_a_saved_label_and_a_tag_get_their_natural_ids_and_reviewers_stay_unique(client, db):
+    assert post_json(client, make_trace("lab")).status_code == 201
+    for note in ("a", "b"):
+        saved = client.post("/api/annotations", json={"trace_id": "lab", "event_id": "e2", "reviewer": "ada",
+                                                      "note": note})
+        assert saved.status_code == 201
+    assert saved.json()["annotation_id"] == keys.natural_id("lab", "e2", "ada", 2)
+    assert db.fetchall("SELECT name FROM reviewers") == [{"name": "ada"}]
+
+
+def test_a_file_from_a_newer_duckdb_is_refused_with_the_way_to_bring_it_over(tmp_path, monkeypatch, capsys):
+    """Before the pin the app installed DuckDB 2.0, whose files 1.5.5 cannot read; EXPORT/IMPORT DATABASE can."""
+    from app import cli
+    from app.store import db as db_module
+
+    def newer(path):
+        raise duckdb.IOException("Trying to read a database file with version number 999, but we can only read "
+                                 "versions between 64 and 68.\nThe database file was created with an newer "
+                                 "version of DuckDB.")
+
+    monkeypatch.setattr(db_module.duckdb, "connect", newer)
+    assert cli.main(["migrate", "--db", str(tmp_path / "new.duckdb")]) == 2
+    message = capsys.readouterr().err
+    assert "EXPORT DATABASE" in message and "IMPORT DATABASE" in message and duckdb.__version__ in message
