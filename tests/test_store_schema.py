@@ -33,12 +33,23 @@ def schema(conn: duckdb.DuckDBPyConnection) -> dict:
     }
 
 
+def legacy_migrations(folder: Path) -> Path:
+    """The migrations as shipped before 0013: the fixture keeps only the files 0013's change edited, the rest
+    are today's files up to 0012."""
+    folder.mkdir()
+    for shipped in sorted(Settings().migrations_dir.glob("00*.sql")):
+        if shipped.name < "0013":
+            old = LEGACY_MIGRATIONS / shipped.name
+            (folder / shipped.name).write_text((old if old.exists() else shipped).read_text())
+    return folder
+
+
 def legacy_database(path: Path) -> Database:
     """A file as the app made it before 0013: its runner's table and migrations, with rows in every keyed table."""
     db = Database(path)
     db.execute("CREATE TABLE schema_migrations "
                "(version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)")
-    db.migrate(LEGACY_MIGRATIONS)
+    db.migrate(legacy_migrations(path.parent / "legacy_migrations"))
     db.execute("INSERT INTO traces VALUES ('t1', 'task', NULL, NULL, '{}', '{}', NULL, 0, 0, 0, 0, 0, 0, now())")
     db.execute("INSERT INTO annotations (trace_id, event_id, reviewer, version, note, created_at) "
                "VALUES ('t1', 'e1', 'ada', 1, 'first', now()), ('t1', 'e1', 'ada', 2, 'second', now())")
