@@ -23,7 +23,7 @@ ANALYSIS_VERSION = 2
 
 def stored_trace(db: Database, cache: TraceCache, trace_id: str) -> dict | None:
     """The whole trace, read once per ingest and kept in the cache for the analyses."""
-    version = db.scalar("SELECT ingested_at FROM traces WHERE trace_id = ?", [trace_id])
+    version = queries.trace_version(db, trace_id)
     if version is None:
         return None
     return cache.get_or_build(("trace", trace_id, version), lambda: queries.read_trace(db, trace_id))
@@ -32,7 +32,7 @@ def stored_trace(db: Database, cache: TraceCache, trace_id: str) -> dict | None:
 def stored_graph(db: Database, cache: TraceCache, trace_id: str) -> TraceGraph | None:
     """The trace's indexes (see analyse_graph), built once per ingest: the metrics, the audit and every
     credit rule and roll-up share them instead of each building its own."""
-    version = db.scalar("SELECT ingested_at FROM traces WHERE trace_id = ?", [trace_id])
+    version = queries.trace_version(db, trace_id)
     if version is None:
         return None
     return cache.get_or_build(("graph", trace_id, version),
@@ -96,7 +96,7 @@ def computed_credit(db: Database, cache: TraceCache, trace_id: str, rule: str, c
     if channel not in trace["rewards"]:
         raise ValueError(f"channel: trace '{trace_id}' has no reward channel {channel!r}; "
                          f"it has {', '.join(trace['rewards']) or 'none'}")
-    version = db.scalar("SELECT ingested_at FROM traces WHERE trace_id = ?", [trace_id])
+    version = queries.trace_version(db, trace_id)
     return cache.get_or_build(("credit", trace_id, version, rule, channel),
                               lambda: assign(trace, rule, trace["rewards"][channel], stored_graph(db, cache, trace_id)))
 

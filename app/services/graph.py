@@ -11,15 +11,10 @@ from app.store import queries
 from app.store.db import Database
 
 
-def _version(db: Database, trace_id: str):
-    """The trace's ingest time, part of every cache key; None when the trace does not exist."""
-    return db.scalar("SELECT ingested_at FROM traces WHERE trace_id = ?", [trace_id])
-
-
 def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | None,
                 expand: frozenset[str]) -> bytes | None:
     """Serialized figure payload (see figure.build_figure), or None for an unknown trace."""
-    version = _version(db, trace_id)
+    version = queries.trace_version(db, trace_id)
     if version is None:
         return None
 
@@ -33,7 +28,7 @@ def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | No
 
 def channels(db: Database, cache: TraceCache, trace_id: str) -> dict[str, list] | None:
     """Every numeric per-event channel of a trace, aligned with event order; None for an unknown trace."""
-    version = _version(db, trace_id)
+    version = queries.trace_version(db, trace_id)
     if version is None:
         return None
 

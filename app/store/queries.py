@@ -107,6 +107,12 @@ def trace_ids(db: Database, labelled_only: bool = False) -> list[str]:
     return [row[0] for row in db.execute("SELECT trace_id FROM traces ORDER BY trace_id").fetchall()]
 
 
+def trace_version(db: Database, trace_id: str):
+    """The trace's ingest time: what every cache of a trace's figure, graph or analysis is keyed on (a new
+    ingest of the same id is a new version); None when the trace does not exist."""
+    return db.scalar("SELECT ingested_at FROM traces WHERE trace_id = ?", [trace_id])
+
+
 def event_count(db: Database, trace_id: str) -> int:
     """Events of a trace (0 when no such trace)."""
     return db.scalar("SELECT n_events FROM traces WHERE trace_id = ?", [trace_id]) or 0
