@@ -24,6 +24,7 @@ from app.store import queries
 from app.store.db import Database
 from app.store.db import utc_now as _now
 from app.store.gcpause import paused_gc
+from app.store.lists import registered
 from app.store.writes import store_traces
 
 log = logging.getLogger("orchestrace.live")
@@ -135,7 +136,8 @@ class LiveTraces:
                     (receipt.extended if known else receipt.created).append(trace_id)
                 cur.execute("INSERT INTO live_parts VALUES (?, ?, ?, ?)",
                             [source, source_trace, now, dumps(_part_body(source, part, set(new)))])
-                cur.execute("INSERT INTO live_items SELECT ?, ?, unnest(?::VARCHAR[])", [source, source_trace, new])
+                with registered(cur, "new_items", item_id=new):
+                    cur.execute("INSERT INTO live_items SELECT ?, ?, item_id FROM new_items", [source, source_trace])
                 if known is None:
                     cur.execute("INSERT INTO live_traces VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
                                 [source, source_trace, trace_id, len(new), part.has_root, now, now])
@@ -195,10 +197,10 @@ class LiveTraces:
 
     def _forget(self, source: str, source_traces: list[str]) -> None:
         """Drop held parts that a built trace took in."""
-        with self.db.transaction() as cur:
+        with self.db.transaction() as cur, registered(cur, "taken_traces", source_trace_id=source_traces):
             for table in ("live_parts", "live_items", "live_traces"):
                 cur.execute(f"DELETE FROM {table} WHERE source = ? "  # table names are constants
-                            "AND source_trace_id IN (SELECT unnest(?::VARCHAR[]))", [source, source_traces])
+                            "AND source_trace_id IN (SELECT source_trace_id FROM taken_traces)", [source])
 
     def _schedule(self, key: tuple[str, str], delay: float) -> None:
         """Build `key` after `delay` seconds without further batches of it (0: as soon as the builder can)."""

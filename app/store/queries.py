@@ -3,7 +3,10 @@
 import json
 import math
 
+import pyarrow as pa
+
 from app.store.db import Database, iso_utc
+from app.store.lists import registered
 from app.store.models import Annotation
 
 # Who counts as an agent, everywhere a page or the API says "agents": a team member, the `agent` of an event
@@ -549,9 +552,10 @@ def findings_by_rule(db: Database) -> dict[str, int]:
 
 def live_items_seen(cur, source: str, source_trace: str, item_ids: list[str]) -> set[str]:
     """Which of these span or record ids of a live trace were received before."""
-    rows = cur.execute(
-        "SELECT item_id FROM live_items WHERE source = ? AND source_trace_id = ? "
-        "AND item_id IN (SELECT unnest(?::VARCHAR[]))", [source, source_trace, item_ids]).fetchall()
+    with registered(cur, "sent_items", item_id=item_ids):
+        rows = cur.execute(
+            "SELECT item_id FROM live_items WHERE source = ? AND source_trace_id = ? "
+            "AND item_id IN (SELECT item_id FROM sent_items)", [source, source_trace]).fetchall()
     return {row[0] for row in rows}
 
 
@@ -596,8 +600,10 @@ def live_status(db: Database, trace_id: str) -> dict | None:
 
 def receiving_trace_ids(db: Database, trace_ids: list[str]) -> set[str]:
     """Which of these traces are still receiving batches."""
-    rows = db.execute("SELECT trace_id FROM live_traces WHERE NOT root_seen "
-                      "AND trace_id IN (SELECT unnest(?::VARCHAR[]))", [trace_ids]).fetchall()
+    cur = db.cursor()
+    with registered(cur, "shown_ids", trace_id=trace_ids):
+        rows = db.execute("SELECT trace_id FROM live_traces WHERE NOT root_seen "
+                          "AND trace_id IN (SELECT trace_id FROM shown_ids)", cur=cur).fetchall()
     return {row[0] for row in rows}
 
 
@@ -652,9 +658,9 @@ def queue_candidates(db: Database, lists: dict[str, list[str]]) -> list[dict]:
 def insert_queue(cur, queue_id: str, name: str, spec: str, created_by: str | None, created_at,
                  items: list[tuple[str, str]]) -> None:
     cur.execute("INSERT INTO queues VALUES (?, ?, ?, ?, ?)", [queue_id, name, spec, created_by, created_at])
-    cur.execute("INSERT INTO queue_items SELECT ?, i, pairs[i].t, pairs[i].e "
-                "FROM (SELECT ?::STRUCT(t VARCHAR, e VARCHAR)[] AS pairs), range(1, len(pairs) + 1) r(i)",
-                [queue_id, [{"t": t, "e": e} for t, e in items]])
+    with registered(cur, "new_items", trace_id=[t for t, _ in items], event_id=[e for _, e in items],
+                    item_id=pa.array(range(1, len(items) + 1), pa.int64())):
+        cur.execute("INSERT INTO queue_items SELECT ?, item_id, trace_id, event_id FROM new_items", [queue_id])
 
 
 def read_queue(db: Database, queue_id: str) -> dict | None:

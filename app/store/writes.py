@@ -16,6 +16,7 @@ from app.domain.jsontext import dumps
 from app.domain.refusals import Refusal
 from app.store.db import Database, utc_now
 from app.store.gcpause import paused_gc
+from app.store.lists import registered
 from app.store.queries import TEAM_MEMBER_EVENT
 
 # Event properties with their own column, in the order an event is rebuilt; the rest go to `extra`.
@@ -55,8 +56,9 @@ def store_traces(db: Database, traces: list[dict], existing: str = "error",
     """
     ids = [trace["trace_id"] for trace in traces]
     with paused_gc(), db.transaction() as cur:
-        taken = {row[0] for row in cur.execute(
-            "SELECT trace_id FROM traces WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()}
+        with registered(cur, "sent_ids", trace_id=ids):
+            taken = {row[0] for row in cur.execute(
+                "SELECT trace_id FROM traces WHERE trace_id IN (SELECT trace_id FROM sent_ids)").fetchall()}
         if taken and existing == "error":
             raise TracesExist([i for i in ids if i in taken])
         if existing == "skip":
@@ -88,8 +90,9 @@ def add_reviewer(cur, name: str, created_at) -> None:
 
 
 def _delete(cur, trace_ids: list[str]) -> None:
-    for table in ("events", "edges", "trace_metrics", "audit_findings", "traces"):
-        cur.execute(f"DELETE FROM {table} WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))", [trace_ids])
+    with registered(cur, "gone_ids", trace_id=trace_ids):
+        for table in ("events", "edges", "trace_metrics", "audit_findings", "traces"):
+            cur.execute(f"DELETE FROM {table} WHERE trace_id IN (SELECT trace_id FROM gone_ids)")
 
 
 def _insert(cur, traces: list[dict]) -> None:
