@@ -36,6 +36,7 @@ EVENT_STYLE = {  # type: (colour, scattergl symbol)
     "human_intervention": ("#0891b2", "hexagon"),
     "safety_event": ("#dc2626", "cross"),
 }
+DIVERGING = [[0, "#b2182b"], [0.25, "#ef8a62"], [0.5, "#f7f7f7"], [0.75, "#67a9cf"], [1, "#2166ac"]]
 EDGE_STYLE = {  # type: (colour, dash)
     "temporal": ("rgba(148,163,184,0.45)", "dot"),
     "causal": ("rgba(71,85,105,0.6)", "solid"),
@@ -139,35 +140,61 @@ def lane_ticks(labels: list[str], px: float, first: int, last: int) -> dict:
     return {"tickvals": values, "ticktext": [labels[i] for i in values]}
 
 
-def build_figure(trace: dict, group_by_role: bool | None = None, expand: frozenset[str] = frozenset()) -> dict:
-    """Figure dict plus the lane layout the page needs; `group_by_role` None means: when lanes are many."""
-    events, edges = trace["events"], trace["edges"]
-    order, parents, roles = spawn_tree(events)
-    owners = lane_agents(events, edges)
-    for agent in owners:  # tool lanes for tool results nobody called
+def lane_layout(events: list[dict], owners, group_by_role: bool | None,
+                expand: frozenset[str]) -> tuple[list[dict], dict[str, int], bool]:
+    """Lanes (label, role, agents, group), each lane owner's lane, and whether lanes are grouped by role.
+    `events` may be all the trace's events or its skeleton (queries.skeleton_events): the spawn tree is the
+    same; `owners` are the lane owners (lane_agents) in event order, which add lanes for tools nobody called."""
+    order, _, roles = spawn_tree(events)
+    for agent in owners:
         if agent not in roles:
             order.append(agent)
             roles[agent] = "tool"
-            parents[agent] = None
     if group_by_role is None:
         group_by_role = len(order) > GROUP_LANES_ABOVE
     lanes, lane_of = _lanes(order, roles, group_by_role, expand)
+    return lanes, lane_of, group_by_role
 
+
+def build_figure(trace: dict, group_by_role: bool | None = None, expand: frozenset[str] = frozenset()) -> dict:
+    """Figure dict plus the lane layout the page needs; `group_by_role` None means: when lanes are many."""
+    events, edges = trace["events"], trace["edges"]
+    owners = lane_agents(events, edges)
+    lanes, lane_of, group_by_role = lane_layout(events, owners, group_by_role, expand)
     x = [e["t"] for e in events]
     y = [lane_of[a] for a in owners]
     spans = agent_spans(events)  # the same lifetimes the metrics use
     figure_traces = [_lifetime_trace(spans, lane_of)]
     figure_traces += _edge_traces(events, edges, x, y)
-    figure_traces += _event_traces(events, x, y)
-    alive = _concurrency_trace(spans)
-    figure_traces.append(alive)
+    figure_traces += _event_traces(events, x, y, range(len(events)))
+    figure_traces.append(_concurrency_trace(spans))
+    return {**_frame(trace["trace_id"], lanes, figure_traces, group_by_role),
+            "mode": "exact",
+            "event_ids": [e["id"] for e in events],
+            "positions": {"x": x, "y": y}}
+
+
+def build_overview(trace_id: str, skeleton: list[dict], owners: list[str], n_events: int,
+                   group_by_role: bool | None, expand: frozenset[str]) -> dict:
+    """The frame of a trace too large to draw event by event: lanes, lifetimes and the concurrency strip from
+    its skeleton, without events; the page adds the bins of the window in view (window_traces)."""
+    lanes, lane_of, group_by_role = lane_layout(skeleton, owners, group_by_role, expand)
+    spans = agent_spans(skeleton)
+    figure_traces = [_lifetime_trace(spans, lane_of), _concurrency_trace(spans)]
+    return {**_frame(trace_id, lanes, figure_traces, group_by_role), "mode": "bins", "n_events": n_events,
+            "window": [min((t for t, _ in spans.values()), default=0), max((t for _, t in spans.values()), default=0)]}
+
+
+def _frame(trace_id: str, lanes: list[dict], figure_traces: list[dict], grouped: bool) -> dict:
+    """The figure around its traces: layout, lanes and their labels."""
+    alive = next(t for t in figure_traces if t["name"] == "agents alive")
     height = max(MIN_HEIGHT_PX, min(MAX_HEIGHT_PX, len(lanes) * LANE_PX + 220))
     layout = {
         "height": height,
         "margin": {"l": 160, "r": 20, "t": 40, "b": 40},
         "hovermode": "closest",
         "dragmode": "zoom",
-        "uirevision": trace["trace_id"],
+        "uirevision": trace_id,
         "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "font": {"size": 11},
                    "itemclick": "toggle", "itemdoubleclick": "toggleothers"},
         "xaxis": {"title": {"text": "t (s)"}, "zeroline": False, "anchor": "y2"},
@@ -187,11 +214,83 @@ def build_figure(trace: dict, group_by_role: bool | None = None, expand: frozens
         "lanes": lanes,
         "lane_labels": [lane["label"] for lane in lanes],
         "label_px": LABEL_PX,
-        "grouped": group_by_role,
-        "agents": len(order),
-        "event_ids": [e["id"] for e in events],
-        "positions": {"x": x, "y": y},
+        "grouped": grouped,
     }
+
+
+def lane_rows(lane_of: dict[str, int], n_lanes: int, first: int, last: int, max_rows: int) -> dict[str, float]:
+    """The y of each lane owner's bins: its lane, or, when lanes first..last are more than `max_rows` rows of
+    marks can show, the middle of its band of adjacent lanes (so marks never outnumber the pixels)."""
+    band = max(1, math.ceil((last - first + 1) / max(max_rows, 1)))
+    if band == 1:
+        return {agent: float(lane) for agent, lane in lane_of.items()}
+    return {agent: min(lane // band * band + (band - 1) / 2, n_lanes - 1) for agent, lane in lane_of.items()}
+
+
+def bin_traces(bins: list[tuple], row_y: list[float], labels: list[str], channel: str | None) -> list[dict]:
+    """Bins (row, bucket, events, t_min, t_max, type, value) as marks: one trace per most common event type,
+    area by count; with a channel, one trace coloured by the bin's mean value (none: grey)."""
+    if not bins:
+        return []
+    most = max(b[2] for b in bins)
+
+    def size(n: int) -> float:
+        return 5 + 13 * math.sqrt(n / most)
+
+    def hover(b) -> str:
+        lane = labels[min(int(round(row_y[b[0]])), len(labels) - 1)]
+        text = (f"<b>{b[2]:,} event{'s' if b[2] != 1 else ''}</b> · mostly {b[5]}<br>lane: {lane}"
+                f"<br>t: {b[3]:.6g} – {b[4]:.6g}")
+        return text + (f"<br>{escape(channel)} (mean): {b[6]:.4g}" if channel and b[6] is not None else "")
+
+    def marks(rows: list[tuple], name: str, marker: dict) -> dict:
+        return {"type": "scattergl", "mode": "markers", "name": name,
+                "x": [(b[3] + b[4]) / 2 for b in rows], "y": [row_y[b[0]] for b in rows],
+                "hovertext": [hover(b) for b in rows], "hovertemplate": "%{hovertext}<extra></extra>",
+                "marker": {**marker, "size": [size(b[2]) for b in rows]}, "meta": {"kind": "bins"}}
+
+    if channel:
+        valued = [b for b in bins if b[6] is not None]
+        bound = max((abs(b[6]) for b in valued), default=0) or 1
+        return [marks([b for b in bins if b[6] is None], "no value", {"color": "#c7ccd4", "opacity": 0.7}),
+                marks(valued, escape(channel), {"color": [b[6] for b in valued], "cmin": -bound, "cmax": bound,
+                                                "cmid": 0, "colorscale": DIVERGING, "opacity": 0.9,
+                                                "colorbar": {"title": {"text": escape(channel)}, "thickness": 12,
+                                                             "len": 0.6, "y": 0.6},
+                                                "line": {"width": 0.5, "color": "rgba(0,0,0,0.35)"}})]
+    by_type: dict[str, list[tuple]] = defaultdict(list)
+    for b in bins:
+        by_type[b[5]].append(b)
+    return [marks(by_type[kind], f"{kind} (binned)", {"color": EVENT_STYLE[kind][0], "symbol": EVENT_STYLE[kind][1],
+                                                      "opacity": 0.85})
+            for kind in EVENT_TYPES if kind in by_type]
+
+
+def bundle_traces(bundles: list[tuple], row_y: list[float]) -> list[dict]:
+    """Edge bundles (type, source row, target row, edges, mean source t, mean target t) as one line trace per
+    edge type, a segment per bundle."""
+    segments: dict[str, tuple[list, list]] = {t: ([], []) for t in EDGE_TYPES}
+    for kind, src, dst, _, src_t, dst_t in bundles:
+        if kind in segments:
+            xs, ys = segments[kind]
+            xs += [src_t, dst_t, None]
+            ys += [row_y[src], row_y[dst], None]
+    return _line_traces(segments)
+
+
+def exact_traces(events: list[dict], edges: list[dict], lane_of: dict[str, int]) -> tuple[list[dict], dict]:
+    """A window's events (window_events rows) and edges (window_edges rows) drawn one by one, and where each
+    event sits: {seq, id, x, y} lists for selection."""
+    x = [e["t"] for e in events]
+    y = [lane_of[e["owner"]] for e in events]
+    segments: dict[str, tuple[list, list]] = {t: ([], []) for t in EDGE_TYPES}
+    for edge in edges:
+        if edge["type"] in segments:
+            xs, ys = segments[edge["type"]]
+            xs += [edge["src_t"], edge["dst_t"], None]
+            ys += [lane_of[edge["src_owner"]], lane_of[edge["dst_owner"]], None]
+    traces = _line_traces(segments) + _event_traces(events, x, y, [e["seq"] for e in events])
+    return traces, {"seq": [e["seq"] for e in events], "id": [e["id"] for e in events], "x": x, "y": y}
 
 
 def lane_label(agent: str) -> str:
@@ -256,6 +355,11 @@ def _edge_traces(events, edges, x, y) -> list[dict]:
         xs, ys = segments[edge["type"]]
         xs += [x[src], x[dst], None]
         ys += [y[src], y[dst], None]
+    return _line_traces(segments)
+
+
+def _line_traces(segments: dict[str, tuple[list, list]]) -> list[dict]:
+    """One line trace per edge type with segments (x and y lists, segments separated by None)."""
     traces = []
     for edge_type, (xs, ys) in segments.items():
         if not xs:
@@ -268,20 +372,21 @@ def _edge_traces(events, edges, x, y) -> list[dict]:
     return traces
 
 
-def _event_traces(events, x, y) -> list[dict]:
+def _event_traces(events, x, y, seqs) -> list[dict]:
+    """Markers per event type; customdata is each event's seq (its position in the trace)."""
     by_type: dict[str, list[int]] = defaultdict(list)
     for i, event in enumerate(events):
         by_type[event["type"]].append(i)
     traces = []
     for event_type in EVENT_TYPES:
-        seqs = by_type.get(event_type)
-        if not seqs:
+        indices = by_type.get(event_type)
+        if not indices:
             continue
         colour, symbol = EVENT_STYLE[event_type]
         traces.append({
             "type": "scattergl", "mode": "markers", "name": event_type,
-            "x": [x[i] for i in seqs], "y": [y[i] for i in seqs], "customdata": seqs,
-            "hovertext": [hover_text(events[i]) for i in seqs],
+            "x": [x[i] for i in indices], "y": [y[i] for i in indices], "customdata": [seqs[i] for i in indices],
+            "hovertext": [hover_text(events[i]) for i in indices],
             "hovertemplate": "%{hovertext}<extra></extra>",
             "marker": {"color": colour, "symbol": symbol, "size": 9,
                        "line": {"width": 1, "color": "rgba(255,255,255,0.9)"}},

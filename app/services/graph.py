@@ -2,7 +2,15 @@
 
 import orjson
 
-from app.domain.figure import build_figure
+from app.domain.figure import (
+    bin_traces,
+    build_figure,
+    build_overview,
+    bundle_traces,
+    exact_traces,
+    lane_layout,
+    lane_rows,
+)
 from app.domain.overlays import event_channels
 from app.domain.taxonomy import COUNTERFACTUAL_SCORES, STOP_SCORES
 from app.services.analysis import computed_credit, parse_computed
@@ -11,19 +19,97 @@ from app.store import queries
 from app.store.db import Database
 
 
-def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | None,
-                expand: frozenset[str]) -> bytes | None:
-    """Serialized figure payload (see figure.build_figure), or None for an unknown trace."""
+# A trace of more events opens as bins (level of detail); a window of at most EXACT_LIMIT events is drawn event
+# by event. Bins are about BIN_PX pixels wide, rows of bins at least ROW_PX apart, so marks never outnumber pixels.
+LOD_ABOVE = 5000
+EXACT_LIMIT = 4000
+BIN_PX = 4
+ROW_PX = 4
+MAX_BUNDLES = 3000
+DEFAULT_PX = (1200, 600)
+
+
+def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | None, expand: frozenset[str],
+                px: tuple[int, int] = DEFAULT_PX) -> bytes | None:
+    """Serialized figure payload, or None for an unknown trace: every event (figure.build_figure) when the
+    trace has at most LOD_ABOVE, else the overview (figure.build_overview) with the whole trace's bins, sized
+    for a plot of `px` (width, height) pixels."""
     version = queries.trace_version(db, trace_id)
     if version is None:
         return None
 
     def build() -> bytes:
+        n_events = queries.event_count(db, trace_id)
+        if n_events > LOD_ABOVE:
+            skeleton, owners = _skeleton(db, cache, trace_id, version)
+            payload = build_overview(trace_id, skeleton, owners, n_events, group, expand)
+            t0, t1 = queries.time_span(db, trace_id)
+            payload.update(_window(db, cache, trace_id, version, group, expand, t0, t1, None, px, None))
+            return orjson.dumps(payload)
         trace = {"trace_id": trace_id, "events": queries.read_event_cores(db, trace_id),
                  "edges": queries.read_edges(db, trace_id)}
         return orjson.dumps(build_figure(trace, group, expand))
 
-    return cache.get_or_build(("figure", trace_id, version, group, expand), build)
+    key_px = px if queries.event_count(db, trace_id) > LOD_ABOVE else None
+    return cache.get_or_build(("figure", trace_id, version, group, expand, key_px), build)
+
+
+def window_json(db: Database, cache: TraceCache, trace_id: str, group: bool | None, expand: frozenset[str],
+                t0: float, t1: float, lanes: tuple[float, float] | None, px: tuple[int, int],
+                channel: str | None) -> bytes | None:
+    """What a zoomed or panned view shows of [t0, t1] (and of the lanes in view): the events one by one when
+    they are at most EXACT_LIMIT, else bins and edge bundles; coloured by `channel` when given."""
+    version = queries.trace_version(db, trace_id)
+    if version is None:
+        return None
+    return orjson.dumps(_window(db, cache, trace_id, version, group, expand, t0, t1, lanes, px, channel))
+
+
+def ensure_lod(db: Database, trace_id: str) -> None:
+    """Keep each event's and edge's lanes (queries.fill_lod) the first time a trace is viewed by window."""
+    if queries.lod_ready(db, trace_id):
+        return
+
+    def fill(cur) -> None:
+        if not queries.lod_ready_in(cur, trace_id):  # another request may have filled it meanwhile
+            queries.fill_lod(cur, trace_id)
+
+    db.write(fill)
+
+
+def _skeleton(db: Database, cache: TraceCache, trace_id: str, version) -> tuple[list[dict], list[str]]:
+    def build() -> tuple[list[dict], list[str]]:
+        ensure_lod(db, trace_id)
+        return queries.skeleton_events(db, trace_id), queries.lane_owners(db, trace_id)
+
+    return cache.get_or_build(("skeleton", trace_id, version), build)
+
+
+def _window(db: Database, cache: TraceCache, trace_id: str, version, group, expand, t0: float, t1: float,
+            lanes_in_view, px: tuple[int, int], channel: str | None) -> dict:
+    skeleton, owners = _skeleton(db, cache, trace_id, version)
+    lanes, lane_of, _ = lane_layout(skeleton, owners, group, expand)
+    values = overlay_channel(db, cache, trace_id, channel) if channel else None
+    count = queries.window_count(db, trace_id, t0, t1)
+    if count <= EXACT_LIMIT:
+        traces, events = exact_traces(queries.window_events(db, trace_id, t0, t1),
+                                      queries.window_edges(db, trace_id, t0, t1), lane_of)
+        if values is not None:
+            events["values"] = [values[seq] for seq in events["seq"]]
+        return {"mode": "exact", "traces": traces, "events": events, "count": count, "window": [t0, t1]}
+    first, last = lanes_in_view or (0, len(lanes) - 1)
+    row_of = lane_rows(lane_of, len(lanes), max(0, int(first)), min(len(lanes) - 1, int(last)),
+                       px[1] // ROW_PX)
+    row_y = sorted(set(row_of.values()))
+    row_number = {y: i for i, y in enumerate(row_y)}
+    rows = {agent: row_number[y] for agent, y in row_of.items()}
+    buckets = max(1, px[0] // BIN_PX)
+    numbers = None if values is None else {seq: v for seq, v in enumerate(values) if v is not None}
+    bins = queries.event_bins(db, trace_id, rows, t0, t1, buckets, numbers)
+    bundles = queries.edge_bundles(db, trace_id, rows, t0, t1, buckets, MAX_BUNDLES)
+    labels = [lane["label"] for lane in lanes]
+    traces = bundle_traces(bundles, row_y) + bin_traces(bins, row_y, labels, channel)
+    return {"mode": "bins", "traces": traces, "events": None, "count": count, "window": [t0, t1]}
 
 
 def channels(db: Database, cache: TraceCache, trace_id: str) -> dict[str, list] | None:

@@ -91,7 +91,7 @@ def add_reviewer(cur, name: str, created_at) -> None:
 
 def _delete(cur, trace_ids: list[str]) -> None:
     with registered(cur, "gone_ids", trace_id=trace_ids):
-        for table in ("events", "edges", "trace_metrics", "audit_findings", "traces"):
+        for table in ("events", "edges", "trace_metrics", "audit_findings", "lod_events", "lod_edges", "traces"):
             cur.execute(f"DELETE FROM {table} WHERE trace_id IN (SELECT trace_id FROM gone_ids)")
 
 

@@ -4,7 +4,8 @@ The OpenAPI description names every body, status and media type a route answers 
 of the answers are written here (`responses=`), since the routes return plain dicts.
 """
 
-from typing import Literal
+import math
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -41,6 +42,10 @@ router = APIRouter(prefix="/api/traces", tags=["traces"])
 
 
 NO_TRACE = {404: reply("no trace with this id")}
+Grouping = Literal["auto", "role", "agent"]
+GROUPINGS = {"auto": None, "role": True, "agent": False}
+PlotWidth = Annotated[int, Query(ge=100, le=10000, description="the plot's width in pixels")]
+PlotHeight = Annotated[int, Query(ge=100, le=10000, description="the plot's height in pixels")]
 TRACE_SUMMARY = object_schema({
     "trace_id": TEXT, "task_id": TEXT, "system": MAYBE_TEXT, "topology": MAYBE_TEXT,
     "rewards": OBJECT, "costs": OBJECT, "metrics": {"type": ["object", "null"]}, "events": COUNT, "edges": COUNT,
@@ -148,12 +153,50 @@ def read_live_status(trace_id: str, db: DbDep):
 @router.get("/{trace_id}/figure", responses=READ_REFUSALS | INVALID | NO_TRACE | {
     200: reply("a Plotly figure with its lanes and event positions", object_schema(
         {"figure": OBJECT, "lanes": {"type": "array"}, "event_ids": TEXTS}, "figure"))})
-def read_figure(trace_id: TraceId, db: DbDep, cache: CacheDep, group: Literal["auto", "role", "agent"] = "auto",
-                expand: list[str] = Query([])):
-    """The interaction graph as a Plotly figure, with lane layout and event ids (built once, cached)."""
-    grouping = {"auto": None, "role": True, "agent": False}[group]
-    body = graph.figure_json(db, cache, trace_id, grouping, frozenset(expand))
+def read_figure(trace_id: TraceId, db: DbDep, cache: CacheDep, group: Grouping = "auto",
+                expand: list[str] = Query([]), width: PlotWidth = graph.DEFAULT_PX[0],
+                height: PlotHeight = graph.DEFAULT_PX[1]):
+    """The interaction graph as a Plotly figure with its lane layout (built once, cached). `mode` "exact": every
+    event, with `event_ids` and `positions`; "bins" (a trace of more than 5,000 events): the whole trace binned
+    for a plot of `width` x `height` pixels, which the page refines through `/window` as it zooms."""
+    body = graph.figure_json(db, cache, trace_id, GROUPINGS[group], frozenset(expand), (width, height))
     return Response(body, media_type="application/json")
+
+
+@router.get("/{trace_id}/window", responses=READ_REFUSALS | INVALID | NO_TRACE | {
+    200: reply("the window's Plotly traces, exact or binned", object_schema(
+        {"mode": {"enum": ["exact", "bins"]}, "traces": {"type": "array"}, "count": COUNT,
+         "events": {"type": ["object", "null"]}}, "mode", "traces", "count"))})
+def read_window(trace_id: TraceId, db: DbDep, cache: CacheDep, t0: float, t1: float,
+                group: Grouping = "auto", expand: list[str] = Query([]), lane0: float | None = None,
+                lane1: float | None = None, width: PlotWidth = graph.DEFAULT_PX[0],
+                height: PlotHeight = graph.DEFAULT_PX[1], channel: str | None = None):
+    """What a zoomed view shows of the events with t in [t0, t1] (lanes lane0..lane1 in view): every event with
+    its seq, id and position when they are at most 4,000 (`mode` "exact"), else bins per lane and time bucket and
+    edge bundles (`mode` "bins"); coloured by the overlay `channel` when given."""
+    if not (math.isfinite(t0) and math.isfinite(t1) and t0 <= t1):
+        raise HTTPException(422, f"t0 and t1 must be finite numbers with t0 <= t1 (got t0={t0}, t1={t1})")
+    lanes = None if lane0 is None or lane1 is None else (min(lane0, lane1), max(lane0, lane1))
+    try:
+        body = graph.window_json(db, cache, trace_id, GROUPINGS[group], frozenset(expand), t0, t1, lanes,
+                                 (width, height), channel)
+    except ValueError as exc:  # an unknown computed channel
+        raise HTTPException(404, str(exc)) from exc
+    return Response(body, media_type="application/json")
+
+
+@router.get("/{trace_id}/locate", responses=READ_REFUSALS | {
+    200: reply("where the event is drawn", object_schema({"event_id": TEXT, "seq": COUNT, "t": NUMBER,
+                                                          "lane_owner": TEXT}, "event_id", "seq", "t")),
+    404: reply("no trace with this id, or no such event in it")})
+def locate_event(trace_id: TraceId, db: DbDep, event: str = Query(min_length=1)):
+    """An event's position in the trace (seq), its time and the agent whose lane shows it: how the page brings
+    an event of a binned trace into view before drawing it."""
+    graph.ensure_lod(db, trace_id)
+    found = queries.locate_event(db, trace_id, event)
+    if found is None:
+        raise HTTPException(404, f"trace '{trace_id}' has no event '{event}'")
+    return {"event_id": event, "seq": found["seq"], "t": found["t"], "lane_owner": found["owner"]}
 
 
 SEARCH_HIT = object_schema({"kind": {"enum": ["agent", "role", "tool", "event"]}, "value": TEXT, "events": COUNT,
