@@ -1,5 +1,7 @@
-// Trace page: draws the interaction graph once, keeps graph, inspector, table and URL in sync,
-// and recolours markers by an overlay channel without fetching the figure again.
+// Trace page: draws the interaction graph, keeps graph, inspector, table and URL in sync, and recolours
+// markers by an overlay channel. A trace of up to 5,000 events is drawn event by event once; a larger one opens
+// as bins (level of detail) and each zoom or pan asks the server for its window: exact events once they are
+// few enough, bins otherwise, so the browser never holds more marks than the plot has pixels.
 
 // Delete control: a confirmation saying what is removed and that labels are kept, then the JSON API's
 // DELETE (force=true keeps the labels); it carries the page's form token like every write from our pages.
@@ -48,9 +50,13 @@
   const NO_VALUE = "#c7ccd4";
 
   let payload = null;          // figure JSON from the server
-  let seqOf = new Map();       // event id -> position in the trace
-  let hoverOf = [];            // seq -> hover text (already escaped by the server)
+  let lod = false;             // the trace is drawn as bins, a window at a time
+  let seqOf = new Map();       // event id -> position in the trace (in LOD mode: of the events drawn so far)
+  let idOf = new Map();        // seq -> event id
+  let posOf = new Map();       // seq -> [x, y]
+  let hoverOf = new Map();     // seq -> hover text (already escaped by the server)
   let eventTraces = [];        // indices of the per-type marker traces
+  let windowAnswer = null;     // LOD mode: the window drawn now (exact events or bins)
   let overlayIdx = -1, greyIdx = -1, selectedIdx = -1, pathIdx = -1, findingsIdx = -1;
   let grouping = "auto";
   let firstDraw = true;
@@ -61,28 +67,42 @@
     return String(text).replace(/[&<>]/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;"}[c]));
   }
 
-  function figureUrl() {
-    const params = new URLSearchParams({group: grouping});
+  function plotPx() {
+    return {width: Math.max(100, Math.round(graph.clientWidth || 1200)), height: Math.max(100, Math.round(window.innerHeight * 0.6))};
+  }
+
+  function laneParams() {
+    const params = new URLSearchParams({group: grouping, ...plotPx()});
     expanded.forEach((role) => params.append("expand", role));
+    return params;
+  }
+
+  // The first figure is asked for as the page preloads it (the server's default plot size): no second request.
+  function figureUrl() {
+    const params = laneParams();
+    params.delete("width"); params.delete("height");
     return api + "/figure?" + params;
   }
 
-  async function draw() {
-    status.textContent = "drawing…";
-    const started = performance.now();
-    const response = await fetch(figureUrl());
-    if (!response.ok) { status.textContent = "could not load the graph (" + response.status + ")"; return; }
-    payload = await response.json();
-    const data = payload.figure.data;
+  // Remember where the events now drawn sit (all of them in exact mode; a window's in LOD mode).
+  function learnEvents(ids, seqs, xs, ys) {
+    ids.forEach((id, k) => {
+      const seq = seqs[k];
+      seqOf.set(id, seq); idOf.set(seq, id); posOf.set(seq, [xs[k], ys[k]]);
+    });
+    timeOrder = null;
+  }
+
+  // The figure's own traces plus, in LOD mode, the window's; then the page's overlay and marking traces.
+  function compose() {
+    const data = payload.figure.data.concat(lod && windowAnswer ? windowAnswer.traces : []);
     eventTraces = [];
-    hoverOf = new Array(payload.event_ids.length);
     data.forEach((trace, i) => {
       if (trace.meta && trace.meta.kind === "events") {
         eventTraces.push(i);
-        trace.customdata.forEach((seq, k) => { hoverOf[seq] = trace.hovertext[k]; });
+        trace.customdata.forEach((seq, k) => { hoverOf.set(seq, trace.hovertext[k]); });
       }
     });
-    seqOf = new Map(payload.event_ids.map((id, seq) => [id, seq]));
     overlayIdx = data.length;
     greyIdx = data.length + 1;
     selectedIdx = data.length + 2;
@@ -100,18 +120,37 @@
        line: {color: "rgba(234,88,12,0.95)", width: 2}}},
       {type: "scatter", mode: "markers", name: "audit findings", x: [], y: [], visible: false, hoverinfo: "skip",
        marker: {size: 16, color: "rgba(0,0,0,0)", line: {color: "#dc2626", width: 2}}});
-    await Plotly.react(graph, data, payload.figure.layout,
-                       {responsive: true, displaylogo: false, scrollZoom: true,
-                        modeBarButtonsToRemove: ["select2d", "lasso2d"]});
+    return data;
+  }
+
+  const PLOT_CONFIG = {responsive: true, displaylogo: false, scrollZoom: true, modeBarButtonsToRemove: ["select2d", "lasso2d"]};
+
+  async function draw() {
+    status.textContent = "drawing…";
+    const started = performance.now();
+    const response = await fetch(figureUrl());
+    if (!response.ok) {
+      status.textContent = "could not load the graph (" + response.status + ")";
+      document.body.dispatchEvent(new CustomEvent("graph-drawn"));  // the analysis panel does not wait for ever
+      return;
+    }
+    payload = await response.json();
+    lod = payload.mode === "bins";
+    seqOf = new Map(); idOf = new Map(); posOf = new Map(); hoverOf = new Map();
+    windowAnswer = lod ? {mode: "bins", traces: payload.traces, count: payload.count, window: payload.window} : null;
+    if (!lod) learnEvents(payload.event_ids, payload.event_ids.map((_, seq) => seq), payload.positions.x, payload.positions.y);
+    await Plotly.react(graph, compose(), payload.figure.layout, PLOT_CONFIG);
     graph.removeAllListeners && graph.removeAllListeners("plotly_click");
     graph.removeAllListeners && graph.removeAllListeners("plotly_relayout");
     graph.on("plotly_relayout", (ev) => {
       if (Object.keys(ev).some((key) => key.startsWith("yaxis.range") || key === "yaxis.autorange")) thinLaneLabels();
+      if (lod && Object.keys(ev).some((key) => key.startsWith("xaxis.range") || key.startsWith("yaxis.range")
+                                             || key === "xaxis.autorange" || key === "yaxis.autorange")) refineSoon();
     });
     graph.on("plotly_click", (ev) => {
       const point = ev.points && ev.points[0];
-      if (!point || point.customdata === undefined || point.data.mode !== "markers") return;
-      selectEvent(payload.event_ids[point.customdata]);
+      if (!point || point.customdata === undefined || point.data.mode !== "markers" || !idOf.has(point.customdata)) return;
+      selectEvent(idOf.get(point.customdata));
     });
     renderLaneControls();
     if (overlaySelect.value) await applyOverlay(overlaySelect.value);
@@ -131,8 +170,79 @@
     graph.dataset.drawnMs = Math.round(painted);  // since navigation start
     graph.dataset.drawn = "true";
     // Lanes, not agents: a lane may be a tool, the user or a group of agents (the header counts agents).
-    status.textContent = payload.event_ids.length.toLocaleString() + " events · " + payload.lanes.length
-      + " lanes · " + timing;
+    summary = (lod ? payload.n_events : payload.event_ids.length).toLocaleString() + " events · "
+      + payload.lanes.length + " lanes";
+    status.textContent = summary + " · " + timing + (lod ? " · " + windowNote() : "");
+  }
+
+  // ---- level of detail: the window in view, refined after each zoom or pan -----------------------------
+  let summary = "", refineTimer = null, refineAsked = 0;
+
+  function windowNote() {
+    if (!windowAnswer) return "";
+    return windowAnswer.mode === "exact" ? windowAnswer.count.toLocaleString() + " in view, each drawn"
+                                         : windowAnswer.count.toLocaleString() + " in view, binned (zoom in for events)";
+  }
+
+  function refineSoon() {
+    clearTimeout(refineTimer);
+    const asked = performance.now();
+    refineTimer = setTimeout(() => refine(asked), 120);
+  }
+
+  // Ask for the window in view and draw it; an answer overtaken by a newer zoom is dropped. The status line
+  // gives the time from the zoom to the painted frame.
+  async function refine(asked) {
+    const layout = graph._fullLayout;
+    if (!layout || !payload) return;
+    const mine = ++refineAsked;
+    const [x0, x1] = layout.xaxis.range, [ya, yb] = layout.yaxis.range;
+    const params = laneParams();
+    params.set("t0", Math.min(x0, x1)); params.set("t1", Math.max(x0, x1));
+    params.set("lane0", Math.max(0, Math.min(ya, yb))); params.set("lane1", Math.max(ya, yb));
+    if (overlaySelect.value) params.set("channel", overlaySelect.value);
+    const response = await fetch(api + "/window?" + params);
+    if (mine !== refineAsked) return;
+    if (!response.ok) { status.textContent = summary + " · could not load the window (" + response.status + ")"; return; }
+    windowAnswer = await response.json();
+    if (mine !== refineAsked) return;
+    if (windowAnswer.mode === "exact") {
+      const e = windowAnswer.events;
+      learnEvents(e.id, e.seq, e.x, e.y);
+    }
+    await Plotly.react(graph, compose(), graph.layout, PLOT_CONFIG);
+    if (overlaySelect.value && windowAnswer.mode === "exact") await applyOverlay(overlaySelect.value, true);
+    showPath();
+    showFindings();
+    if (graph.dataset.selected) highlight(graph.dataset.selected, false);
+    await new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
+    graph.dataset.windowMode = windowAnswer.mode;
+    graph.dataset.windowMs = Math.round(performance.now() - asked);
+    status.textContent = summary + " · " + windowNote() + " · detail in "
+      + ((performance.now() - asked) / 1000).toFixed(2) + " s";
+    graph.dispatchEvent(new CustomEvent("window-drawn"));
+  }
+
+  // In LOD mode an event not drawn yet is found on the server and the view moves to a window around it
+  // narrow enough to draw its events one by one.
+  async function locate(ids) {
+    const wanted = ids.filter((id) => !seqOf.has(id)).slice(0, 1000);
+    if (!wanted.length) return;
+    const params = new URLSearchParams();
+    wanted.forEach((id) => params.append("event", id));
+    const response = await fetch(api + "/locate?" + params);
+    if (!response.ok) return;
+    (await response.json()).items.forEach((item) => {
+      const lane = payload.lane_of[item.lane_owner];
+      located.set(item.event_id, [item.t, lane === undefined ? 0 : lane]);
+    });
+  }
+  const located = new Map();  // event id -> [x, y] learnt from /locate
+
+  function whereIs(eventId) {
+    const seq = seqOf.get(eventId);
+    if (seq !== undefined) return posOf.get(seq);
+    return located.get(eventId);
   }
 
   // Lane labels never print over each other: as figure.py does for the whole trace, label every n-th lane of
@@ -177,17 +287,26 @@
     return Math.max(0.3, Math.min(1, (drawer.left - plot.left) / plot.width));
   }
 
-  function highlight(eventId, intoView) {
-    const seq = seqOf.get(eventId);
-    if (seq === undefined || !payload) return;
-    const x = payload.positions.x[seq], y = payload.positions.y[seq];
+  async function highlight(eventId, intoView) {
+    if (!payload) return;
+    if (lod && !whereIs(eventId)) await locate([eventId]);
+    const at = whereIs(eventId);
+    if (!at) return;
+    const [x, y] = at;
     Plotly.restyle(graph, {x: [[x]], y: [[y]]}, [selectedIdx]);
     const layout = graph._fullLayout;
     if (intoView && layout) {
       const [x0, x1] = layout.xaxis.range;
       const [ya, yb] = layout.yaxis.range;
       const update = {};
-      const lo = Math.min(x0, x1), span = Math.abs(x1 - x0), visibleHi = lo + span * uncoveredShare();
+      let lo = Math.min(x0, x1), span = Math.abs(x1 - x0);
+      if (lod && windowAnswer && windowAnswer.mode !== "exact") {
+        // narrow the view until the window around the event is drawn event by event
+        span = Math.max(span * Math.min(1, 2000 / Math.max(windowAnswer.count, 1)), 1e-9);
+        lo = x - span * uncoveredShare() / 3;
+        update["xaxis.range"] = [lo, lo + span];
+      }
+      const visibleHi = lo + span * uncoveredShare();
       if (x < lo || x > visibleHi) {  // bring it back to a third of the way across what is uncovered
         const start = x - span * uncoveredShare() / 3;
         update["xaxis.range"] = [start, start + span];
@@ -231,28 +350,42 @@
     return inspectorLoaded;
   }
 
-  async function applyOverlay(channel) {
+  // In LOD mode the server colours bins itself; exact windows come with the channel's values.
+  async function applyOverlay(channel, fromWindow) {
     if (!payload) return;
     if (!channel) {
       Plotly.restyle(graph, {visible: true}, eventTraces);
       Plotly.restyle(graph, {visible: false}, [overlayIdx, greyIdx]);
       delete graph.dataset.overlay;
+      if (lod && !fromWindow) refineSoon();
       return;
     }
-    const response = await fetch(api + "/overlay?channel=" + encodeURIComponent(channel));
-    if (!response.ok) { status.textContent = "no overlay " + channel; return; }
-    const values = (await response.json()).values;
-    const xs = payload.positions.x, ys = payload.positions.y;
+    let seqs, values;
+    if (lod) {
+      if (!windowAnswer || windowAnswer.mode !== "exact" || !windowAnswer.events.values) {
+        graph.dataset.overlay = channel;
+        if (!fromWindow) refineSoon();  // the window comes back coloured (bins) or with the values (events)
+        return;
+      }
+      seqs = windowAnswer.events.seq;
+      values = windowAnswer.events.values;
+    } else {
+      const response = await fetch(api + "/overlay?channel=" + encodeURIComponent(channel));
+      if (!response.ok) { status.textContent = "no overlay " + channel; return; }
+      values = (await response.json()).values;
+      seqs = values.map((_, seq) => seq);
+    }
     const on = {x: [], y: [], c: [], text: [], seq: []}, off = {x: [], y: [], text: [], seq: []};
     let maxAbs = 0;
     values.forEach((v) => { if (v !== null && Math.abs(v) > maxAbs) maxAbs = Math.abs(v); });
     maxAbs = maxAbs || 1;
-    values.forEach((v, seq) => {
+    values.forEach((v, k) => {
+      const seq = seqs[k], [x, y] = posOf.get(seq);
       if (v === null) {
-        off.x.push(xs[seq]); off.y.push(ys[seq]); off.text.push(hoverOf[seq]); off.seq.push(seq);
+        off.x.push(x); off.y.push(y); off.text.push(hoverOf.get(seq)); off.seq.push(seq);
       } else {
-        on.x.push(xs[seq]); on.y.push(ys[seq]); on.c.push(v); on.seq.push(seq);
-        on.text.push(hoverOf[seq] + "<br><b>" + esc(channel) + ": " + v + "</b>");
+        on.x.push(x); on.y.push(y); on.c.push(v); on.seq.push(seq);
+        on.text.push(hoverOf.get(seq) + "<br><b>" + esc(channel) + ": " + v + "</b>");
       }
     });
     const sizes = overlaySize.checked ? on.c.map((v) => 5 + 13 * Math.abs(v) / maxAbs) : 9;
@@ -303,10 +436,10 @@
   const labelled = new Set();
   let timeOrder = null;
 
+  // j/k and n move through the events drawn: all of them, or in LOD mode those of the windows seen so far.
   function eventsInTimeOrder() {
     if (!timeOrder && payload) {
-      const xs = payload.positions.x;
-      timeOrder = xs.map((_, seq) => seq).sort((a, b) => (xs[a] - xs[b]) || (a - b));
+      timeOrder = [...posOf.keys()].sort((a, b) => (posOf.get(a)[0] - posOf.get(b)[0]) || (a - b));
     }
     return timeOrder || [];
   }
@@ -318,7 +451,7 @@
     let at = current === undefined ? -1 : order.indexOf(current);
     for (let tries = 0; tries < order.length; tries++) {
       at = (at + delta + order.length) % order.length;
-      const id = payload.event_ids[order[at]];
+      const id = idOf.get(order[at]);
       if (!wanted || wanted(id)) { selectEvent(id); return; }
     }
   }
@@ -477,25 +610,26 @@
   }
 
   // Critical path and audit findings from the analysis panel (loaded after the page) mark the graph.
-  function positionsOf(ids) {
+  async function positionsOf(ids) {
+    if (lod) await locate(ids);
     const xs = [], ys = [];
     ids.forEach((id) => {
-      const seq = seqOf.get(id);
-      if (seq !== undefined) { xs.push(payload.positions.x[seq]); ys.push(payload.positions.y[seq]); }
+      const at = whereIs(id);
+      if (at) { xs.push(at[0]); ys.push(at[1]); }
     });
     return {xs, ys};
   }
 
-  function showPath() {
+  async function showPath() {
     const box = document.getElementById("show-critical-path");
     if (!payload || pathIdx < 0) return;
     const on = Boolean(box && box.checked);
-    const {xs, ys} = on ? positionsOf(JSON.parse(box.dataset.path)) : {xs: [], ys: []};
+    const {xs, ys} = on ? await positionsOf(JSON.parse(box.dataset.path)) : {xs: [], ys: []};
     Plotly.restyle(graph, {x: [xs], y: [ys], visible: on}, [pathIdx]);
   }
 
   let activeFinding = null;
-  function showFindings() {
+  async function showFindings() {
     const box = document.getElementById("show-findings");
     if (!payload || findingsIdx < 0) return;
     let ids = [];
@@ -503,7 +637,7 @@
     else if (box && box.checked) {
       document.querySelectorAll("#audit-findings button.finding").forEach((b) => { ids = ids.concat(JSON.parse(b.dataset.events)); });
     }
-    const {xs, ys} = positionsOf(ids);
+    const {xs, ys} = await positionsOf(ids);
     Plotly.restyle(graph, {x: [xs], y: [ys], visible: xs.length > 0}, [findingsIdx]);
   }
 
@@ -523,7 +657,7 @@
   });
 
   window.orchestrace = {selectEvent, applyOverlay, redraw: draw, seqOf: (id) => seqOf.get(id),
-                        position: (seq) => ({x: payload.positions.x[seq], y: payload.positions.y[seq]})};
+                        position: (seq) => { const at = posOf.get(seq); return at && {x: at[0], y: at[1]}; }};
   loadLabelled();
   draw();
 })();

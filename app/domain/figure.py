@@ -182,6 +182,7 @@ def build_overview(trace_id: str, skeleton: list[dict], owners: list[str], n_eve
     spans = agent_spans(skeleton)
     figure_traces = [_lifetime_trace(spans, lane_of), _concurrency_trace(spans)]
     return {**_frame(trace_id, lanes, figure_traces, group_by_role), "mode": "bins", "n_events": n_events,
+            "lane_of": lane_of,
             "window": [min((t for t, _ in spans.values()), default=0), max((t for _, t in spans.values()), default=0)]}
 
 
@@ -218,16 +219,21 @@ def _frame(trace_id: str, lanes: list[dict], figure_traces: list[dict], grouped:
     }
 
 
-def lane_rows(lane_of: dict[str, int], n_lanes: int, first: int, last: int, max_rows: int) -> dict[str, float]:
-    """The y of each lane owner's bins: its lane, or, when lanes first..last are more than `max_rows` rows of
-    marks can show, the middle of its band of adjacent lanes (so marks never outnumber the pixels)."""
+def lane_rows(labels: list[str], first: int, last: int, max_rows: int) -> tuple[list[int], list[float], list[str]]:
+    """Rows of bins: each lane's row, each row's y and name. A row is one lane, or, when lanes first..last are
+    more than `max_rows` rows of marks can show, a band of adjacent lanes at its middle (marks never outnumber
+    the pixels)."""
     band = max(1, math.ceil((last - first + 1) / max(max_rows, 1)))
-    if band == 1:
-        return {agent: float(lane) for agent, lane in lane_of.items()}
-    return {agent: min(lane // band * band + (band - 1) / 2, n_lanes - 1) for agent, lane in lane_of.items()}
+    row_of = [lane // band for lane in range(len(labels))]
+    row_y, row_names = [], []
+    for start in range(0, len(labels), band):
+        end = min(start + band, len(labels)) - 1
+        row_y.append((start + end) / 2)
+        row_names.append(labels[start] if start == end else f"{end - start + 1} lanes: {labels[start]} … {labels[end]}")
+    return row_of, row_y, row_names
 
 
-def bin_traces(bins: list[tuple], row_y: list[float], labels: list[str], channel: str | None) -> list[dict]:
+def bin_traces(bins: list[tuple], row_y: list[float], row_names: list[str], channel: str | None) -> list[dict]:
     """Bins (row, bucket, events, t_min, t_max, type, value) as marks: one trace per most common event type,
     area by count; with a channel, one trace coloured by the bin's mean value (none: grey)."""
     if not bins:
@@ -238,8 +244,7 @@ def bin_traces(bins: list[tuple], row_y: list[float], labels: list[str], channel
         return 5 + 13 * math.sqrt(n / most)
 
     def hover(b) -> str:
-        lane = labels[min(int(round(row_y[b[0]])), len(labels) - 1)]
-        text = (f"<b>{b[2]:,} event{'s' if b[2] != 1 else ''}</b> · mostly {b[5]}<br>lane: {lane}"
+        text = (f"<b>{b[2]:,} event{'s' if b[2] != 1 else ''}</b> · mostly {b[5]}<br>lane: {row_names[b[0]]}"
                 f"<br>t: {b[3]:.6g} – {b[4]:.6g}")
         return text + (f"<br>{escape(channel)} (mean): {b[6]:.4g}" if channel and b[6] is not None else "")
 

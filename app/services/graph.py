@@ -26,6 +26,7 @@ EXACT_LIMIT = 4000
 BIN_PX = 4
 ROW_PX = 4
 MAX_BUNDLES = 3000
+BUNDLE_BINS = 8  # an edge bundle spans this many bins: lines are fewer than marks
 DEFAULT_PX = (1200, 600)
 
 
@@ -98,17 +99,15 @@ def _window(db: Database, cache: TraceCache, trace_id: str, version, group, expa
             events["values"] = [values[seq] for seq in events["seq"]]
         return {"mode": "exact", "traces": traces, "events": events, "count": count, "window": [t0, t1]}
     first, last = lanes_in_view or (0, len(lanes) - 1)
-    row_of = lane_rows(lane_of, len(lanes), max(0, int(first)), min(len(lanes) - 1, int(last)),
-                       px[1] // ROW_PX)
-    row_y = sorted(set(row_of.values()))
-    row_number = {y: i for i, y in enumerate(row_y)}
-    rows = {agent: row_number[y] for agent, y in row_of.items()}
+    labels = [lane["label"] for lane in lanes]
+    row_of, row_y, row_names = lane_rows(labels, max(0, int(first)), min(len(lanes) - 1, int(last)),
+                                         px[1] // ROW_PX)
+    rows = {agent: row_of[lane] for agent, lane in lane_of.items()}
     buckets = max(1, px[0] // BIN_PX)
     numbers = None if values is None else {seq: v for seq, v in enumerate(values) if v is not None}
     bins = queries.event_bins(db, trace_id, rows, t0, t1, buckets, numbers)
-    bundles = queries.edge_bundles(db, trace_id, rows, t0, t1, buckets, MAX_BUNDLES)
-    labels = [lane["label"] for lane in lanes]
-    traces = bundle_traces(bundles, row_y) + bin_traces(bins, row_y, labels, channel)
+    bundles = queries.edge_bundles(db, trace_id, rows, t0, t1, max(1, buckets // BUNDLE_BINS), MAX_BUNDLES)
+    traces = bundle_traces(bundles, row_y) + bin_traces(bins, row_y, row_names, channel)
     return {"mode": "bins", "traces": traces, "events": None, "count": count, "window": [t0, t1]}
 
 

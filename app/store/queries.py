@@ -358,11 +358,16 @@ def window_edges(db: Database, trace_id: str, t0: float, t1: float) -> list[dict
         {"trace": trace_id, "t0": t0, "t1": t1})
 
 
-def locate_event(db: Database, trace_id: str, event_id: str) -> dict | None:
-    """An event's seq, t and lane owner: where the page moves the view to show it. Needs fill_lod."""
-    return db.fetchone("""
-        SELECT o.seq, o.t, o.owner FROM events e JOIN lod_events o ON o.trace_id = e.trace_id AND o.seq = e.seq
-        WHERE e.trace_id = ? AND e.event_id = ?""", [trace_id, event_id])
+def locate_events(db: Database, trace_id: str, event_ids: list[str]) -> list[dict]:
+    """Each found event's id, seq, t and lane owner, in trace order: where the page moves the view to show it.
+    Needs fill_lod."""
+    cur = db.cursor()
+    with registered(cur, "wanted", event_id=event_ids):
+        return db.fetchall("""
+            SELECT e.event_id, o.seq, o.t, o.owner AS lane_owner
+            FROM events e JOIN lod_events o ON o.trace_id = e.trace_id AND o.seq = e.seq
+            WHERE e.trace_id = ? AND e.event_id IN (SELECT event_id FROM wanted) ORDER BY o.seq""",
+            [trace_id], cur=cur)
 
 
 def trace_facets(db: Database) -> dict:

@@ -185,18 +185,18 @@ def read_window(trace_id: TraceId, db: DbDep, cache: CacheDep, t0: float, t1: fl
     return Response(body, media_type="application/json")
 
 
-@router.get("/{trace_id}/locate", responses=READ_REFUSALS | {
-    200: reply("where the event is drawn", object_schema({"event_id": TEXT, "seq": COUNT, "t": NUMBER,
-                                                          "lane_owner": TEXT}, "event_id", "seq", "t")),
-    404: reply("no trace with this id, or no such event in it")})
-def locate_event(trace_id: TraceId, db: DbDep, event: str = Query(min_length=1)):
-    """An event's position in the trace (seq), its time and the agent whose lane shows it: how the page brings
-    an event of a binned trace into view before drawing it."""
+@router.get("/{trace_id}/locate", responses=READ_REFUSALS | INVALID | NO_TRACE | {
+    200: reply("where the events are drawn", object_schema({"items": {"type": "array", "items": object_schema(
+        {"event_id": TEXT, "seq": COUNT, "t": NUMBER, "lane_owner": TEXT}, "event_id", "seq", "t", "lane_owner")},
+        "missing": TEXTS}, "items", "missing"))})
+def locate_events(trace_id: TraceId, db: DbDep, event: list[str] = Query(min_length=1, max_length=1000)):
+    """Where events are drawn: each one's position in the trace (seq), its time and the agent whose lane shows
+    it (a tool's answer sits on its caller's lane); ids the trace lacks are listed in `missing`. How the page
+    brings an event of a binned trace into view, and marks a critical path or audit findings on it."""
     graph.ensure_lod(db, trace_id)
-    found = queries.locate_event(db, trace_id, event)
-    if found is None:
-        raise HTTPException(404, f"trace '{trace_id}' has no event '{event}'")
-    return {"event_id": event, "seq": found["seq"], "t": found["t"], "lane_owner": found["owner"]}
+    items = queries.locate_events(db, trace_id, event)
+    found = {item["event_id"] for item in items}
+    return JsonBody({"items": items, "missing": [e for e in dict.fromkeys(event) if e not in found]})
 
 
 SEARCH_HIT = object_schema({"kind": {"enum": ["agent", "role", "tool", "event"]}, "value": TEXT, "events": COUNT,
