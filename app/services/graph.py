@@ -91,6 +91,8 @@ def _window(db: Database, cache: TraceCache, trace_id: str, version, group, expa
     skeleton, owners = _skeleton(db, cache, trace_id, version)
     lanes, lane_of, _ = lane_layout(skeleton, owners, group, expand)
     values = overlay_channel(db, cache, trace_id, channel) if channel else None
+    if channel and values is None:
+        raise ValueError(f"trace '{trace_id}' has no numeric channel '{channel}'")
     count = queries.window_count(db, trace_id, t0, t1)
     if count <= EXACT_LIMIT:
         traces, events = exact_traces(queries.window_events(db, trace_id, t0, t1),

@@ -363,11 +363,12 @@ def locate_events(db: Database, trace_id: str, event_ids: list[str]) -> list[dic
     Needs fill_lod."""
     cur = db.cursor()
     with registered(cur, "wanted", event_id=event_ids):
-        return db.fetchall("""
-            SELECT e.event_id, o.seq, o.t, o.owner AS lane_owner
+        rows = db.execute("""
+            SELECT e.event_id, o.seq, o.t, o.owner
             FROM events e JOIN lod_events o ON o.trace_id = e.trace_id AND o.seq = e.seq
             WHERE e.trace_id = ? AND e.event_id IN (SELECT event_id FROM wanted) ORDER BY o.seq""",
-            [trace_id], cur=cur)
+            [trace_id], cur=cur).fetchall()
+    return [dict(zip(("event_id", "seq", "t", "lane_owner"), row)) for row in rows]
 
 
 def trace_facets(db: Database) -> dict:
