@@ -214,7 +214,12 @@
     if (overlaySelect.value && windowAnswer.mode === "exact") await applyOverlay(overlaySelect.value, true);
     showPath();
     showFindings();
-    if (graph.dataset.selected) highlight(graph.dataset.selected, false);
+    if (graph.dataset.selected) {
+      // still binned around an event being brought into view: narrow again (the window's count shrinks fast)
+      const again = focusing === graph.dataset.selected && windowAnswer.mode !== "exact";
+      if (!again) focusing = null;
+      highlight(graph.dataset.selected, again);
+    }
     await new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
     graph.dataset.windowMode = windowAnswer.mode;
     graph.dataset.windowMs = Math.round(performance.now() - asked);
@@ -238,6 +243,7 @@
     });
   }
   const located = new Map();  // event id -> [x, y] learnt from /locate
+  let focusing = null;         // the event a narrowing zoom is bringing into view
 
   function whereIs(eventId) {
     const seq = seqOf.get(eventId);
@@ -302,7 +308,8 @@
       let lo = Math.min(x0, x1), span = Math.abs(x1 - x0);
       if (lod && windowAnswer && windowAnswer.mode !== "exact") {
         // narrow the view until the window around the event is drawn event by event
-        span = Math.max(span * Math.min(1, 2000 / Math.max(windowAnswer.count, 1)), 1e-9);
+        focusing = eventId;
+        span = Math.max(span * Math.min(0.5, 2000 / Math.max(windowAnswer.count, 1)), 1e-9);
         lo = x - span * uncoveredShare() / 3;
         update["xaxis.range"] = [lo, lo + span];
       }

@@ -1,0 +1,87 @@
+"""A 100,000-event trace in Chromium (issue 15): the first view is bins, fewer marks than the plot has pixels; a
+zoom into a narrow window draws its events one by one and a click selects one; the find box brings an agent's
+first event into view and selects it."""
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from app.domain.generate import generate_swarm
+from browser.test_workspace import expect_workspace, open_as
+
+BIG = "big-lod"
+
+
+@pytest.fixture(scope="module")
+def big(live_server):
+    trace = generate_swarm(1000, 100_000, seed=11)
+    trace["trace_id"] = BIG
+    response = httpx.post(f"{live_server}/api/traces", json=trace, params={"replace": "true"}, timeout=120)
+    assert response.status_code == 201, response.text
+    return trace
+
+
+def drawn_marks(page) -> dict:
+    return page.evaluate("""() => {
+        const gd = document.getElementById("graph"), xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+        const marks = gd.data.filter((t) => t.mode === "markers").reduce((n, t) => n + t.x.length, 0);
+        return {marks, pixels: Math.round(xa._length * ya._length), mode: gd.dataset.windowMode || "overview"};
+    }""")
+
+
+def zoom_to(page, share: float, width: float) -> None:
+    """Zoom the time axis to [share, share + width] of the current range and wait for that window's drawing."""
+    page.evaluate("""([share, width]) => {
+        const gd = document.getElementById("graph");
+        delete gd.dataset.windowMs;
+        const [a, b] = gd._fullLayout.xaxis.range;
+        Plotly.relayout(gd, {"xaxis.range": [a + (b - a) * share, a + (b - a) * (share + width)]});
+    }""", [share, width])
+    page.wait_for_function("document.getElementById('graph').dataset.windowMs !== undefined", timeout=30_000)
+
+
+def test_the_overview_of_a_hundred_thousand_events_draws_fewer_marks_than_pixels(page, live_server, big):
+    open_as(page, live_server, BIG, reviewer=None)
+    expect(page.locator("#graph-status")).to_contain_text("100,000 events")
+    expect(page.locator("#graph-status")).to_contain_text("binned")
+    drawn = drawn_marks(page)
+    assert 0 < drawn["marks"] < drawn["pixels"] / 16, drawn
+
+
+def test_a_zoom_to_a_narrow_window_draws_its_events_and_a_click_selects_one(page, live_server, big):
+    open_as(page, live_server, BIG)
+    zoom_to(page, 0.5, 0.004)
+    graph = page.locator("#graph")
+    expect(graph).to_have_attribute("data-window-mode", "exact")
+    expect(page.locator("#graph-status")).to_contain_text("each drawn")
+    expect(page.locator("#graph-status")).to_contain_text("detail in")
+    # a click on one drawn event: the marker nearest the middle of the plot
+    point = page.evaluate("""() => {
+        const gd = document.getElementById("graph"), xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+        const box = gd.getBoundingClientRect();
+        const t = gd.data.find((d) => d.meta && d.meta.kind === "events" && d.x.length);
+        const k = Math.floor(t.x.length / 2);
+        return {x: box.left + xa._offset + xa.l2p(t.x[k]), y: box.top + ya._offset + ya.l2p(t.y[k]), seq: t.customdata[k]};
+    }""")
+    page.mouse.click(point["x"], point["y"])
+    selected = page.locator("#event-inspector [data-selected-event]")
+    expect(selected).to_have_count(1)
+    event_id = selected.get_attribute("data-selected-event")
+    assert event_id in {e["id"] for e in big["events"]}
+    expect_workspace(page, event_id)
+    # zooming back out shows bins again
+    page.evaluate("Plotly.relayout(document.getElementById('graph'), {'xaxis.autorange': true})")
+    expect(graph).to_have_attribute("data-window-mode", "bins", timeout=30_000)
+
+
+def test_find_brings_an_agents_first_event_of_a_binned_trace_into_view(page, live_server, big):
+    open_as(page, live_server, BIG)
+    agent = "executor-101"
+    items = httpx.get(f"{live_server}/api/traces/{BIG}/search", params={"q": agent}).json()["items"]
+    first = next(item["first_event"] for item in items if item["value"] == agent)
+    page.keyboard.press("/")
+    page.keyboard.type(agent)
+    expect(page.locator("#find-list [role=option]").first).to_contain_text(agent)
+    page.keyboard.press("Enter")
+    expect(page.locator("#graph")).to_have_attribute("data-window-mode", "exact", timeout=30_000)
+    expect_workspace(page, first)
