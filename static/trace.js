@@ -663,6 +663,23 @@
     if (ids.length) selectEvent(ids[0]);
   });
 
+  // A large trace's overlay channels are listed after its graph is drawn (the page does not wait for them).
+  async function listChannelsLater() {
+    if (!overlaySelect.dataset.channelsLater) return;
+    delete overlaySelect.dataset.channelsLater;
+    const response = await fetch(api + "/overlays");
+    if (!response.ok) return;
+    const computed = overlaySelect.options[1] || null;
+    (await response.json()).channels.forEach((channel) => {
+      if ([...overlaySelect.options].some((o) => o.value === channel.name)) return;
+      const option = document.createElement("option");
+      option.value = channel.name;
+      option.textContent = channel.name + " (" + channel.count + " events)";
+      overlaySelect.insertBefore(option, computed);
+    });
+  }
+  document.body.addEventListener("graph-drawn", listChannelsLater, {once: true});
+
   window.orchestrace = {selectEvent, applyOverlay, redraw: draw, seqOf: (id) => seqOf.get(id),
                         position: (seq) => { const at = posOf.get(seq); return at && {x: at[0], y: at[1]}; }};
   loadLabelled();

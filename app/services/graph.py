@@ -18,7 +18,6 @@ from app.services.cache import TraceCache
 from app.store import queries
 from app.store.db import Database
 
-
 # A trace of more events opens as bins (level of detail); a window of at most EXACT_LIMIT events is drawn event
 # by event. Bins are about BIN_PX pixels wide, rows of bins at least ROW_PX apart, so marks never outnumber pixels.
 LOD_ABOVE = 5000

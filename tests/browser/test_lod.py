@@ -46,6 +46,12 @@ def test_the_overview_of_a_hundred_thousand_events_draws_fewer_marks_than_pixels
     expect(page.locator("#graph-status")).to_contain_text("binned")
     drawn = drawn_marks(page)
     assert 0 < drawn["marks"] < drawn["pixels"] / 16, drawn
+    # the overlay channels are listed after the graph; colouring by one colours the bins by their mean
+    option = page.locator("#overlay-select option", has_text="reward (")
+    expect(option).to_have_count(1)
+    page.select_option("#overlay-select", "reward")
+    page.wait_for_function("document.getElementById('graph').data.some((t) => t.name === 'reward' && t.x.length)",
+                           timeout=30_000)
 
 
 def test_a_zoom_to_a_narrow_window_draws_its_events_and_a_click_selects_one(page, live_server, big):

@@ -130,12 +130,14 @@ def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: Cache
         "selected_edges": queries.read_event_edges(db, trace_id, event) if selected else None,
         "selected_neighbours": queries.lane_neighbours(db, trace_id, event) if selected else None,
         "missing_event": event if event and not selected else None,
-        "channels": describe(graph.overlay_channels(db, cache, trace_id)),
+        # a large trace's channels come after its graph (trace.js): reading every event's properties takes seconds
+        "channels": describe(graph.overlay_channels(db, cache, trace_id))
+        if summary["events"] <= graph.LOD_ABOVE else None,
         "computed_channels": analysis.computed_channel_names(summary["rewards"]),
         "progress": labels.progress(db, trace_id, reviewer),
         "tree": cache.get_or_build(
             ("tree", trace_id, summary["ingested_at"]),
-            lambda: nest_spawn_tree(queries.read_event_cores(db, trace_id),
+            lambda: nest_spawn_tree(queries.skeleton_events(db, trace_id),
                                     {row["value"]: row["n"] for row in facets["agent"]})),
     }
     if may_delete(request, trace_id):
