@@ -125,7 +125,8 @@
 
   const PLOT_CONFIG = {responsive: true, displaylogo: false, scrollZoom: true, modeBarButtonsToRemove: ["select2d", "lasso2d"]};
 
-  async function draw() {
+  // `fitRole`: a role just expanded, whose lanes the view then fits (over the whole time axis).
+  async function draw(fitRole) {
     status.textContent = "drawing…";
     const started = performance.now();
     const response = await fetch(figureUrl());
@@ -140,6 +141,12 @@
     windowAnswer = lod ? {mode: "bins", traces: payload.traces, count: payload.count, window: payload.window} : null;
     if (!lod) learnEvents(payload.event_ids, payload.event_ids.map((_, seq) => seq), payload.positions.x, payload.positions.y);
     await Plotly.react(graph, compose(), payload.figure.layout, PLOT_CONFIG);
+    const fitted = payload.lanes.map((lane, i) => (lane.role === fitRole && !lane.group ? i : -1)).filter((i) => i >= 0);
+    if (fitted.length) {
+      await Plotly.relayout(graph, {"xaxis.autorange": true,
+                                    "yaxis.range": [fitted[fitted.length - 1] + 0.5, fitted[0] - 0.5]});
+      thinLaneLabels();
+    }
     graph.removeAllListeners && graph.removeAllListeners("plotly_click");
     graph.removeAllListeners && graph.removeAllListeners("plotly_relayout");
     graph.on("plotly_relayout", (ev) => {
@@ -273,7 +280,7 @@
       const button = document.createElement("button");
       button.type = "button";
       button.textContent = "expand " + lane.role + " (" + lane.agents + ")";
-      button.addEventListener("click", () => { expanded.add(lane.role); grouping = "role"; draw(); });
+      button.addEventListener("click", () => { expanded.add(lane.role); grouping = "role"; draw(lane.role); });
       laneGroups.appendChild(button);
     });
     expanded.forEach((role) => {

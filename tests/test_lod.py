@@ -150,3 +150,11 @@ def test_rows_band_lanes_only_when_they_outnumber_the_rows(lanes, band):
     row_of, row_y, names = lane_rows(labels, 0, lanes - 1, 125)
     assert len(row_y) == len(names) == -(-lanes // band) and row_of[-1] == len(row_y) - 1
     assert names[0] == ("a0" if band == 1 else f"{band} lanes: a0 … a{band - 1}")
+
+
+def test_a_large_trace_has_its_lanes_kept_after_the_ingest_answers(client, db):
+    large, small = generate_swarm(100, graph.LOD_ABOVE + 1, seed=9), lod_trace("small")
+    assert post_json(client, [large, small]).status_code == 201  # background work ends before the client returns
+    assert queries.lod_ready(db, large["trace_id"])
+    assert db.scalar("SELECT count(*) FROM lod_events WHERE trace_id = ?", [large["trace_id"]]) == graph.LOD_ABOVE + 1
+    assert not queries.lod_ready(db, "small")  # a small trace is drawn whole: nothing to keep

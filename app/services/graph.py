@@ -77,6 +77,14 @@ def ensure_lod(db: Database, trace_id: str) -> None:
     db.write(fill)
 
 
+def prepare_lod(db: Database, trace_ids: list[str]) -> None:
+    """Keep the lanes of the large ones among just-stored traces, after the ingest has answered, so that their
+    first view does not wait for it (a million events take seconds)."""
+    for trace_id in trace_ids:
+        if (queries.event_count(db, trace_id) or 0) > LOD_ABOVE:
+            ensure_lod(db, trace_id)
+
+
 def _skeleton(db: Database, cache: TraceCache, trace_id: str, version) -> tuple[list[dict], list[str]]:
     def build() -> tuple[list[dict], list[str]]:
         ensure_lod(db, trace_id)

@@ -20,6 +20,7 @@ from app.ingest.importers import openai_agents, otlp
 from app.ingest.importers.common import ImportFailed
 from app.ingest.log import Receipt
 from app.ingest.pipeline import problems_of
+from app.services.graph import prepare_lod
 from app.store import queries
 from app.store.db import Database
 from app.store.db import utc_now as _now
@@ -176,6 +177,8 @@ class LiveTraces:
                             "WHERE source = ? AND source_trace_id = ?", [_now(), error, source, source_trace])
             if error:
                 log.warning("live trace %s/%s not built: %s", source, source_trace, error)
+            else:
+                prepare_lod(self.db, [trace["trace_id"]])  # once complete, so the status does not wait for it
             return error
 
     def _import(self, source: str, source_trace: str, bodies: list) -> dict | None:

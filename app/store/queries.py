@@ -292,13 +292,12 @@ def fill_lod(cur, trace_id: str) -> None:
     cur.execute(f"INSERT INTO lod_events SELECT $trace, seq, t, type, owner FROM ({EVENT_OWNERS})",
                 {"trace": trace_id})
     cur.execute("""
+        WITH ends AS (
+            SELECT e.event_id, o.t, o.owner FROM events e JOIN lod_events o USING (trace_id, seq)
+            WHERE e.trace_id = $trace)
         INSERT INTO lod_edges
         SELECT $trace, x.type, s.t, s.owner, d.t, d.owner
-        FROM edges x
-        JOIN events se ON se.trace_id = $trace AND se.event_id = x.src
-        JOIN events de ON de.trace_id = $trace AND de.event_id = x.dst
-        JOIN lod_events s ON s.trace_id = $trace AND s.seq = se.seq
-        JOIN lod_events d ON d.trace_id = $trace AND d.seq = de.seq
+        FROM edges x JOIN ends s ON s.event_id = x.src JOIN ends d ON d.event_id = x.dst
         WHERE x.trace_id = $trace""", {"trace": trace_id})
 
 

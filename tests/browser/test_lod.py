@@ -91,3 +91,14 @@ def test_find_brings_an_agents_first_event_of_a_binned_trace_into_view(page, liv
     page.keyboard.press("Enter")
     expect(page.locator("#graph")).to_have_attribute("data-window-mode", "exact", timeout=30_000)
     expect_workspace(page, first)
+
+
+def test_expanding_a_role_fits_the_view_to_its_lanes(page, live_server, big):
+    open_as(page, live_server, BIG, reviewer=None)
+    page.locator("#lane-groups button", has_text="expand executor").click()
+    expect(page.locator("#graph-status")).to_contain_text("redrawn in", timeout=60_000)
+    page.wait_for_function("""() => {
+        const ticks = [...document.querySelectorAll("#graph .yaxislayer-above .ytick text")].map((t) => t.textContent);
+        return ticks.length > 3 && ticks.every((t) => t.startsWith("executor-"));
+    }""", timeout=30_000)
+    expect(page.locator("#lane-groups button", has_text="collapse executor")).to_be_visible()

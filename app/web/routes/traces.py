@@ -7,7 +7,7 @@ of the answers are written here (`responses=`), since the routes return plain di
 import math
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import APIRouter, BackgroundTasks, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from app.domain.overlays import describe
@@ -85,8 +85,8 @@ ImportFormat = Literal[FORMATS]
     415: reply("a Content-Type a browser may send cross-site (text/plain, a form)"),
     422: reply("invalid traces (each problem with its trace and path), a file no importer can read, or an "
                "invalid parameter; nothing is stored", PROBLEMS)})
-async def create_traces(request: Request, db: DbDep, settings: SettingsDep, replace: bool = False,
-                        format: ImportFormat | None = None, keep_content: bool = False):
+async def create_traces(request: Request, db: DbDep, settings: SettingsDep, background: BackgroundTasks,
+                        replace: bool = False, format: ImportFormat | None = None, keep_content: bool = False):
     """Ingest traces in our format or an industrial one (detected, or `format`); all stored or none.
 
     Beyond the published schema, refused (422, naming the path): text with a lone surrogate (an
@@ -97,6 +97,7 @@ async def create_traces(request: Request, db: DbDep, settings: SettingsDep, repl
     existing = "replace" if replace else "error"
     stored, _, warnings = await run_in_threadpool(ingest, db, uploads, existing, settings.max_body_bytes,
                                                   format, keep_content)
+    background.add_task(graph.prepare_lod, db, stored)
     answer = {"ingested": stored, "warnings": warnings}
     if replace:  # labels of events that vanished with the replacement are kept and reported
         orphans = [o for trace_id in stored for o in queries.orphaned_labels(db, trace_id)]
