@@ -107,6 +107,30 @@ def cmd_migrate(args) -> int:
     return 0
 
 
+def cmd_migrate_store(args) -> int:
+    """Copy every table and row of a DuckDB file into a new, empty DuckLake store (or of a lake into a new
+    file), ids kept, in one transaction; both are migrated first. Stop the server holding the file first."""
+    from app.store.transfer import TransferError, move_store
+
+    settings = Settings.from_env(lake_data=args.lake_data)
+    if not settings.lake_data and (is_lake_url(args.source) or is_lake_url(args.target)):
+        raise CommandError("a DuckLake store needs its data folder: pass --lake-data FOLDER "
+                           "(or set ORCHESTRACE_LAKE_DATA)")
+    try:
+        moved = move_store(args.source, args.target, settings.lake_data, settings.migrations_dir)
+    except (TransferError, DatabaseLocked) as exc:
+        raise CommandError(str(exc)) from exc
+    if moved.source_migrations:
+        print(f"brought {shown(args.source)} up to date first: {', '.join(moved.source_migrations)}")
+    print(f"copied {shown(args.source)} into {shown(args.target)} (migration {moved.migration}); rows per "
+          "table, counted in both after the commit:")
+    width = max(map(len, moved.rows))
+    for table, n in moved.rows.items():
+        print(f"  {table:<{width}}  {n:>10}")
+    print(f"{sum(moved.rows.values())} rows in {len(moved.rows)} tables")
+    return 0
+
+
 def cmd_validate(args) -> int:
     """Check trace files against the format; print each problem with its path. Exit 1 if any is invalid."""
     bad = 0
@@ -719,6 +743,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--host", help="interface to listen on (default 127.0.0.1)")
         p.add_argument("--port", type=int, help="port to listen on (default 8000)")
     add("migrate", cmd_migrate)
+    p = add("migrate-store", cmd_migrate_store, db=False)
+    p.add_argument("--from", dest="source", required=True, metavar="FILE",
+                   help="the store to copy: a DuckDB file (or a DuckLake URL, to move back)")
+    p.add_argument("--to", dest="target", required=True, metavar="URL",
+                   help="the new, empty store: ducklake:postgres:<libpq connection string> (or a DuckDB file)")
+    p.add_argument("--lake-data", metavar="FOLDER",
+                   help="the lake's data folder or object-storage URL (default $ORCHESTRACE_LAKE_DATA)")
     p = add("validate", cmd_validate, db=False)
     p.add_argument("paths", nargs="+", metavar="PATH")
     def add_server(p, token_help="API token for the server (default $ORCHESTRACE_TOKEN)"):
