@@ -33,21 +33,32 @@ class Transfer:
 
 def move_store(source: str, target: str, lake_data: str | None, migrations_dir: Path) -> Transfer:
     """Copy every table and row of the store `source` into the empty store `target`; exactly one of the two is
-    a DuckLake URL, whose Parquet data is in `lake_data`. The source is migrated first (a file must not be
-    held by a running server), and so is the target; a target holding any row is refused."""
+    a DuckLake URL, whose Parquet data is in `lake_data`. Both are migrated first (a file must not be held by a
+    running server: DatabaseLocked); a target holding any row is refused before anything is written."""
     if lake.is_lake_url(source) == lake.is_lake_url(target):
         raise TransferError("one of the two stores must be a DuckLake (ducklake:postgres:<libpq connection "
                             "string>) and the other a DuckDB file; to copy a file, use `orchestrace backup`")
     if not lake.is_lake_url(source) and not Path(source).is_file():
         raise TransferError(f"no database at {source}")
-    into = _open(target, lake_data)
+    origin = _open(source, lake_data)
     try:
-        _refuse_filled(into, target)
-        applied = _migrate_source(source, lake_data, migrations_dir)
+        if "schema_migrations" not in _schema(origin, _catalog(origin)):
+            raise TransferError(f"{lake.shown(source)} is not an Orchestrace database (it has no schema_migrations)")
+        into = _open(target, lake_data)
+    except BaseException:
+        origin.close()
+        raise
+    try:
+        try:
+            _refuse_filled(into, target)
+            applied = origin.migrate(migrations_dir)
+        finally:
+            origin.close()  # before it is attached read-only below
         into.migrate(migrations_dir)
         _attach(into, source, lake_data)
         try:
-            return Transfer(_check_same_schema(into, source), _copy(into, source), applied)
+            migration = _check_same_schema(into, source)
+            return Transfer(migration, _copy(into, source), applied)
         finally:
             into.execute(f"DETACH {SOURCE}")
     finally:
@@ -64,22 +75,12 @@ def _open(store: str, lake_data: str | None) -> Database:
 def _refuse_filled(db: Database, name: str) -> None:
     """Refuse a target that holds rows: a move would mix two stores' traces, labels, users and signing keys."""
     catalog = _catalog(db)
-    filled = {table: n for table in _tables(db, catalog) if (n := db.scalar(f"SELECT count(*) FROM {catalog}.{table}"))}
+    tables = [table for table in _schema(db, catalog) if table not in OWN_TABLES]
+    filled = {table: n for table, n in _counts(db.execute, catalog, tables).items() if n}
     if filled:
         held = ", ".join(f"{n} {table}" for table, n in filled.items())
         raise TransferError(f"{lake.shown(name)} is not empty ({held}); nothing was copied. Move into a new, "
                             "empty store (for a lake: a new PostgreSQL database and an empty data folder)")
-
-
-def _migrate_source(source: str, lake_data: str | None, migrations_dir: Path) -> list[str]:
-    """Bring the source up to date with the migrations (the names applied); refuse one that is not a store."""
-    db = _open(source, lake_data)
-    try:
-        if "schema_migrations" not in _tables(db, _catalog(db), own=True):
-            raise TransferError(f"{lake.shown(source)} is not an Orchestrace database (it has no schema_migrations)")
-        return db.migrate(migrations_dir)
-    finally:
-        db.close()
 
 
 def _attach(db: Database, source: str, lake_data: str | None) -> None:
@@ -94,70 +95,65 @@ def _attach(db: Database, source: str, lake_data: str | None) -> None:
 
 
 def _catalog(db: Database) -> str:
-    """The name that qualifies the store's own tables in its connection, quoted (a file's is its stem)."""
-    return '"' + db.scalar("SELECT current_database()").replace('"', '""') + '"'
+    """The name of the store's own catalog in its connection (a file's is its stem, a lake's `lake`)."""
+    return db.scalar("SELECT current_database()")
 
 
-def _tables(db: Database, catalog: str, own: bool = False) -> list[str]:
-    """The tables of `catalog`, without OWN_TABLES unless `own`."""
-    names = [row["table_name"] for row in db.fetchall(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' "
-        "ORDER BY table_name", [_unquoted(catalog)])]
-    return names if own else [name for name in names if name not in OWN_TABLES]
+def _schema(db: Database, catalog: str) -> dict[str, list[str]]:
+    """The tables of `catalog` with their columns in order, by table name; one query (on a lake, each query
+    asks PostgreSQL)."""
+    tables: dict[str, list[str]] = {}
+    for row in db.fetchall("SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = ? "
+                           "AND schema_name = 'main' ORDER BY table_name, column_index", [catalog]):
+        tables.setdefault(row["table_name"], []).append(row["column_name"])
+    return tables
 
 
-def _columns(db: Database, catalog: str, table: str) -> list[str]:
-    return [row["column_name"] for row in db.fetchall(
-        "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND schema_name = 'main' "
-        "AND table_name = ? ORDER BY column_index", [_unquoted(catalog), table])]
+def _counts(execute, catalog: str, tables: list[str]) -> dict[str, int]:
+    """Rows per table of `catalog`, in one query run by `execute`."""
+    if not tables:
+        return {}
+    union = " UNION ALL ".join(f"SELECT {i}, count(*) FROM {_name(catalog, table)}" for i, table in enumerate(tables))
+    return {tables[i]: n for i, n in execute(union).fetchall()}
 
 
-def _unquoted(catalog: str) -> str:
-    return catalog[1:-1].replace('""', '"')
+def _name(catalog: str, table: str) -> str:
+    return f'"{catalog}".main."{table}"'
 
 
 def _check_same_schema(db: Database, source: str) -> str:
     """The migration both stores are at; TransferError when their migrations, tables or columns differ (a
-    source written by a newer version of the app)."""
-    target, source_catalog = _catalog(db), f'"{SOURCE}"'
-    have, want = (db.fetchall(f"SELECT version, name FROM {catalog}.main.schema_migrations ORDER BY version")
-                  for catalog in (source_catalog, target))
+    source written by another version of the app)."""
+    target = _catalog(db)
+    have, want = (db.fetchall(f"SELECT version, name FROM {_name(catalog, 'schema_migrations')} ORDER BY version")
+                  for catalog in (SOURCE, target))
     if have != want:
         raise TransferError(f"{lake.shown(source)} is at migration {have[-1]['name']}, this version of Orchestrace "
                             f"at {want[-1]['name']}: move it with the version that wrote it")
-    tables = _tables(db, source_catalog)
-    if tables != _tables(db, target):
-        raise TransferError(f"{lake.shown(source)} and the target have different tables")
-    for table in tables:
-        if sorted(_columns(db, source_catalog, table)) != sorted(_columns(db, target, table)):
-            raise TransferError(f"the table {table} has different columns in {lake.shown(source)} and the target")
+    theirs, ours = _schema(db, SOURCE), _schema(db, target)
+    if {t: sorted(c) for t, c in theirs.items()} != {t: sorted(c) for t, c in ours.items()}:
+        differ = sorted(t for t in theirs.keys() | ours.keys() if sorted(theirs.get(t, [])) != sorted(ours.get(t, [])))
+        raise TransferError(f"the tables {', '.join(differ)} differ between {lake.shown(source)} and the target")
     return want[-1]["name"]
 
 
 def _copy(db: Database, source: str) -> dict[str, int]:
     """Every table's rows, by column name, in one transaction; rows per table, checked against the source's
     inside the transaction (a difference rolls it back) and again once committed."""
-    target, source_catalog = _catalog(db), f'"{SOURCE}"'
-    tables = _tables(db, source_catalog)
-    columns_of = {table: ", ".join(f'"{name}"' for name in _columns(db, target, table)) for table in tables}
+    target = _catalog(db)
+    columns = {table: names for table, names in _schema(db, target).items() if table not in OWN_TABLES}
+    tables = list(columns)
     with db.transaction() as cur:
-        for table, columns in columns_of.items():
-            cur.execute(f"INSERT INTO {target}.main.{table} ({columns}) "
-                        f"SELECT {columns} FROM {source_catalog}.main.{table}")
-        _check_counts(cur, tables, target, source_catalog, source)
-    cur = db.cursor()
-    try:
-        return _check_counts(cur, tables, target, source_catalog, source)
-    finally:
-        cur.close()
+        for table, names in columns.items():
+            listed = ", ".join(f'"{name}"' for name in names)
+            cur.execute(f"INSERT INTO {_name(target, table)} ({listed}) SELECT {listed} FROM {_name(SOURCE, table)}")
+        _check_counts(cur.execute, target, tables, source)
+    return _check_counts(db.execute, target, tables, source)
 
 
-def _check_counts(cur, tables: list[str], target: str, source_catalog: str, source: str) -> dict[str, int]:
-    counts = {}
+def _check_counts(execute, target: str, tables: list[str], source: str) -> dict[str, int]:
+    have, want = (_counts(execute, catalog, tables) for catalog in (target, SOURCE))
     for table in tables:
-        have, want = (cur.execute(f"SELECT count(*) FROM {catalog}.main.{table}").fetchone()[0]
-                      for catalog in (target, source_catalog))
-        if have != want:
-            raise TransferError(f"the copy of {table} holds {have} rows, {lake.shown(source)} {want}")
-        counts[table] = have
-    return counts
+        if have[table] != want[table]:
+            raise TransferError(f"the copy of {table} holds {have[table]} rows, {lake.shown(source)} {want[table]}")
+    return have
