@@ -70,7 +70,7 @@ class RecordingServer(uvicorn.Server):
 
 
 def cmd_serve(args) -> int:
-    """Serve the web app and JSON API; while it listens, `<db>.server` beside the database holds its URL,
+    """Serve the web app and JSON API; while it listens, `<db>.server` beside a database file holds its URL,
     where the other commands find it."""
     from app.main import create_app
     from app.services import accounts
@@ -90,7 +90,10 @@ def cmd_serve(args) -> int:
               "yet: run `orchestrace users add NAME --role admin` first", file=sys.stderr)
         app.state.db.close()
         return 2
-    server = RecordingServer(uvicorn.Config(app, host=settings.host, port=settings.port), settings.db)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port)
+    # No process holds a lake (the other commands open it themselves), and a record named after its URL would
+    # put the libpq string, password and all, in a file name; several instances would overwrite it.
+    server = uvicorn.Server(config) if app.state.db.is_lake else RecordingServer(config, settings.db)
     try:
         server.run()
     except KeyboardInterrupt:  # uvicorn stops gracefully, then raises the interrupt again

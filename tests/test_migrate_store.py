@@ -4,12 +4,16 @@ plain `pytest` run (one PostgreSQL cluster for the session) and are skipped only
 
 import io
 import json
+import os
 import subprocess
 import sys
-from contextlib import redirect_stderr, redirect_stdout
+import time
+import urllib.request
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from pathlib import Path
 
 import pytest
-from conftest import BASE_URL, make_trace
+from conftest import BASE_URL, SERVER_START_TIMEOUT_S, free_port, make_trace
 from fastapi.testclient import TestClient
 from test_papers import EXCLUDED_CSV, POOL_CSV
 
@@ -24,6 +28,7 @@ from app.settings import Settings
 from app.store.db import Database
 from app.web.security import SESSION_COOKIE, session_cookie_value
 
+ROOT = Path(__file__).resolve().parent.parent
 TRACE = "sample-centralized-001"
 PASSWORD = "correct horse battery staple"
 
@@ -120,6 +125,55 @@ def test_the_app_over_the_lake_serves_the_moved_traces_labels_token_and_session(
         assert client.get("/api/traces").status_code == 401
         client.cookies.set(SESSION_COOKIE, source["cookie"])
         assert client.get("/api/traces").status_code == 200  # signed in before the move, still signed in
+
+
+@contextmanager
+def instances(lake: Settings, folder, count: int):
+    """`count` real `orchestrace serve` processes over the lake, on free ports, run in `folder`; their URLs."""
+    env = os.environ | {"ORCHESTRACE_DB": str(lake.db), "ORCHESTRACE_LAKE_DATA": lake.lake_data,
+                        "ORCHESTRACE_AUTH": lake.auth}
+    urls = [f"http://127.0.0.1:{free_port()}" for _ in range(count)]
+    procs = [subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", url.rpartition(":")[2]], cwd=folder,
+                              env=env | {"PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for url in urls]
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        for proc, url in zip(procs, urls):
+            while True:
+                try:
+                    urllib.request.urlopen(f"{url}/api/health").close()
+                    break
+                except OSError:
+                    assert proc.poll() is None and time.monotonic() < deadline, "an instance did not start"
+                    time.sleep(0.1)
+        yield urls
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(30)
+
+
+def call(url: str, headers: dict, body: dict | None = None) -> dict:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers=headers | {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request) as response:
+        return json.load(response)
+
+
+def test_two_instances_serve_the_moved_lake_and_see_each_others_labels(source, lake, moved, tmp_path):
+    """What docs/scale-out.md promises: any instance answers any request, a session included (no sticky
+    sessions), and a label saved through one is read through the other at once."""
+    assert moved[0] == 0, moved[2]
+    bearer = {"Authorization": f"Bearer {source['token']}"}
+    session = {"Cookie": f"{SESSION_COOKIE}={source['cookie']}"}
+    with instances(lake, tmp_path, 2) as (first, second):
+        saved = call(f"{first}/api/annotations", bearer,
+                     {"trace_id": TRACE, "event_id": "e002", "reviewer": "ada", "credit": 0.25})
+        labels_seen = call(f"{second}/api/annotations?trace_id={TRACE}&event_id=e002", session)["items"]
+        assert [label["annotation_id"] for label in labels_seen] == [saved["annotation_id"]]
+        assert call(f"{first}/api/traces", session)["total"] == call(f"{second}/api/traces", bearer)["total"] == 6
+        assert list(tmp_path.iterdir()) == []  # no `<db>.server` record: it would name the lake's libpq string
 
 
 def test_a_lake_that_holds_rows_is_refused_and_left_as_it_was(source, lake, moved):
