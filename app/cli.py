@@ -86,8 +86,8 @@ def cmd_serve(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not is_loopback(settings.host) and not accounts.has_admin(app.state.db):
-        print(f"error: serving on {settings.host} (not loopback) needs accounts, and {settings.db} has no admin "
-              "yet: run `orchestrace users add NAME --role admin` first", file=sys.stderr)
+        print(f"error: serving on {settings.host} (not loopback) needs accounts, and {shown(settings.db)} has no "
+              "admin yet: run `orchestrace users add NAME --role admin` first", file=sys.stderr)
         app.state.db.close()
         return 2
     config = uvicorn.Config(app, host=settings.host, port=settings.port)
@@ -270,7 +270,7 @@ def _refusal(status: int, answer: dict, token_hint: str = NEED_TOKEN) -> str:
 
 
 def _where(target: Database | Server) -> str:
-    return target.url if isinstance(target, Server) else str(target.path)
+    return target.url if isinstance(target, Server) else shown(target.path)
 
 
 def _ingest(args, fmt: str | None, command: str) -> int:
@@ -542,7 +542,7 @@ def cmd_demo(args) -> int:
     db = _open(settings)
     db.migrate(settings.migrations_dir)
     stored, skipped = load_samples(db, settings.sample_dir)
-    print(f"sample traces in {settings.db}: {len(stored)} loaded, {len(skipped)} already there")
+    print(f"sample traces in {shown(settings.db)}: {len(stored)} loaded, {len(skipped)} already there")
     db.close()
     return cmd_serve(args)
 
@@ -560,7 +560,7 @@ def cmd_backup(args) -> int:
     from app.store.backup import BackupError, backup
 
     settings = Settings.from_env(db=args.db)
-    if not args.server and not settings.db.exists():
+    if not args.server and not is_lake_url(str(settings.db)) and not settings.db.exists():
         print(f"error: no database at {settings.db}", file=sys.stderr)
         return 2
     target = _target(args, settings, "asking {url} to write the backup")
@@ -629,7 +629,7 @@ def cmd_users(args) -> int:
         except accounts.AccountError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        print(f"added {user.role} '{user.name}' to {db.path}")
+        print(f"added {user.role} '{user.name}' to {shown(db.path)}")
         return 0
     finally:
         db.close()
@@ -658,7 +658,7 @@ def cmd_tokens(args) -> int:
             except accounts.AccountError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 1
-            print(f"API token for '{args.user}' in {db.path}; it is shown once: keep it now.")
+            print(f"API token for '{args.user}' in {shown(db.path)}; it is shown once: keep it now.")
             print(token)
         elif args.tokens_command == "list":
             for t in accounts.list_tokens(db, args.user):
@@ -669,7 +669,7 @@ def cmd_tokens(args) -> int:
             print(f"error: no live token with id {args.token_id}", file=sys.stderr)
             return 1
         else:
-            print(f"revoked token {args.token_id} in {db.path}")
+            print(f"revoked token {args.token_id} in {shown(db.path)}")
         return 0
     finally:
         db.close()
