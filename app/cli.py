@@ -26,7 +26,7 @@ from app.ingest.importers import FORMATS, SUBAGENTS, subagent_uploads
 from app.ingest.importers.common import ImportFailed
 from app.ingest.pipeline import InvalidTraces, ingest, problems_of
 from app.settings import Settings
-from app.store.db import Database, DatabaseLocked, DatabaseTooNew, MigrationsMissing
+from app.store.db import CommitConflict, Database, DatabaseLocked, DatabaseTooNew, MigrationsMissing
 from app.store.lake import LakeUnavailable, is_lake_url, shown
 
 TRACE_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".gz")
@@ -121,10 +121,10 @@ def cmd_migrate_store(args) -> int:
                            "(or set ORCHESTRACE_LAKE_DATA)")
     try:
         moved = move_store(args.source, args.target, settings.lake_data, settings.migrations_dir)
-    except (TransferError, DatabaseLocked) as exc:
+    except (TransferError, DatabaseLocked, CommitConflict) as exc:  # a conflict: another writer on the new store
         raise CommandError(str(exc)) from exc
-    if moved.source_migrations:
-        print(f"brought {shown(args.source)} up to date first: {', '.join(moved.source_migrations)}")
+    if moved.applied_to_source:
+        print(f"brought {shown(args.source)} up to date first: {', '.join(moved.applied_to_source)}")
     print(f"copied {shown(args.source)} into {shown(args.target)} (migration {moved.migration}); rows per "
           "table, counted in both after the commit:")
     width = max(map(len, moved.rows))

@@ -264,3 +264,9 @@ def test_a_lake_without_its_data_folder_is_refused(monkeypatch, tmp_path):
     monkeypatch.delenv("ORCHESTRACE_LAKE_DATA", raising=False)
     code, _, err = run("migrate-store", "--from", str(tmp_path / "a.duckdb"), "--to", "ducklake:postgres:dbname=x")
     assert code == 2 and "--lake-data" in err
+
+
+def test_the_readme_documents_the_command_and_links_the_scale_out_guide():
+    readme = (ROOT / "README.md").read_text()
+    assert "`orchestrace migrate-store --from FILE --to URL" in readme and "(docs/scale-out.md)" in readme
+    assert "## Figures" in (ROOT / "docs" / "scale-out.md").read_text()

@@ -6,7 +6,7 @@ read-only to the target's connection. Every table goes in one transaction on the
 their ids, or none. `schema_migrations` is not copied: migrating the target fills it.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -28,7 +28,7 @@ class Transfer:
 
     migration: str
     rows: dict[str, int]
-    source_migrations: list[str] = field(default_factory=list)  # applied to the source to bring it up to date
+    applied_to_source: list[str]  # the migrations that brought the source up to date
 
 
 def move_store(source: str, target: str, lake_data: str | None, migrations_dir: Path) -> Transfer:
@@ -87,7 +87,8 @@ def _attach(db: Database, source: str, lake_data: str | None) -> None:
     """Attach the source read-only beside the target (ATTACH takes no bound parameters: quotes are doubled)."""
     quoted = source.replace("'", "''")
     if lake.is_lake_url(source):
-        lake.load_extensions(db.cursor())
+        with db.cursor() as cur:
+            lake.load_extensions(cur)
         quoted_data = (lake_data or "").replace("'", "''")
         db.execute(f"ATTACH '{quoted}' AS {SOURCE} (DATA_PATH '{quoted_data}', READ_ONLY)")
     else:
@@ -113,7 +114,8 @@ def _counts(execute, catalog: str, tables: list[str]) -> dict[str, int]:
     """Rows per table of `catalog`, in one query run by `execute`."""
     if not tables:
         return {}
-    union = " UNION ALL ".join(f"SELECT {i}, count(*) FROM {_name(catalog, table)}" for i, table in enumerate(tables))
+    union = " UNION ALL ".join(f"SELECT {i}, count(*) FROM {_name(catalog, table)}"
+                               for i, table in enumerate(tables))
     return {tables[i]: n for i, n in execute(union).fetchall()}
 
 
@@ -131,8 +133,8 @@ def _check_same_schema(db: Database, source: str) -> str:
         raise TransferError(f"{lake.shown(source)} is at migration {have[-1]['name']}, this version of Orchestrace "
                             f"at {want[-1]['name']}: move it with the version that wrote it")
     theirs, ours = _schema(db, SOURCE), _schema(db, target)
-    if {t: sorted(c) for t, c in theirs.items()} != {t: sorted(c) for t, c in ours.items()}:
-        differ = sorted(t for t in theirs.keys() | ours.keys() if sorted(theirs.get(t, [])) != sorted(ours.get(t, [])))
+    differ = sorted(t for t in theirs.keys() | ours.keys() if sorted(theirs.get(t, [])) != sorted(ours.get(t, [])))
+    if differ:
         raise TransferError(f"the tables {', '.join(differ)} differ between {lake.shown(source)} and the target")
     return want[-1]["name"]
 
@@ -152,6 +154,7 @@ def _copy(db: Database, source: str) -> dict[str, int]:
 
 
 def _check_counts(execute, target: str, tables: list[str], source: str) -> dict[str, int]:
+    """Rows per table of the target; TransferError when a table's count differs from the source's."""
     have, want = (_counts(execute, catalog, tables) for catalog in (target, SOURCE))
     for table in tables:
         if have[table] != want[table]:
