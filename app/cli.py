@@ -102,10 +102,18 @@ def cmd_serve(args) -> int:
 
 
 def cmd_migrate(args) -> int:
-    """Apply the numbered SQL migrations not yet applied to the database."""
+    """Apply the numbered SQL migrations not yet applied to the database; on a DuckLake store, also make the key
+    that signs sessions unless ORCHESTRACE_SECRET_KEY is set."""
+    from app.services import accounts
+
     settings = Settings.from_env(db=args.db)
     db = _open(settings)
-    applied = db.migrate(settings.migrations_dir)
+    try:
+        applied = db.migrate(settings.migrations_dir)
+        if db.is_lake:  # made here, once: instances starting together on a new lake would each store their own
+            accounts.secret_key(db, settings.secret_key)
+    finally:
+        db.close()
     print(f"applied {len(applied)} migration(s) to {shown(settings.db)}" + (": " + ", ".join(applied) if applied else ""))
     return 0
 

@@ -210,7 +210,7 @@ def test_an_older_file_is_brought_up_to_date_first_and_no_message_shows_the_pass
                                                                                        monkeypatch):
     """A file made before the last migration is migrated, then moved; the lake's password (the throwaway
     cluster trusts every local connection, so it takes any) is never printed, here or by the commands used
-    on the lake afterwards."""
+    on the lake afterwards; `migrate` makes the lake's signing key before any instance starts."""
     old = tmp_path / "old.duckdb"
     shipped = Settings().migrations_dir
     earlier = tmp_path / "migrations"
@@ -233,7 +233,13 @@ def test_an_older_file_is_brought_up_to_date_first_and_no_message_shows_the_pass
     assert ingested[0] == 0 and "ingested 1 trace(s) into ducklake:postgres:" in ingested[1]
     audited = run("audit", "--db", url, "--all", "--format", "json")
     assert [t["trace_id"] for t in json.loads(audited[1])["traces"]] == ["t-new", "t-old"]
-    assert "s3cret" not in out + err + "".join(ingested[1:]) + audited[2]
+    migrated = run("migrate", "--db", url)
+    assert "s3cret" not in out + err + "".join(ingested[1:]) + audited[2] + "".join(migrated[1:])
+    db = Database(url, str(tmp_path / "data"))
+    try:  # the file never served, so had no signing key: `migrate` made the one every instance will read
+        assert db.scalar("SELECT count(*) FROM app_secrets WHERE name = 'signing_key'") == 1
+    finally:
+        db.close()
 
 
 def test_a_missing_source_is_refused_before_the_lake_is_opened(tmp_path):
