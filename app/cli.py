@@ -26,7 +26,7 @@ from app.ingest.importers import FORMATS, SUBAGENTS, subagent_uploads
 from app.ingest.importers.common import ImportFailed
 from app.ingest.pipeline import InvalidTraces, ingest, problems_of
 from app.settings import Settings
-from app.store.db import Database, DatabaseLocked, DatabaseTooNew, MigrationsMissing
+from app.store.db import CommitConflict, Database, DatabaseLocked, DatabaseTooNew, MigrationsMissing
 from app.store.lake import LakeUnavailable, is_lake_url, shown
 
 TRACE_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".gz")
@@ -70,7 +70,7 @@ class RecordingServer(uvicorn.Server):
 
 
 def cmd_serve(args) -> int:
-    """Serve the web app and JSON API; while it listens, `<db>.server` beside the database holds its URL,
+    """Serve the web app and JSON API; while it listens, `<db>.server` beside a database file holds its URL,
     where the other commands find it."""
     from app.main import create_app
     from app.services import accounts
@@ -86,11 +86,14 @@ def cmd_serve(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not is_loopback(settings.host) and not accounts.has_admin(app.state.db):
-        print(f"error: serving on {settings.host} (not loopback) needs accounts, and {settings.db} has no admin "
-              "yet: run `orchestrace users add NAME --role admin` first", file=sys.stderr)
+        print(f"error: serving on {settings.host} (not loopback) needs accounts, and {shown(settings.db)} has no "
+              "admin yet: run `orchestrace users add NAME --role admin` first", file=sys.stderr)
         app.state.db.close()
         return 2
-    server = RecordingServer(uvicorn.Config(app, host=settings.host, port=settings.port), settings.db)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port)
+    # No process holds a lake (the other commands open it themselves), and a record named after its URL would
+    # put the libpq string, password and all, in a file name; several instances would overwrite it.
+    server = uvicorn.Server(config) if app.state.db.is_lake else RecordingServer(config, settings.db)
     try:
         server.run()
     except KeyboardInterrupt:  # uvicorn stops gracefully, then raises the interrupt again
@@ -99,11 +102,43 @@ def cmd_serve(args) -> int:
 
 
 def cmd_migrate(args) -> int:
-    """Apply the numbered SQL migrations not yet applied to the database."""
+    """Apply the numbered SQL migrations not yet applied to the database; on a DuckLake store, also make the key
+    that signs sessions unless ORCHESTRACE_SECRET_KEY is set."""
+    from app.services import accounts
+
     settings = Settings.from_env(db=args.db)
     db = _open(settings)
-    applied = db.migrate(settings.migrations_dir)
+    try:
+        applied = db.migrate(settings.migrations_dir)
+        if db.is_lake:  # made here, once: instances starting together on a new lake would each store their own
+            accounts.secret_key(db, settings.secret_key)
+    finally:
+        db.close()
     print(f"applied {len(applied)} migration(s) to {shown(settings.db)}" + (": " + ", ".join(applied) if applied else ""))
+    return 0
+
+
+def cmd_migrate_store(args) -> int:
+    """Copy every table and row of a DuckDB file into a new, empty DuckLake store (or of a lake into a new
+    file), ids kept, in one transaction; both are migrated first. Stop the server holding the file first."""
+    from app.store.transfer import TransferError, move_store
+
+    settings = Settings.from_env(lake_data=args.lake_data)
+    if not settings.lake_data and (is_lake_url(args.source) or is_lake_url(args.target)):
+        raise CommandError("a DuckLake store needs its data folder: pass --lake-data FOLDER "
+                           "(or set ORCHESTRACE_LAKE_DATA)")
+    try:
+        moved = move_store(args.source, args.target, settings.lake_data, settings.migrations_dir)
+    except (TransferError, DatabaseLocked, CommitConflict) as exc:  # a conflict: another writer on the new store
+        raise CommandError(str(exc)) from exc
+    if moved.applied_to_source:
+        print(f"brought {shown(args.source)} up to date first: {', '.join(moved.applied_to_source)}")
+    print(f"copied {shown(args.source)} into {shown(args.target)} (migration {moved.migration}); rows per "
+          "table, counted in both after the commit:")
+    width = max(map(len, moved.rows))
+    for table, n in moved.rows.items():
+        print(f"  {table:<{width}}  {n:>10}")
+    print(f"{sum(moved.rows.values())} rows in {len(moved.rows)} tables")
     return 0
 
 
@@ -243,7 +278,7 @@ def _refusal(status: int, answer: dict, token_hint: str = NEED_TOKEN) -> str:
 
 
 def _where(target: Database | Server) -> str:
-    return target.url if isinstance(target, Server) else str(target.path)
+    return target.url if isinstance(target, Server) else shown(target.path)
 
 
 def _ingest(args, fmt: str | None, command: str) -> int:
@@ -515,7 +550,7 @@ def cmd_demo(args) -> int:
     db = _open(settings)
     db.migrate(settings.migrations_dir)
     stored, skipped = load_samples(db, settings.sample_dir)
-    print(f"sample traces in {settings.db}: {len(stored)} loaded, {len(skipped)} already there")
+    print(f"sample traces in {shown(settings.db)}: {len(stored)} loaded, {len(skipped)} already there")
     db.close()
     return cmd_serve(args)
 
@@ -533,7 +568,7 @@ def cmd_backup(args) -> int:
     from app.store.backup import BackupError, backup
 
     settings = Settings.from_env(db=args.db)
-    if not args.server and not settings.db.exists():
+    if not args.server and not is_lake_url(str(settings.db)) and not settings.db.exists():
         print(f"error: no database at {settings.db}", file=sys.stderr)
         return 2
     target = _target(args, settings, "asking {url} to write the backup")
@@ -602,7 +637,7 @@ def cmd_users(args) -> int:
         except accounts.AccountError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        print(f"added {user.role} '{user.name}' to {db.path}")
+        print(f"added {user.role} '{user.name}' to {shown(db.path)}")
         return 0
     finally:
         db.close()
@@ -631,7 +666,7 @@ def cmd_tokens(args) -> int:
             except accounts.AccountError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 1
-            print(f"API token for '{args.user}' in {db.path}; it is shown once: keep it now.")
+            print(f"API token for '{args.user}' in {shown(db.path)}; it is shown once: keep it now.")
             print(token)
         elif args.tokens_command == "list":
             for t in accounts.list_tokens(db, args.user):
@@ -642,7 +677,7 @@ def cmd_tokens(args) -> int:
             print(f"error: no live token with id {args.token_id}", file=sys.stderr)
             return 1
         else:
-            print(f"revoked token {args.token_id} in {db.path}")
+            print(f"revoked token {args.token_id} in {shown(db.path)}")
         return 0
     finally:
         db.close()
@@ -719,6 +754,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--host", help="interface to listen on (default 127.0.0.1)")
         p.add_argument("--port", type=int, help="port to listen on (default 8000)")
     add("migrate", cmd_migrate)
+    p = add("migrate-store", cmd_migrate_store, db=False)
+    p.add_argument("--from", dest="source", required=True, metavar="FILE",
+                   help="the store to copy: a DuckDB file (or a DuckLake URL, to move back)")
+    p.add_argument("--to", dest="target", required=True, metavar="URL",
+                   help="the new, empty store: ducklake:postgres:<libpq connection string> (or a DuckDB file)")
+    p.add_argument("--lake-data", metavar="FOLDER",
+                   help="the lake's data folder or object-storage URL (default $ORCHESTRACE_LAKE_DATA)")
     p = add("validate", cmd_validate, db=False)
     p.add_argument("paths", nargs="+", metavar="PATH")
     def add_server(p, token_help="API token for the server (default $ORCHESTRACE_TOKEN)"):
