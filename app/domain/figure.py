@@ -243,16 +243,17 @@ def bin_traces(bins: list[tuple], row_y: list[float], row_names: list[str], chan
     def size(n: int) -> float:
         return 5 + 13 * math.sqrt(n / most)
 
-    def hover(b) -> str:
-        text = (f"<b>{b[2]:,} event{'s' if b[2] != 1 else ''}</b> · mostly {b[5]}<br>lane: {row_names[b[0]]}"
-                f"<br>t: {b[3]:.6g} – {b[4]:.6g}")
-        return text + (f"<br>{escape(channel)} (mean): {b[6]:.4g}" if channel and b[6] is not None else "")
+    # hover from per-mark numbers: far less JSON than a text per mark (a view may hold thousands)
+    template = ("<b>%{customdata[0]:,} events</b> · mostly %{customdata[3]}<br>lane: %{text}"
+                "<br>t: %{customdata[1]:.6g} – %{customdata[2]:.6g}"
+                + (f"<br>{escape(channel)} (mean): %{{marker.color:.4g}}" if channel else "") + "<extra></extra>")
 
     def marks(rows: list[tuple], name: str, marker: dict) -> dict:
         return {"type": "scattergl", "mode": "markers", "name": name,
                 "x": [(b[3] + b[4]) / 2 for b in rows], "y": [row_y[b[0]] for b in rows],
-                "hovertext": [hover(b) for b in rows], "hovertemplate": "%{hovertext}<extra></extra>",
-                "marker": {**marker, "size": [size(b[2]) for b in rows]}, "meta": {"kind": "bins"}}
+                "customdata": [[b[2], b[3], b[4], b[5]] for b in rows], "text": [row_names[b[0]] for b in rows],
+                "hovertemplate": template, "marker": {**marker, "size": [size(b[2]) for b in rows]},
+                "meta": {"kind": "bins"}}
 
     if channel:
         valued = [b for b in bins if b[6] is not None]

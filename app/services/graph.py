@@ -22,8 +22,8 @@ from app.store.db import Database
 # by event. Bins are about BIN_PX pixels wide, rows of bins at least ROW_PX apart, so marks never outnumber pixels.
 LOD_ABOVE = 5000
 EXACT_LIMIT = 4000
-BIN_PX = 4
-ROW_PX = 4
+BIN_PX = 6
+ROW_PX = 6
 MAX_BUNDLES = 3000
 BUNDLE_BINS = 8  # an edge bundle spans this many bins: lines are fewer than marks
 DEFAULT_PX = (1200, 600)
