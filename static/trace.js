@@ -61,6 +61,7 @@
   let grouping = "auto";
   let firstDraw = true;
   const expanded = new Set();
+  const folded = new Set();    // agents whose spawn subtrees show on their own lanes
 
   function esc(text) {
     // Plotly decodes &lt; &gt; &amp; in labels but shows &quot; literally; quotes are inert without tags.
@@ -74,6 +75,7 @@
   function laneParams() {
     const params = new URLSearchParams({group: grouping, ...plotPx()});
     expanded.forEach((role) => params.append("expand", role));
+    folded.forEach((agent) => params.append("collapse", agent));
     return params;
   }
 
@@ -283,6 +285,19 @@
       button.addEventListener("click", () => { expanded.add(lane.role); grouping = "role"; draw(lane.role); });
       laneGroups.appendChild(button);
     });
+    folded.forEach((agent) => {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.setAttribute("aria-pressed", "true");
+      button.textContent = "unfold " + agent;
+      button.addEventListener("click", () => fold(agent));
+      laneGroups.appendChild(button);
+    });
+    document.querySelectorAll("button[data-fold]").forEach((b) => {
+      const on = folded.has(b.dataset.fold);
+      b.setAttribute("aria-pressed", String(on));
+      b.textContent = on ? "unfold on graph" : "fold on graph";
+    });
     expanded.forEach((role) => {
       const button = document.createElement("button");
       button.type = "button";
@@ -414,6 +429,18 @@
     }, [overlayIdx, greyIdx]);
     graph.dataset.overlay = channel;
   }
+
+  // Fold (or unfold) an agent's spawn subtree onto its lane: from the spawn-tree panel or the lane controls.
+  function fold(agent) {
+    folded.has(agent) ? folded.delete(agent) : folded.add(agent);
+    draw();
+  }
+  document.addEventListener("click", (ev) => {
+    const button = ev.target.closest("button[data-fold]");
+    if (!button) return;
+    ev.preventDefault();  // a button inside <summary>: fold, do not open or close the branch
+    fold(button.dataset.fold);
+  });
 
   overlaySelect.addEventListener("change", () => applyOverlay(overlaySelect.value));
   overlaySize.addEventListener("change", () => applyOverlay(overlaySelect.value));

@@ -157,3 +157,29 @@ def test_a_large_trace_has_its_lanes_kept_after_the_ingest_answers(client, db):
     assert queries.lod_ready(db, large["trace_id"])
     assert db.scalar("SELECT count(*) FROM lod_events WHERE trace_id = ?", [large["trace_id"]]) == graph.LOD_ABOVE + 1
     assert not queries.lod_ready(db, "small")  # a small trace is drawn whole: nothing to keep
+
+
+def test_a_folded_agent_shows_its_whole_spawn_subtree_on_its_lane(client):
+    from app.domain.figure import build_figure, lane_layout
+
+    trace = json.loads((SAMPLES[0].parent / "hierarchical.json").read_text())
+    order, parents, _ = spawn_tree(trace["events"])
+    boss = next(a for a in order if sum(parents[b] == a for b in order) >= 2 and parents[a] is not None)
+    subtree = {boss}
+    for agent in order:  # spawn-tree order: parents first
+        if parents.get(agent) in subtree:
+            subtree.add(agent)
+    owners = lane_agents(trace["events"], trace["edges"])
+    whole, _, _ = lane_layout(trace["events"], owners, False, frozenset())
+    lanes, lane_of, _ = lane_layout(trace["events"], owners, False, frozenset(), frozenset({boss}))
+    assert len(lanes) == len(whole) - (len(subtree) - 1)
+    assert {lane_of[a] for a in subtree} == {lane_of[boss]}
+    folded = lanes[lane_of[boss]]
+    assert folded["label"].endswith(f" +{len(subtree) - 1}") and folded["folded"] == len(subtree) - 1
+    # the figure puts every event of the subtree on that lane; the API takes `collapse`
+    figure = build_figure(trace, False, frozenset(), frozenset({boss}))
+    ys = {y for e, y in zip(trace["events"], figure["positions"]["y"]) if e["agent"] in subtree}
+    assert ys == {lane_of[boss]}
+    assert post_json(client, trace).status_code == 201
+    answer = client.get(f"/api/traces/{trace['trace_id']}/figure", params={"group": "agent", "collapse": boss})
+    assert answer.json()["lanes"] == lanes

@@ -140,27 +140,29 @@ def lane_ticks(labels: list[str], px: float, first: int, last: int) -> dict:
     return {"tickvals": values, "ticktext": [labels[i] for i in values]}
 
 
-def lane_layout(events: list[dict], owners, group_by_role: bool | None,
-                expand: frozenset[str]) -> tuple[list[dict], dict[str, int], bool]:
-    """Lanes (label, role, agents, group), each lane owner's lane, and whether lanes are grouped by role.
-    `events` may be all the trace's events or its skeleton (queries.skeleton_events): the spawn tree is the
-    same; `owners` are the lane owners (lane_agents) in event order, which add lanes for tools nobody called."""
-    order, _, roles = spawn_tree(events)
+def lane_layout(events: list[dict], owners, group_by_role: bool | None, expand: frozenset[str],
+                collapse: frozenset[str] = frozenset()) -> tuple[list[dict], dict[str, int], bool]:
+    """Lanes (label, role, agents, group, folded), each lane owner's lane, and whether lanes are grouped by
+    role. `events` may be all the trace's events or its skeleton (queries.skeleton_events): the spawn tree is
+    the same; `owners` are the lane owners (lane_agents) in event order, which add lanes for tools nobody
+    called; `collapse` names agents whose spawn subtrees fold into their lanes."""
+    order, parents, roles = spawn_tree(events)
     for agent in owners:
         if agent not in roles:
             order.append(agent)
             roles[agent] = "tool"
     if group_by_role is None:
         group_by_role = len(order) > GROUP_LANES_ABOVE
-    lanes, lane_of = _lanes(order, roles, group_by_role, expand)
+    lanes, lane_of = _lanes(order, roles, group_by_role, expand, parents, collapse)
     return lanes, lane_of, group_by_role
 
 
-def build_figure(trace: dict, group_by_role: bool | None = None, expand: frozenset[str] = frozenset()) -> dict:
+def build_figure(trace: dict, group_by_role: bool | None = None, expand: frozenset[str] = frozenset(),
+                 collapse: frozenset[str] = frozenset()) -> dict:
     """Figure dict plus the lane layout the page needs; `group_by_role` None means: when lanes are many."""
     events, edges = trace["events"], trace["edges"]
     owners = lane_agents(events, edges)
-    lanes, lane_of, group_by_role = lane_layout(events, owners, group_by_role, expand)
+    lanes, lane_of, group_by_role = lane_layout(events, owners, group_by_role, expand, collapse)
     x = [e["t"] for e in events]
     y = [lane_of[a] for a in owners]
     spans = agent_spans(events)  # the same lifetimes the metrics use
@@ -175,10 +177,10 @@ def build_figure(trace: dict, group_by_role: bool | None = None, expand: frozens
 
 
 def build_overview(trace_id: str, skeleton: list[dict], owners: list[str], n_events: int,
-                   group_by_role: bool | None, expand: frozenset[str]) -> dict:
+                   group_by_role: bool | None, expand: frozenset[str], collapse: frozenset[str] = frozenset()) -> dict:
     """The frame of a trace too large to draw event by event: lanes, lifetimes and the concurrency strip from
-    its skeleton, without events; the page adds the bins of the window in view (window_traces)."""
-    lanes, lane_of, group_by_role = lane_layout(skeleton, owners, group_by_role, expand)
+    its skeleton, without events; the page adds the bins of the window in view."""
+    lanes, lane_of, group_by_role = lane_layout(skeleton, owners, group_by_role, expand, collapse)
     spans = agent_spans(skeleton)
     figure_traces = [_lifetime_trace(spans, lane_of), _concurrency_trace(spans)]
     return {**_frame(trace_id, lanes, figure_traces, group_by_role), "mode": "bins", "n_events": n_events,
@@ -310,34 +312,48 @@ def lane_label(agent: str) -> str:
     return agent[:LANE_LABEL_CHARS - 1] + "…"
 
 
-def _lanes(order, roles, group_by_role, expand):
-    """Lane list (label, agents) and each agent's lane index."""
+def _lanes(order, roles, group_by_role, expand, parents, collapse):
+    """Lane list (label, role, agents, group, folded) and each agent's lane index. An agent of `collapse` shows
+    its whole spawn subtree on its own lane (or its role's), marked `folded` with the number of agents folded in."""
+    home: dict[str, str] = {}  # agent -> the agent whose lane shows it (itself unless an ancestor is folded)
+    for agent in order:  # spawn-tree order: a parent comes before its children
+        up = parents.get(agent)
+        home[agent] = home[up] if up in home and (up in collapse or home[up] != up) else agent
+    shown = [agent for agent in order if home[agent] == agent]
+    folded = Counter(home[agent] for agent in order if home[agent] != agent)
     lanes: list[dict] = []
     lane_of: dict[str, int] = {}
-    short = Counter(lane_label(agent) for agent in order)
+    short = Counter(lane_label(agent) for agent in shown)
 
     def label(agent: str) -> str:  # in full where two shortened labels would look the same
         text = lane_label(agent)
-        return escape(text if short[text] == 1 else agent)
+        text = escape(text if short[text] == 1 else agent)
+        return f"{text} +{folded[agent]}" if folded[agent] else text
+
+    def own_lane(agent: str, role: str) -> None:
+        lane_of[agent] = len(lanes)
+        lanes.append({"label": label(agent), "role": role, "agents": 1 + folded[agent], "group": False,
+                      "folded": folded[agent]})
 
     if not group_by_role:
-        for agent in order:
-            lane_of[agent] = len(lanes)
-            lanes.append({"label": label(agent), "role": roles[agent], "agents": 1, "group": False})
-        return lanes, lane_of
-    by_role: dict[str, list[str]] = defaultdict(list)
+        for agent in shown:
+            own_lane(agent, roles[agent])
+    else:
+        by_role: dict[str, list[str]] = defaultdict(list)
+        for agent in shown:
+            by_role[roles[agent]].append(agent)
+        for role, agents in by_role.items():
+            if role in expand:
+                for agent in agents:
+                    own_lane(agent, role)
+            else:
+                for agent in agents:
+                    lane_of[agent] = len(lanes)
+                members = len(agents) + sum(folded[agent] for agent in agents)
+                lanes.append({"label": f"{escape(role)} ×{members}", "role": role, "agents": members,
+                              "group": True, "folded": sum(folded[agent] for agent in agents)})
     for agent in order:
-        by_role[roles[agent]].append(agent)
-    for role, agents in by_role.items():
-        if role in expand:
-            for agent in agents:
-                lane_of[agent] = len(lanes)
-                lanes.append({"label": label(agent), "role": role, "agents": 1, "group": False})
-        else:
-            for agent in agents:
-                lane_of[agent] = len(lanes)
-            lanes.append({"label": f"{escape(role)} ×{len(agents)}", "role": role,
-                          "agents": len(agents), "group": True})
+        lane_of[agent] = lane_of[home[agent]]
     return lanes, lane_of
 
 

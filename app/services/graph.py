@@ -30,10 +30,10 @@ DEFAULT_PX = (1200, 600)
 
 
 def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | None, expand: frozenset[str],
-                px: tuple[int, int] = DEFAULT_PX) -> bytes | None:
+                px: tuple[int, int] = DEFAULT_PX, collapse: frozenset[str] = frozenset()) -> bytes | None:
     """Serialized figure payload, or None for an unknown trace: every event (figure.build_figure) when the
     trace has at most LOD_ABOVE, else the overview (figure.build_overview) with the whole trace's bins, sized
-    for a plot of `px` (width, height) pixels."""
+    for a plot of `px` (width, height) pixels; agents of `collapse` show their spawn subtrees on their lanes."""
     version = queries.trace_version(db, trace_id)
     if version is None:
         return None
@@ -42,27 +42,27 @@ def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | No
         n_events = queries.event_count(db, trace_id)
         if n_events > LOD_ABOVE:
             skeleton, owners = _skeleton(db, cache, trace_id, version)
-            payload = build_overview(trace_id, skeleton, owners, n_events, group, expand)
+            payload = build_overview(trace_id, skeleton, owners, n_events, group, expand, collapse)
             t0, t1 = queries.time_span(db, trace_id)
-            payload.update(_window(db, cache, trace_id, version, group, expand, t0, t1, None, px, None))
+            payload.update(_window(db, cache, trace_id, version, (group, expand, collapse), t0, t1, None, px, None))
             return orjson.dumps(payload)
         trace = {"trace_id": trace_id, "events": queries.read_event_cores(db, trace_id),
                  "edges": queries.read_edges(db, trace_id)}
-        return orjson.dumps(build_figure(trace, group, expand))
+        return orjson.dumps(build_figure(trace, group, expand, collapse))
 
     key_px = px if queries.event_count(db, trace_id) > LOD_ABOVE else None
-    return cache.get_or_build(("figure", trace_id, version, group, expand, key_px), build)
+    return cache.get_or_build(("figure", trace_id, version, group, expand, collapse, key_px), build)
 
 
 def window_json(db: Database, cache: TraceCache, trace_id: str, group: bool | None, expand: frozenset[str],
                 t0: float, t1: float, lanes: tuple[float, float] | None, px: tuple[int, int],
-                channel: str | None) -> bytes | None:
+                channel: str | None, collapse: frozenset[str] = frozenset()) -> bytes | None:
     """What a zoomed or panned view shows of [t0, t1] (and of the lanes in view): the events one by one when
     they are at most EXACT_LIMIT, else bins and edge bundles; coloured by `channel` when given."""
     version = queries.trace_version(db, trace_id)
     if version is None:
         return None
-    return orjson.dumps(_window(db, cache, trace_id, version, group, expand, t0, t1, lanes, px, channel))
+    return orjson.dumps(_window(db, cache, trace_id, version, (group, expand, collapse), t0, t1, lanes, px, channel))
 
 
 def ensure_lod(db: Database, trace_id: str) -> None:
@@ -93,10 +93,11 @@ def _skeleton(db: Database, cache: TraceCache, trace_id: str, version) -> tuple[
     return cache.get_or_build(("skeleton", trace_id, version), build)
 
 
-def _window(db: Database, cache: TraceCache, trace_id: str, version, group, expand, t0: float, t1: float,
+def _window(db: Database, cache: TraceCache, trace_id: str, version, layout: tuple, t0: float, t1: float,
             lanes_in_view, px: tuple[int, int], channel: str | None) -> dict:
+    """`layout`: (group, expand, collapse) as lane_layout takes them."""
     skeleton, owners = _skeleton(db, cache, trace_id, version)
-    lanes, lane_of, _ = lane_layout(skeleton, owners, group, expand)
+    lanes, lane_of, _ = lane_layout(skeleton, owners, *layout)
     values = overlay_channel(db, cache, trace_id, channel) if channel else None
     if channel and values is None:
         raise ValueError(f"trace '{trace_id}' has no numeric channel '{channel}'")

@@ -102,3 +102,22 @@ def test_expanding_a_role_fits_the_view_to_its_lanes(page, live_server, big):
         return ticks.length > 3 && ticks.every((t) => t.startsWith("executor-"));
     }""", timeout=30_000)
     expect(page.locator("#lane-groups button", has_text="collapse executor")).to_be_visible()
+
+
+def test_folding_a_subtree_from_the_spawn_tree_puts_it_on_one_lane_and_unfolding_restores_it(page, live_server, ingest):
+    from browser.conftest import REPO
+    trace_id = ingest(REPO / "sample_traces" / "hierarchical.json")[0]
+    open_as(page, live_server, trace_id, reviewer=None)
+    status = page.locator("#graph-status")
+    lanes_before = int(status.inner_text().split(" lanes")[0].split("· ")[-1])
+    button = page.locator("#side-panel button[data-fold], .tree button[data-fold]").first
+    agent = button.get_attribute("data-fold")
+    button.click()
+    expect(page.locator("#lane-groups button", has_text=f"unfold {agent}")).to_be_visible(timeout=30_000)
+    expect(button).to_have_attribute("aria-pressed", "true")
+    page.wait_for_function("""(agent) => [...document.querySelectorAll("#graph .ytick text")]
+        .some((t) => t.textContent.startsWith(agent + " +"))""", arg=agent)
+    assert int(status.inner_text().split(" lanes")[0].split("· ")[-1]) < lanes_before
+    page.locator("#lane-groups button", has_text=f"unfold {agent}").click()
+    expect(status).to_contain_text(f"{lanes_before} lanes", timeout=30_000)
+    expect(button).to_have_attribute("aria-pressed", "false")

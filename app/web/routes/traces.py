@@ -155,12 +155,13 @@ def read_live_status(trace_id: str, db: DbDep):
     200: reply("a Plotly figure with its lanes and event positions", object_schema(
         {"figure": OBJECT, "lanes": {"type": "array"}, "event_ids": TEXTS}, "figure"))})
 def read_figure(trace_id: TraceId, db: DbDep, cache: CacheDep, group: Grouping = "auto",
-                expand: list[str] = Query([]), width: PlotWidth = graph.DEFAULT_PX[0],
-                height: PlotHeight = graph.DEFAULT_PX[1]):
+                expand: list[str] = Query([]), collapse: list[str] = Query([]),
+                width: PlotWidth = graph.DEFAULT_PX[0], height: PlotHeight = graph.DEFAULT_PX[1]):
     """The interaction graph as a Plotly figure with its lane layout (built once, cached). `mode` "exact": every
     event, with `event_ids` and `positions`; "bins" (a trace of more than 5,000 events): the whole trace binned
     for a plot of `width` x `height` pixels, which the page refines through `/window` as it zooms."""
-    body = graph.figure_json(db, cache, trace_id, GROUPINGS[group], frozenset(expand), (width, height))
+    body = graph.figure_json(db, cache, trace_id, GROUPINGS[group], frozenset(expand), (width, height),
+                             frozenset(collapse))
     return Response(body, media_type="application/json")
 
 
@@ -169,7 +170,8 @@ def read_figure(trace_id: TraceId, db: DbDep, cache: CacheDep, group: Grouping =
         {"mode": {"enum": ["exact", "bins"]}, "traces": {"type": "array"}, "count": COUNT,
          "events": {"type": ["object", "null"]}}, "mode", "traces", "count"))})
 def read_window(trace_id: TraceId, db: DbDep, cache: CacheDep, t0: float, t1: float,
-                group: Grouping = "auto", expand: list[str] = Query([]), lane0: float | None = None,
+                group: Grouping = "auto", expand: list[str] = Query([]), collapse: list[str] = Query([]),
+                lane0: float | None = None,
                 lane1: float | None = None, width: PlotWidth = graph.DEFAULT_PX[0],
                 height: PlotHeight = graph.DEFAULT_PX[1], channel: str | None = None):
     """What a zoomed view shows of the events with t in [t0, t1] (lanes lane0..lane1 in view): every event with
@@ -180,7 +182,7 @@ def read_window(trace_id: TraceId, db: DbDep, cache: CacheDep, t0: float, t1: fl
     lanes = None if lane0 is None or lane1 is None else (min(lane0, lane1), max(lane0, lane1))
     try:
         body = graph.window_json(db, cache, trace_id, GROUPINGS[group], frozenset(expand), t0, t1, lanes,
-                                 (width, height), channel)
+                                 (width, height), channel, frozenset(collapse))
     except ValueError as exc:  # an unknown computed channel
         raise HTTPException(404, str(exc)) from exc
     return Response(body, media_type="application/json")
