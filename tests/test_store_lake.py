@@ -48,7 +48,7 @@ def test_a_write_that_keeps_losing_gives_up_after_its_tries(db, monkeypatch):
     calls = []
 
     @contextmanager
-    def losing():
+    def losing(locks=()):
         calls.append(1)
         yield None
         raise CommitConflict("Failed to commit DuckLake transaction")

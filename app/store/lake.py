@@ -9,8 +9,10 @@ import re
 import duckdb
 
 LAKE_PREFIX = "ducklake:"
+POSTGRES_CATALOG = "postgres:"
 LAKE_EXTENSIONS = ("postgres", "ducklake")
 LAKE_ALIAS = "lake"
+LOCKS_ALIAS = "lake_locks"
 LIBPQ_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
 
 
@@ -47,6 +49,32 @@ def attach_lake(conn: duckdb.DuckDBPyConnection, url: str, data_path: str) -> No
     quoted_url, quoted_data = (value.replace("'", "''") for value in (url, data_path))
     conn.execute(f"ATTACH '{quoted_url}' AS {LAKE_ALIAS} (DATA_PATH '{quoted_data}')")
     conn.execute(f"USE {LAKE_ALIAS}")
+
+
+def attach_locks(conn: duckdb.DuckDBPyConnection, url: str) -> bool:
+    """Attach the lake's PostgreSQL catalog a second time, as a plain PostgreSQL database, for advisory locks
+    (see `hold`); False for a catalog that is not PostgreSQL (only one process can use such a lake)."""
+    libpq = url.removeprefix(LAKE_PREFIX)
+    if not libpq.startswith(POSTGRES_CATALOG):
+        return False
+    quoted = libpq.removeprefix(POSTGRES_CATALOG).replace("'", "''")
+    conn.execute(f"ATTACH '{quoted}' AS {LOCKS_ALIAS} (TYPE postgres)")
+    return True
+
+
+def hold(cur: duckdb.DuckDBPyConnection, keys: list[int]) -> None:
+    """Take PostgreSQL advisory locks on `keys` in the transaction open on `cur`; they are held until it ends.
+
+    DuckLake has no unique keys, and a lake transaction does not see rows another instance has not committed
+    yet, so two instances checking "is this taken?" at once both find it free. Holding a lock on what must be
+    unique from before the lake transaction starts until after it commits makes the second instance wait,
+    then start its snapshot with the first one's rows in it. Keys are taken in one statement, in order, so two
+    writes that want the same keys never hold one each.
+    """
+    listed = ", ".join(str(int(key)) for key in sorted(set(keys)))
+    cur.execute(f"SELECT * FROM postgres_query('{LOCKS_ALIAS}', "
+                f"'SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT unnest(ARRAY[{listed}]::bigint[]) AS k "
+                f"ORDER BY k) AS keys')").fetchall()
 
 
 def use_lake(cur: duckdb.DuckDBPyConnection) -> None:
