@@ -79,8 +79,7 @@ class Database:
             if not lake_data:
                 raise lake.LakeUnavailable("a DuckLake store needs ORCHESTRACE_LAKE_DATA: the folder of its data")
             self._conn = duckdb.connect()
-            lake.attach_lake(self._conn, self.path, lake_data)
-            self.locking = lake.attach_locks(self._conn, self.path)
+            self.locking = lake.attach_lake(self._conn, self.path, lake_data)
         else:
             if str(path) != ":memory:":
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,8 +147,9 @@ class Database:
     def transaction(self, locks: Iterable[tuple] = ()):
         """A cursor inside one write transaction: committed whole or rolled back whole. On a lake shared by
         several instances, `locks` (tuples naming what the write keeps unique, e.g. ("trace", id)) are held
-        from before it reads until after it commits (see lake.hold); a file has one writer, `write_lock`."""
-        with self.write_lock, self._held(locks):
+        from before it reads until after it commits (see lake.held); a file has one writer, `write_lock`."""
+        keys = [natural_id("lock", *parts) for parts in locks] if self.locking else []
+        with self.write_lock, lake.held(self._conn, keys):
             cur = self.cursor()
             cur.execute("BEGIN TRANSACTION")
             try:
@@ -166,22 +166,6 @@ class Database:
                     raise
             finally:
                 cur.close()
-
-    @contextmanager
-    def _held(self, locks: Iterable[tuple]):
-        """The lake's advisory locks on `locks`, in a transaction of their own on a cursor of their own."""
-        keys = [natural_id("lock", *parts) for parts in locks]
-        if not (self.locking and keys):
-            yield
-            return
-        cur = self._conn.cursor()
-        try:
-            cur.execute("BEGIN TRANSACTION")
-            lake.hold(cur, keys)
-            yield
-        finally:
-            cur.execute("ROLLBACK")  # ends the PostgreSQL transaction, which releases the locks
-            cur.close()
 
     def write(self, work: Callable[[duckdb.DuckDBPyConnection], T], locks: Iterable[tuple] = ()) -> T:
         """`work(cur)` inside one write transaction holding `locks` (see `transaction`), run again (after a

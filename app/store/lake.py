@@ -5,6 +5,7 @@ pinned DuckDB version, and are installed from those packages' files: nothing is 
 """
 
 import re
+from contextlib import contextmanager
 
 import duckdb
 
@@ -13,6 +14,7 @@ POSTGRES_CATALOG = "postgres:"
 LAKE_EXTENSIONS = ("postgres", "ducklake")
 LAKE_ALIAS = "lake"
 LOCKS_ALIAS = "lake_locks"
+ATTACH_LOCK = 1  # an advisory lock key (app keys are hashes, almost never this one)
 LIBPQ_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
 
 
@@ -42,18 +44,23 @@ def load_extensions(conn: duckdb.DuckDBPyConnection) -> None:
                                   ) from exc
 
 
-def attach_lake(conn: duckdb.DuckDBPyConnection, url: str, data_path: str) -> None:
-    """Attach the lake at `url` with its Parquet files under `data_path` and make it the default catalog."""
+def attach_lake(conn: duckdb.DuckDBPyConnection, url: str, data_path: str) -> bool:
+    """Attach the lake at `url` with its Parquet files under `data_path` and make it the default catalog;
+    whether writes can take advisory locks on it (see `attach_locks`)."""
     load_extensions(conn)
+    locking = attach_locks(conn, url)
     # ATTACH takes no bound parameters; both strings come from the operator's settings, quotes doubled.
     quoted_url, quoted_data = (value.replace("'", "''") for value in (url, data_path))
-    conn.execute(f"ATTACH '{quoted_url}' AS {LAKE_ALIAS} (DATA_PATH '{quoted_data}')")
+    # The first ATTACH makes the catalog's tables: instances starting together on a new lake take turns.
+    with held(conn, [ATTACH_LOCK] if locking else []):
+        conn.execute(f"ATTACH '{quoted_url}' AS {LAKE_ALIAS} (DATA_PATH '{quoted_data}')")
     conn.execute(f"USE {LAKE_ALIAS}")
+    return locking
 
 
 def attach_locks(conn: duckdb.DuckDBPyConnection, url: str) -> bool:
     """Attach the lake's PostgreSQL catalog a second time, as a plain PostgreSQL database, for advisory locks
-    (see `hold`); False for a catalog that is not PostgreSQL (only one process can use such a lake)."""
+    (see `held`); False for a catalog that is not PostgreSQL (only one process can use such a lake)."""
     libpq = url.removeprefix(LAKE_PREFIX)
     if not libpq.startswith(POSTGRES_CATALOG):
         return False
@@ -62,8 +69,10 @@ def attach_locks(conn: duckdb.DuckDBPyConnection, url: str) -> bool:
     return True
 
 
-def hold(cur: duckdb.DuckDBPyConnection, keys: list[int]) -> None:
-    """Take PostgreSQL advisory locks on `keys` in the transaction open on `cur`; they are held until it ends.
+@contextmanager
+def held(conn: duckdb.DuckDBPyConnection, keys: list[int]):
+    """PostgreSQL advisory locks on `keys` (none: nothing is done), held in a transaction on a cursor of their
+    own until the block ends.
 
     DuckLake has no unique keys, and a lake transaction does not see rows another instance has not committed
     yet, so two instances checking "is this taken?" at once both find it free. Holding a lock on what must be
@@ -71,10 +80,19 @@ def hold(cur: duckdb.DuckDBPyConnection, keys: list[int]) -> None:
     then start its snapshot with the first one's rows in it. Keys are taken in one statement, in order, so two
     writes that want the same keys never hold one each.
     """
+    if not keys:
+        yield
+        return
     listed = ", ".join(str(int(key)) for key in sorted(set(keys)))
-    cur.execute(f"SELECT * FROM postgres_query('{LOCKS_ALIAS}', "
-                f"'SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT unnest(ARRAY[{listed}]::bigint[]) AS k "
-                f"ORDER BY k) AS keys')").fetchall()
+    cur = conn.cursor()
+    try:
+        cur.execute("BEGIN TRANSACTION")
+        cur.execute(f"SELECT * FROM postgres_query('{LOCKS_ALIAS}', 'SELECT count(pg_advisory_xact_lock(k)) "
+                    f"FROM (SELECT unnest(ARRAY[{listed}]::bigint[]) AS k ORDER BY k) AS keys')").fetchall()
+        yield
+    finally:
+        cur.execute("ROLLBACK")  # ends the PostgreSQL transaction, which releases the locks
+        cur.close()
 
 
 def use_lake(cur: duckdb.DuckDBPyConnection) -> None:
