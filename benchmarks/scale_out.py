@@ -3,8 +3,8 @@ one over a DuckLake, and two over one DuckLake (each request sent to the instanc
 
 - ingest: rounds of two 20,000-event swarm traces (`generate_swarm(1000, 20000)`) posted at once by two clients;
   events/s per round. Meanwhile a watcher polls another instance (the same one when there is one) for the trace
-  list, and reads each trace whole the first time it is listed: its events must number its `n_events`, or the
-  lake showed a half-written trace.
+  list, and reads each trace whole the first time it is listed: its events and edges must number what the list
+  says, or the lake showed a half-written trace.
 - label saves: 50 reviewers (threads, keep-alive connections, no think time) each save SAVES label versions on
   a few events of an ingested trace, every save to the next instance in turn, so with two instances one
   reviewer's versions of one label come from both. Latency p50/p99; afterwards every stored version is compared
@@ -47,6 +47,7 @@ REVIEWERS = 50
 LABELLED_EVENTS = 3  # per reviewer: each of its saves goes to one of these, in turn
 START_TIMEOUT_S = 120
 REQUEST_TIMEOUT_S = 300
+IDLE_S = 4  # uvicorn closes a keep-alive connection idle for 5 s
 
 
 @contextmanager
@@ -84,7 +85,7 @@ def request(method: str, url: str, body: bytes | None = None) -> tuple[int, byte
 
 
 class Watcher(threading.Thread):
-    """Polls an instance's trace list; reads each newly listed trace whole and checks its event count."""
+    """Polls an instance's trace list; reads each newly listed trace whole and checks its counts."""
 
     def __init__(self, url: str):
         super().__init__(daemon=True)
@@ -99,9 +100,9 @@ class Watcher(threading.Thread):
                     continue
                 self.seen.add(item["trace_id"])
                 status, whole = request("GET", f"{self.url}/api/traces/{item['trace_id']}")
-                events = len(json.loads(whole)["events"]) if status == 200 else None
-                if events != item["n_events"]:
-                    self.half.append((item["trace_id"], item["n_events"], events))
+                stored = json.loads(whole) if status == 200 else {"events": (), "edges": ()}
+                if (len(stored["events"]), len(stored["edges"])) != (item["events"], item["edges"]):
+                    self.half.append((item["trace_id"], item["events"], len(stored["events"])))
             time.sleep(0.02)
 
 
@@ -131,7 +132,9 @@ def ingest(urls: list[str], rounds: int, seed: int) -> tuple[list[float], list[s
         elapsed = time.perf_counter() - start
         assert answers == [201, 201], answers
         rates.append(2 * EVENTS / elapsed)
-    time.sleep(0.5)  # the watcher's last look
+    deadline = time.monotonic() + 30
+    while not set(ids) <= watcher.seen and time.monotonic() < deadline:  # the watcher's last looks
+        time.sleep(0.1)
     watcher.stop.set()
     watcher.join()
     return rates, ids, watcher
@@ -147,17 +150,22 @@ def label_saves(urls: list[str], trace_id: str, saves: int) -> dict:
 
     def reviewer(n: int) -> None:
         connections = [http.client.HTTPConnection(h.hostname, h.port, timeout=REQUEST_TIMEOUT_S) for h in hosts]
+        used = [time.monotonic()] * len(hosts)
         start.wait()
         for k in range(saves):
             event = event_ids[n * LABELLED_EVENTS + k % LABELLED_EVENTS]
             body = json.dumps({"trace_id": trace_id, "event_id": event, "reviewer": f"r{n:02d}",
                                "credit": round(k / saves, 3)})
-            connection = connections[(n + k) % len(connections)]
+            i = (n + k) % len(hosts)
+            if time.monotonic() - used[i] > IDLE_S:  # uvicorn has closed it: a browser would open a new one
+                connections[i].close()
+            connection = connections[i]
             began = time.perf_counter()
             connection.request("POST", "/api/annotations", body, {"Content-Type": "application/json"})
             answer = connection.getresponse()
             answer.read()
             took = time.perf_counter() - began
+            used[i] = time.monotonic()
             with lock:
                 latencies.append(took)
                 if answer.status == 201:
@@ -210,7 +218,7 @@ def run(name: str, urls: list[str], args) -> dict:
     saves = label_saves(urls, ids[0], args.saves)
     first, again = open_trace(urls, ids)
     result = {"ingest": rates, "saves": saves, "first": first, "again": again, "watcher": watcher}
-    print(f"\n== {name} ({len(urls)} instance{'s' * (len(urls) > 1)})", flush=True)
+    print(f"\n== {name}", flush=True)
     print(f"  ingest     {spread(rates)} events/s per round of 2 x {EVENTS:,} events ({args.rounds} rounds); "
           f"half-written traces seen: {len(watcher.half)} of {len(watcher.seen)} listed ({watcher.polls} polls)"
           + (f" {watcher.half}" if watcher.half else ""))
@@ -233,7 +241,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="orchestrace-scale-") as tmp:
             folder = Path(tmp)
             with server(str(folder / "file.duckdb"), None, folder / "file.log") as url:
-                results["file"] = run("DuckDB file", [url], args)
+                results["file"] = run("DuckDB file, 1 instance", [url], args)
             for n in (1, 2):
                 db = f"ducklake:postgres:{postgres.new_database()}"
                 with ExitStack() as stack:

@@ -84,9 +84,9 @@ def held(conn: duckdb.DuckDBPyConnection, keys: list[int]):
         yield
         return
     listed = ", ".join(str(int(key)) for key in sorted(set(keys)))
-    cur = conn.cursor()
+    cur = conn.cursor()  # starts in the in-memory catalog: its transaction does not touch the lake
+    cur.execute("BEGIN TRANSACTION")
     try:
-        cur.execute("BEGIN TRANSACTION")
         cur.execute(f"SELECT * FROM postgres_query('{LOCKS_ALIAS}', 'SELECT count(pg_advisory_xact_lock(k)) "
                     f"FROM (SELECT unnest(ARRAY[{listed}]::bigint[]) AS k ORDER BY k) AS keys')").fetchall()
         yield

@@ -113,6 +113,8 @@ def insert_row(cur, table: str, row: dict) -> None:
 
 def replace_rows(cur, table: str, key: str, rows: list[dict]) -> None:
     """Rows of `table` replacing the stored ones with the same `key` (no table has a unique key to upsert on)."""
+    if not rows:
+        return
     cur.execute(f"DELETE FROM {table} WHERE {key} IN (SELECT unnest(?::VARCHAR[]))", [[row[key] for row in rows]])
     bulk = pa.Table.from_pylist(rows)
     cur.register("bulk_rows", bulk)
