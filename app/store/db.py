@@ -3,6 +3,10 @@
 The store is an embedded DuckDB file or, for several app instances at once, a DuckLake (app/store/lake.py): a
 catalog in PostgreSQL with Parquet data in a shared folder, attached to an in-memory DuckDB.
 
+Every write goes through `Database.write`: one transaction, run again when its lake commit loses to another
+instance's, holding locks on what it keeps unique (a trace id, a reviewer's label versions). Within a process
+`write_lock` serialises writers; across the instances on a lake, PostgreSQL advisory locks do (lake.held).
+
 All SQL passes through `Database.execute`, which logs each statement with its time.
 """
 
