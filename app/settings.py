@@ -4,7 +4,9 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+from app.store.lake import is_lake_url
 
 PACKAGE = Path(__file__).resolve().parent
 ENV_PREFIX = "ORCHESTRACE_"
@@ -17,9 +19,9 @@ def data_dir(name: str) -> Path:
 
 
 class Settings(BaseModel):
-    db: Path = Field(Path("data/orchestrace.duckdb"),
-                     description="Path of the embedded DuckDB file, or a DuckLake store: "
-                                 "`ducklake:postgres:<libpq connection string>` (needs the `lake` extra).")
+    db: Path | str = Field(Path("data/orchestrace.duckdb"),
+                           description="Path of the embedded DuckDB file, or a DuckLake store: "
+                                       "`ducklake:postgres:<libpq connection string>` (needs the `lake` extra).")
     lake_data: str | None = Field(None, description="Folder (or object-storage URL) of a DuckLake store's "
                                                     "Parquet files; needed when `db` is a DuckLake URL.")
     host: str = Field("127.0.0.1", description="Interface `orchestrace serve` listens on.")
@@ -39,6 +41,16 @@ class Settings(BaseModel):
     secret_key: str | None = Field(
         None, description="Key that signs session cookies and form tokens; by default one is made on first start "
                           "and kept in the database.")
+
+    @field_validator("db", mode="before")
+    @classmethod
+    def _store(cls, value):
+        """A file's path as a Path; a lake URL that a Path would change (`//` made `/`, a trailing `/` dropped,
+        as a libpq URI or socket folder may hold) as the text given. Other lake URLs stay Paths for now:
+        `orchestrace serve` records its address "beside" the store (app/cli.py address_file), which needs one."""
+        if isinstance(value, str) and is_lake_url(value) and str(Path(value)) != value:
+            return value
+        return Path(value)
 
     @classmethod
     def from_env(cls, **overrides) -> "Settings":

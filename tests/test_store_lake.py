@@ -3,12 +3,14 @@ instance's is run again with backoff, and answered 503 only when it keeps losing
 `pytest --store=lake` (a throwaway PostgreSQL); the retry rule itself runs on any store."""
 
 import threading
+import time
 from contextlib import contextmanager
 
 import pytest
 
 from app.store import db as db_module
 from app.store.lake import shown
+from app.settings import Settings
 from app.store.db import CommitConflict, Database
 
 
@@ -48,7 +50,7 @@ def test_a_write_that_keeps_losing_gives_up_after_its_tries(db, monkeypatch):
     calls = []
 
     @contextmanager
-    def losing():
+    def losing(locks=()):
         calls.append(1)
         yield None
         raise CommitConflict("Failed to commit DuckLake transaction")
@@ -65,6 +67,41 @@ def test_a_lake_url_is_shown_without_its_password():
         "ducklake:postgres:dbname=lab host=pg password=*** user=app"
     assert "s3 cret" not in shown("ducklake:postgres:dbname=lab password = 's3 cret' user=app")
     assert shown("data/orchestrace.duckdb") == "data/orchestrace.duckdb"
+
+
+def test_a_lake_url_survives_the_settings_intact(tmp_path):
+    for url in ("ducklake:postgres:postgresql://app@db:5432/lab", "ducklake:postgres:dbname=lab host=/run//pg/"):
+        assert str(Settings(db=url).db) == url
+    assert Settings(db=str(tmp_path / "x.duckdb")).db == tmp_path / "x.duckdb"
+
+
+def test_a_file_takes_no_lake_locks(tmp_path):
+    db = Database(tmp_path / "x.duckdb")
+    assert not db.locking
+    db.close()
+
+
+def test_a_write_holding_a_lock_makes_another_instance_wait_and_then_see_its_row(lake_settings):
+    first, second = (Database(lake_settings.db, lake_settings.lake_data) for _ in range(2))
+    first.migrate(lake_settings.migrations_dir)
+    inside, seen = threading.Event(), []
+
+    def slow(cur) -> None:
+        cur.execute("INSERT INTO app_secrets VALUES ('k', 'first')")
+        inside.set()
+        time.sleep(0.5)  # the other instance's write starts meanwhile, and must wait for this commit
+
+    def check(cur) -> None:
+        seen.append(cur.execute("SELECT count(*) FROM app_secrets WHERE name = 'k'").fetchone()[0])
+
+    writer = threading.Thread(target=first.write, args=(slow, [("secret", "k")]))
+    writer.start()
+    inside.wait(10)
+    second.write(check, [("secret", "k")])
+    writer.join()
+    assert seen == [1]
+    for db in (first, second):
+        db.close()
 
 
 def test_a_lake_is_not_backed_up_as_a_file(lake_settings, client, tmp_path):

@@ -45,8 +45,7 @@ class Receipt:
 
 def record(db: Database, receipt: Receipt) -> None:
     """Append the receipt to the log, in a transaction of its own."""
-    with db.transaction() as cur:
-        insert(cur, receipt)
+    db.write(lambda cur: insert(cur, receipt))
 
 
 def insert(cur, receipt: Receipt) -> None:

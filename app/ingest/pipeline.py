@@ -11,6 +11,7 @@ from app.store.db import Database
 from app.store.gcpause import paused_gc
 from app.store.writes import TracesExist, store_traces
 
+ALREADY_STORED = "already stored (skipped: replace was not asked for)"
 MAX_LOGGED_PROBLEMS = 20  # of a refused upload, in the ingest log (the answer lists them all)
 
 
@@ -77,8 +78,8 @@ def ingest(db: Database, uploads: list[Upload], existing: str = "error", max_byt
             receipt.used = len(stored)
             receipt.created = [i for i in stored if i not in before]
             receipt.extended = [i for i in stored if i in before]
-            if len(stored) < receipt.received:
-                receipt.skip("already stored (skipped: replace was not asked for)", receipt.received - len(stored))
+            if len(stored) < receipt.received:  # set, not added to: a write that lost its commit calls this again
+                receipt.skipped[ALREADY_STORED] = receipt.received - len(stored)
             ingest_log.insert(cur, receipt)
 
         stored, skipped = store_traces(db, result.traces, existing, then=log)

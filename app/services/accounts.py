@@ -51,10 +51,14 @@ def add_user(db: Database, name: str, role: str, password: str) -> User:
         raise AccountError(f"role must be one of {', '.join(ROLES)}")
     if len(password) < MIN_PASSWORD:
         raise AccountError(f"a password has at least {MIN_PASSWORD} characters")
-    with db.transaction() as cur:
+    password_hash = _hasher.hash(password)
+
+    def add(cur) -> None:
         if cur.execute("SELECT count(*) FROM users WHERE username = ?", [name]).fetchone()[0]:
             raise AccountError(f"user '{name}' exists already")
-        cur.execute("INSERT INTO users VALUES (?, ?, ?, ?)", [name, role, _hasher.hash(password), _now()])
+        cur.execute("INSERT INTO users VALUES (?, ?, ?, ?)", [name, role, password_hash, _now()])
+
+    db.write(add, [("user", name)])  # names are unique by the check above, across instances too
     return User(name, role)
 
 
@@ -84,9 +88,8 @@ def start_session(db: Database, user: User) -> str:
     """A new session id for the cookie."""
     session_id = secrets.token_urlsafe(32)
     now = _now()
-    with db.transaction() as cur:
-        cur.execute("INSERT INTO sessions VALUES (?, ?, ?, ?)",
-                    [_sha256(session_id), user.name, now, now + timedelta(days=SESSION_DAYS)])
+    db.write(lambda cur: cur.execute("INSERT INTO sessions VALUES (?, ?, ?, ?)",
+                                     [_sha256(session_id), user.name, now, now + timedelta(days=SESSION_DAYS)]))
     return session_id
 
 
@@ -98,8 +101,8 @@ def session_user(db: Database, session_id: str) -> User | None:
 
 
 def end_session(db: Database, session_id: str) -> None:
-    with db.transaction() as cur:
-        cur.execute("DELETE FROM sessions WHERE session_hash = ? OR expires_at <= ?", [_sha256(session_id), _now()])
+    db.write(lambda cur: cur.execute("DELETE FROM sessions WHERE session_hash = ? OR expires_at <= ?",
+                                     [_sha256(session_id), _now()]))
 
 
 def create_token(db: Database, name: str, label: str = "") -> str:
@@ -108,9 +111,8 @@ def create_token(db: Database, name: str, label: str = "") -> str:
         raise AccountError(f"no user '{name}' (add one with `orchestrace users add`)")
     token_id = secrets.token_hex(6)
     token = f"{TOKEN_PREFIX}_{token_id}_{secrets.token_urlsafe(32)}"
-    with db.transaction() as cur:
-        cur.execute("INSERT INTO api_tokens VALUES (?, ?, ?, ?, ?, NULL, NULL)",
-                    [token_id, name, label or "token", _sha256(token), _now()])
+    db.write(lambda cur: cur.execute("INSERT INTO api_tokens VALUES (?, ?, ?, ?, ?, NULL, NULL)",
+                                     [token_id, name, label or "token", _sha256(token), _now()]))
     return token
 
 
@@ -124,8 +126,7 @@ def token_user(db: Database, token: str) -> User | None:
         "WHERE t.token_id = ? AND t.revoked_at IS NULL", [parts[1]]).fetchone()
     if row is None or not hmac.compare_digest(row[0], _sha256(token)):
         return None
-    with db.transaction() as cur:
-        cur.execute("UPDATE api_tokens SET last_used_at = ? WHERE token_id = ?", [_now(), parts[1]])
+    db.write(lambda cur: cur.execute("UPDATE api_tokens SET last_used_at = ? WHERE token_id = ?", [_now(), parts[1]]))
     return User(row[1], row[2])
 
 
@@ -136,21 +137,26 @@ def list_tokens(db: Database, name: str | None = None) -> list[dict]:
 
 def revoke_token(db: Database, token_id: str, owner: str | None = None) -> bool:
     """Revoke a token (only the owner's, when `owner` is given); False when there is no such live token."""
-    with db.transaction() as cur:
+    def revoke(cur) -> bool:
         found = cur.execute("SELECT count(*) FROM api_tokens WHERE token_id = ? AND revoked_at IS NULL "
                             "AND (? IS NULL OR username = ?)", [token_id, owner, owner]).fetchone()[0]
         if found:
             cur.execute("UPDATE api_tokens SET revoked_at = ? WHERE token_id = ?", [_now(), token_id])
-    return bool(found)
+        return bool(found)
+
+    return db.write(revoke)
 
 
 def secret_key(db: Database, configured: str | None) -> bytes:
     """The key that signs cookies and form tokens: the configured one, else one made once and kept."""
     if configured:
         return configured.encode()
-    with db.transaction() as cur:
+    def read_or_make(cur) -> str:
         row = cur.execute("SELECT value FROM app_secrets WHERE name = 'signing_key'").fetchone()
         if row is None:
             row = (secrets.token_hex(32),)
             cur.execute("INSERT INTO app_secrets VALUES ('signing_key', ?)", [row[0]])
-    return row[0].encode()
+        return row[0]
+
+    # Instances starting together on one lake make one key between them, so each accepts the others' cookies.
+    return db.write(read_or_make, [("secret", "signing_key")]).encode()

@@ -12,6 +12,7 @@ from app.domain.metrics import TraceGraph, analyse_graph, compute_metrics
 from app.services.cache import TraceCache
 from app.store import queries
 from app.store.db import Database
+from app.store.writes import trace_locks
 
 COMPUTED_PREFIX = "computed credit: "
 # Bump when a metric or an audit rule changes: stored analyses of an older version are made again.
@@ -42,7 +43,8 @@ def stored_graph(db: Database, cache: TraceCache, trace_id: str) -> TraceGraph |
 def ensure_analysis(db: Database, cache: TraceCache, trace_id: str) -> dict | None:
     """{"metrics", "findings"} of a trace, computing and storing them when missing or stale."""
     row = db.fetchone(
-        "SELECT m.metrics, m.ingested_at = t.ingested_at AND m.analysis_version = ? AS fresh FROM traces t "
+        "SELECT t.ingested_at, m.metrics, m.ingested_at = t.ingested_at AND m.analysis_version = ? AS fresh "
+        "FROM traces t "
         "LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id WHERE t.trace_id = ?", [ANALYSIS_VERSION, trace_id])
     if row is None:
         return None
@@ -52,14 +54,19 @@ def ensure_analysis(db: Database, cache: TraceCache, trace_id: str) -> dict | No
     g = stored_graph(db, cache, trace_id)
     metrics = compute_metrics(trace, g)
     findings = audit(trace, g)
-    store_analysis(db, trace_id, metrics, findings)
+    store_analysis(db, trace_id, row["ingested_at"], metrics, findings)
     return {"metrics": metrics, "findings": findings}
 
 
-def store_analysis(db: Database, trace_id: str, metrics: dict, findings: list[dict]) -> None:
+def store_analysis(db: Database, trace_id: str, version, metrics: dict, findings: list[dict]) -> None:
+    """Keep the analysis of the trace as ingested at `version` (read before the trace was), unless the trace
+    has been replaced since, here or by another instance: stamped with the newer time, it would pass as fresh."""
     counts = {s: sum(f["severity"] == s for f in findings) for s in SEVERITIES}
 
     def replace(cur) -> None:
+        if cur.execute("SELECT count(*) FROM traces WHERE trace_id = ? AND ingested_at = ?",
+                       [trace_id, version]).fetchone()[0] == 0:
+            return
         cur.execute("DELETE FROM trace_metrics WHERE trace_id = ?", [trace_id])
         cur.execute("DELETE FROM audit_findings WHERE trace_id = ?", [trace_id])
         cur.execute(
@@ -76,8 +83,8 @@ def store_analysis(db: Database, trace_id: str, metrics: dict, findings: list[di
                             [[trace_id, k, f["rule"], f["severity"], f["message"], json.dumps(f["events"])]
                              for k, f in enumerate(findings)])
 
-    # Two instances of the app analysing the same trace at once conflict on a lake: the loser writes again.
-    db.write(replace)
+    # Two instances analysing one trace at once take turns (both may find none stored, and insert one each).
+    db.write(replace, trace_locks([trace_id]))
 
 
 def ensure_all(db: Database, cache: TraceCache) -> int:
@@ -90,13 +97,14 @@ def ensure_all(db: Database, cache: TraceCache) -> int:
 
 def computed_credit(db: Database, cache: TraceCache, trace_id: str, rule: str, channel: str) -> list[float]:
     """A reward channel's value spread over the events by `rule` (see credit.assign); cached per trace."""
+    # The version before the trace: read after it, a replace in between would key the old credit as new.
+    version = queries.trace_version(db, trace_id)
     trace = stored_trace(db, cache, trace_id)
     if rule not in RULES:
         raise ValueError(f"rule: {rule!r} is not one of {', '.join(RULES)}")
     if channel not in trace["rewards"]:
         raise ValueError(f"channel: trace '{trace_id}' has no reward channel {channel!r}; "
                          f"it has {', '.join(trace['rewards']) or 'none'}")
-    version = queries.trace_version(db, trace_id)
     return cache.get_or_build(("credit", trace_id, version, rule, channel),
                               lambda: assign(trace, rule, trace["rewards"][channel], stored_graph(db, cache, trace_id)))
 

@@ -1,6 +1,7 @@
 """A small in-process cache of derived per-trace data (figure JSON, overlay channels).
 
-Keys include the trace's ingest time, so replacing a trace makes its old entries unreachable.
+Keys include the trace's ingest time as stored (queries.trace_version), read before the data it keys, so a
+replace makes the old entries unreachable, whichever app instance on a shared lake replaced it.
 """
 
 import threading

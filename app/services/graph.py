@@ -17,6 +17,7 @@ from app.services.analysis import computed_credit, parse_computed
 from app.services.cache import TraceCache
 from app.store import queries
 from app.store.db import Database
+from app.store.writes import trace_locks
 
 # A trace of more events opens as bins (level of detail); a window of at most EXACT_LIMIT events is drawn event
 # by event. Bins are about BIN_PX pixels wide, rows of bins at least ROW_PX apart, so marks never outnumber pixels.
@@ -74,7 +75,7 @@ def ensure_lod(db: Database, trace_id: str) -> None:
         if not queries.lod_ready_in(cur, trace_id):  # another request may have filled it meanwhile
             queries.fill_lod(cur, trace_id)
 
-    db.write(fill)
+    db.write(fill, trace_locks([trace_id]))  # one instance fills it; another then finds it kept
 
 
 def prepare_lod(db: Database, trace_ids: list[str]) -> None:

@@ -196,7 +196,7 @@ def save_label(db: Database, data: dict) -> tuple[dict, bool]:
         raise LabelError("stop", f"is asked of {' and '.join(STOP_EVENT_TYPES)} events; this is a "
                                  f"{snapshot['event_type']}")
     # Plain SQL on one cursor: the ORM took twice the statements, each compiled anew, and saves queue on this lock.
-    with db.transaction() as cur:
+    def save(cur) -> tuple[dict, bool]:
         # The current version, and the one this request made before if it is a retry.
         rows = [LabelRow._make(row) for row in cur.execute(
             f"SELECT {queries.LABEL_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
@@ -220,11 +220,13 @@ def save_label(db: Database, data: dict) -> tuple[dict, bool]:
                "annotator_kind": annotator_kind, "client_request_id": request_id, "created_at": stamp,
                "queue_id": queue_id, **snapshot, **_columns(merged)}
         # No RETURNING: a DuckLake table takes none; the row is read back as stored (types as the columns make them).
-        cur.execute(f"INSERT INTO annotations ({', '.join(new)}) VALUES ({', '.join('?' * len(new))})",
-                    list(new.values()))
+        writes.insert_row(cur, "annotations", new)
         row = LabelRow._make(queries.label_version(cur, trace_id, event_id, reviewer, have + 1))
         writes.add_reviewer(cur, reviewer, stamp)
-    return to_dict(row), True
+        return to_dict(row), True
+
+    # The reviewer's lock makes versions 1..n even when two instances of the app save the same label at once.
+    return db.write(save, [writes.reviewer_lock(reviewer)])
 
 
 def clear_label(db: Database, data: dict) -> tuple[dict, bool]:
@@ -273,10 +275,7 @@ def reviewers(db: Database) -> list[str]:
 
 def add_reviewer(db: Database, name: str) -> str:
     name = clean_reviewer(name)
-    with db.write_lock, Session(db.engine) as session:
-        if session.get(Reviewer, name) is None:
-            session.add(Reviewer(name=name, created_at=now()))
-            session.commit()
+    db.write(lambda cur: writes.add_reviewer(cur, name, now()), [writes.reviewer_lock(name)])
     return name
 
 
@@ -380,31 +379,31 @@ def import_labels(db: Database, rows: list[tuple[str, dict]], imported_by: str |
             errors.append({"where": where, "message": str(exc)})
     if errors:
         raise LabelImportError(errors)
-    inserted = skipped = 0
-    with db.write_lock, Session(db.engine) as session:
+    reviewers = {row.reviewer for _, row in cleaned}
+
+    def merge(cur) -> dict:
+        inserted = skipped = 0
+        conflicts = []
         for where, row in cleaned:
-            existing = session.exec(select(Annotation).where(
-                Annotation.trace_id == row.trace_id, Annotation.event_id == row.event_id,
-                Annotation.reviewer == row.reviewer, Annotation.version == row.version)).first()
-            if existing is None:
-                row.imported_by = imported_by
-                row.annotation_id = keys.new_row_id(lambda taken: session.get(Annotation, taken) is not None,
-                                                    row.trace_id, row.event_id, row.reviewer, row.version)
-                session.add(row)
+            stored = queries.label_version(cur, row.trace_id, row.event_id, row.reviewer, row.version)
+            if stored is None:
+                annotation_id = keys.new_row_id(lambda taken: queries.annotation_id_taken(cur, taken),
+                                                row.trace_id, row.event_id, row.reviewer, row.version)
+                writes.insert_row(cur, "annotations",
+                                  row.model_dump() | {"annotation_id": annotation_id, "imported_by": imported_by})
                 inserted += 1
-            elif _same(existing, row):
+            elif _same(LabelRow._make(stored), row):
                 skipped += 1
             else:
-                errors.append({"where": where, "message": f"version {row.version} of {row.reviewer}'s label on "
-                               f"{row.trace_id}/{row.event_id} differs from the stored one"})
-        if errors:
-            session.rollback()
-            raise LabelImportError(errors, 409)
-        for name in {row.reviewer for _, row in cleaned}:
-            if session.get(Reviewer, name) is None:
-                session.add(Reviewer(name=name, created_at=now()))
-        session.commit()
-    return {"imported": inserted, "unchanged": skipped}
+                conflicts.append({"where": where, "message": f"version {row.version} of {row.reviewer}'s label on "
+                                  f"{row.trace_id}/{row.event_id} differs from the stored one"})
+        if conflicts:
+            raise LabelImportError(conflicts, 409)
+        for name in sorted(reviewers):
+            writes.add_reviewer(cur, name, now())
+        return {"imported": inserted, "unchanged": skipped}
+
+    return db.write(merge, map(writes.reviewer_lock, reviewers))
 
 
 def _import_row(raw: dict) -> Annotation:
@@ -444,7 +443,7 @@ def _version(value) -> int:
     return value
 
 
-def _same(a: Annotation, b: Annotation) -> bool:
+def _same(a: LabelRow, b: Annotation) -> bool:
     return all(getattr(a, f) == getattr(b, f) for f in (*LABEL_FIELDS, "annotator_kind", "created_at", "queue_id"))
 
 

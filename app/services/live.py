@@ -8,6 +8,7 @@ exporter waits for a build (a large one would pass its timeout). Until its root 
 is "receiving"; until the build after it, "building".
 """
 
+import copy
 import logging
 import threading
 import time
@@ -119,22 +120,24 @@ class LiveTraces:
 
     def _receive(self, source: str, incoming: dict[str, _Incoming], receipt: Receipt, build: bool = True) -> None:
         now = _now()
-        due: dict[tuple[str, str], float] = {}
-        with self.db.transaction() as cur:
+
+        def receive(cur) -> tuple[Receipt, dict[tuple[str, str], float]]:
+            tally = copy.deepcopy(receipt)  # a lost commit runs this again: count on a copy, kept once committed
+            due: dict[tuple[str, str], float] = {}
             for source_trace, part in incoming.items():
                 seen = queries.live_items_seen(cur, source, source_trace, part.ids)
                 new = [i for i in dict.fromkeys(part.ids) if i not in seen]
-                receipt.duplicates += len(part.ids) - len(new)
+                tally.duplicates += len(part.ids) - len(new)
                 if not new:
                     continue
                 known = queries.live_trace(cur, source, source_trace)
                 if known is None and not part.usable:
-                    receipt.skip(f"trace {source_trace}: {otlp.NO_AGENT_SPAN} so far: nothing to build", len(new))
+                    tally.skip(f"trace {source_trace}: {otlp.NO_AGENT_SPAN} so far: nothing to build", len(new))
                     continue
-                receipt.used += len(new)
+                tally.used += len(new)
                 trace_id = _trace_id(source, source_trace)
                 if build:
-                    (receipt.extended if known else receipt.created).append(trace_id)
+                    (tally.extended if known else tally.created).append(trace_id)
                 cur.execute("INSERT INTO live_parts VALUES (?, ?, ?, ?)",
                             [source, source_trace, now, dumps(_part_body(source, part, set(new)))])
                 with registered(cur, "new_items", item_id=new):
@@ -148,6 +151,11 @@ class LiveTraces:
                                 [len(new), part.has_root, now, source, source_trace])
                 if build:
                     due[(source, source_trace)] = 0 if part.has_root else BUILD_DELAY_S
+            return tally, due
+
+        # Parts of one trace sent to two instances at once: each takes in only the items the other has not.
+        tally, due = self.db.write(receive, [("live", source, source_trace) for source_trace in incoming])
+        vars(receipt).update(vars(tally))
         for key, delay in due.items():  # once committed: the builder reads what this batch stored
             self._schedule(key, delay)
 
@@ -172,9 +180,9 @@ class LiveTraces:
                         store_traces(self.db, [trace], "replace")
             except ImportFailed as exc:
                 error = str(exc)
-            with self.db.transaction() as cur:
-                cur.execute("UPDATE live_traces SET built_at = ?, build_error = ? "
-                            "WHERE source = ? AND source_trace_id = ?", [_now(), error, source, source_trace])
+            self.db.write(lambda cur: cur.execute("UPDATE live_traces SET built_at = ?, build_error = ? "
+                                                  "WHERE source = ? AND source_trace_id = ?",
+                                                  [_now(), error, source, source_trace]))
             if error:
                 log.warning("live trace %s/%s not built: %s", source, source_trace, error)
             else:
@@ -200,10 +208,13 @@ class LiveTraces:
 
     def _forget(self, source: str, source_traces: list[str]) -> None:
         """Drop held parts that a built trace took in."""
-        with self.db.transaction() as cur, registered(cur, "taken_traces", source_trace_id=source_traces):
-            for table in ("live_parts", "live_items", "live_traces"):
-                cur.execute(f"DELETE FROM {table} WHERE source = ? "  # table names are constants
-                            "AND source_trace_id IN (SELECT source_trace_id FROM taken_traces)", [source])
+        def forget(cur) -> None:
+            with registered(cur, "taken_traces", source_trace_id=source_traces):
+                for table in ("live_parts", "live_items", "live_traces"):
+                    cur.execute(f"DELETE FROM {table} WHERE source = ? "  # table names are constants
+                                "AND source_trace_id IN (SELECT source_trace_id FROM taken_traces)", [source])
+
+        self.db.write(forget)
 
     def _schedule(self, key: tuple[str, str], delay: float) -> None:
         """Build `key` after `delay` seconds without further batches of it (0: as soon as the builder can)."""

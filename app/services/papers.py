@@ -9,15 +9,15 @@ import csv
 import io
 from collections import Counter
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, select
 
 from app.domain import csvsafe
 from app.domain.refusals import Refusal
 from app.domain.taxonomy import EXCLUSION_COLUMNS, PAPER_COLUMNS, PAPER_FIELDS
 from app.services.labels import LabelError, NotFound, clean_reviewer, now
-from app.store import keys
+from app.store import keys, queries, writes
 from app.store.db import Database, iso_utc
-from app.store.models import ExcludedRecord, Paper, PaperTag, Reviewer
+from app.store.models import PaperTag
 
 POOL = "pool"
 CROSSTABS = (("reward_type", "credit_granularity"), ("orchestration_form", "credit_granularity"),
@@ -112,19 +112,23 @@ def import_csv(db: Database, body: bytes) -> dict:
     errors = check_records(kind, records)
     if errors:
         raise CsvProblems(errors)
-    model = Paper if kind == "papers" else ExcludedRecord
+    table = "papers" if kind == "papers" else "excluded"
     columns, key_column = KINDS[kind]
     stamp = now()
-    with db.write_lock, Session(db.engine) as session:
-        positions = {getattr(row, key_column): row.position for row in session.exec(select(model)).all()}
+
+    def store(cur) -> None:
+        positions = queries.key_positions(cur, table, key_column)
         next_position = max(positions.values(), default=-1) + 1
-        for _, row in records:
-            key = row[key_column]
-            position = positions.get(key)
+        rows = []
+        for _, record in records:
+            position = positions.get(record[key_column])
             if position is None:
                 position, next_position = next_position, next_position + 1
-            session.merge(model(**{c: row[c] for c in columns}, position=position, imported_at=stamp))
-        session.commit()
+            rows.append({**{c: record[c] for c in columns}, "position": position, "imported_at": stamp})
+        writes.replace_rows(cur, table, key_column, rows)
+
+    # One import at a time per file kind, across instances too: positions and keys are read, then written.
+    db.write(store, [("import", kind)])
     return {"kind": kind, "imported": len(records)}
 
 
@@ -158,22 +162,21 @@ def save_tags(db: Database, key: str, data: dict) -> dict:
     """A new version of a reviewer's tags on a paper; omitted fields keep their previous value."""
     reviewer = clean_reviewer(data.get("reviewer"))
     values = tag_values(data)
-    with db.write_lock, Session(db.engine) as session:
-        if session.get(Paper, key) is None:
+
+    def save(cur) -> dict:
+        if not queries.paper_exists(cur, key):
             raise NotFound(f"no paper with key '{key}'")
-        current = session.exec(select(PaperTag).where(PaperTag.key == key, PaperTag.reviewer == reviewer)
-                               .order_by(col(PaperTag.version).desc()).limit(1)).first()
-        previous = {f: getattr(current, f) for f in (*PAPER_FIELDS, "note")} if current else {}
-        version = (current.version if current else 0) + 1
-        tag_id = keys.new_row_id(lambda taken: session.get(PaperTag, taken) is not None, key, reviewer, version)
+        current = queries.current_tag(cur, key, reviewer)
+        previous = {f: current[f] for f in (*PAPER_FIELDS, "note")} if current else {}
+        version = (current["version"] if current else 0) + 1
+        tag_id = keys.new_row_id(lambda taken: queries.tag_id_taken(cur, taken), key, reviewer, version)
         row = PaperTag(tag_id=tag_id, key=key, reviewer=reviewer, version=version, created_at=now(),
                        **(previous | values))
-        session.add(row)
-        if session.get(Reviewer, reviewer) is None:
-            session.add(Reviewer(name=reviewer, created_at=now()))
-        session.commit()
-        session.refresh(row)
+        writes.insert_row(cur, "paper_tags", row.model_dump())
+        writes.add_reviewer(cur, reviewer, row.created_at)
         return tag_dict(row)
+
+    return db.write(save, [writes.reviewer_lock(reviewer)])
 
 
 def tag_history(db: Database, key: str | None = None, reviewer: str | None = None,

@@ -124,9 +124,8 @@ def create_queue(db: Database, body: dict, created_by: str | None) -> dict:
     if len(items) > MAX_ITEMS:
         raise QueueError("filter", f"matches {len(items)} events; a queue holds at most {MAX_ITEMS} (sample them)")
     queue_id = "q-" + secrets.token_hex(6)
-    with db.transaction() as cur:
-        queries.insert_queue(cur, queue_id, spec["name"], json.dumps(spec), created_by, utc_now(),
-                             [(row["trace_id"], row["event_id"]) for row in items])
+    db.write(lambda cur: queries.insert_queue(cur, queue_id, spec["name"], json.dumps(spec), created_by, utc_now(),
+                                              [(row["trace_id"], row["event_id"]) for row in items]))
     return summary(db, queue_id)
 
 
@@ -193,13 +192,17 @@ def next_item(db: Database, queue_id: str, reviewer: str) -> dict | None:
     queue = load(db, queue_id)
     if reviewer not in queue["reviewers"]:
         raise QueueError("reviewer", f"'{reviewer}' is not a reviewer of this queue")
-    with db.transaction() as cur:
+
+    def hand_out(cur) -> dict | None:
         item = queries.open_assignment(cur, queue_id, reviewer)
         if item is None:
             item = queries.next_unassigned(cur, queue_id, reviewer, queue["overlap"])
             if item is not None:
                 queries.assign(cur, queue_id, item["item_id"], reviewer, utc_now())
-    return item
+        return item
+
+    # One hand-out per queue at a time, across instances too: an item goes to at most `overlap` reviewers.
+    return db.write(hand_out, [("queue", queue_id)])
 
 
 def check_label(db: Database, queue_id: str, trace_id: str, event_id: str, reviewer: str, values: dict) -> None:
@@ -229,9 +232,8 @@ def adjudicate(db: Database, queue_id: str, item_id: int, adjudicator: str, labe
         raise QueueError("item", "no reviewer has labelled this item yet: there is nothing to adjudicate")
     resolved = [{"reviewer": r, "version": v["version"], "annotation_id": v["annotation_id"]}
                 for r, v in state["labels"].items()]
-    with db.transaction() as cur:
-        queries.insert_adjudication(cur, queue_id, item_id, adjudicator, json.dumps(label), json.dumps(resolved),
-                                    note, utc_now())
+    db.write(lambda cur: queries.insert_adjudication(cur, queue_id, item_id, adjudicator, json.dumps(label),
+                                                     json.dumps(resolved), note, utc_now()))
     return item_states(db, queue)[item_id] | {"item_id": item_id}
 
 

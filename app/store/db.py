@@ -3,6 +3,10 @@
 The store is an embedded DuckDB file or, for several app instances at once, a DuckLake (app/store/lake.py): a
 catalog in PostgreSQL with Parquet data in a shared folder, attached to an in-memory DuckDB.
 
+Every write goes through `Database.write`: one transaction, run again when its lake commit loses to another
+instance's, holding locks on what it keeps unique (a trace id, a reviewer's label versions). Within a process
+`write_lock` serialises writers; across the instances on a lake, PostgreSQL advisory locks do (lake.held).
+
 All SQL passes through `Database.execute`, which logs each statement with its time.
 """
 
@@ -11,7 +15,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,6 +25,7 @@ import duckdb
 import duckdb_engine
 
 from app.store import lake
+from app.store.keys import natural_id
 from sqlalchemy import Engine
 from sqlalchemy.pool import NullPool
 from sqlmodel import create_engine
@@ -31,6 +36,7 @@ MIGRATION_NAME = re.compile(r"^(\d{4})_[\w-]+\.sql$")
 COMMIT_TRIES = 6  # a write that loses to other instances' commits this often in a row gives up
 COMMIT_BACKOFF_S = 0.02  # first pause before a retry, doubled each time, with jitter so instances do not collide again
 T = TypeVar("T")
+SCHEMA_LOCK = ("schema",)  # held by whoever migrates a lake
 
 
 def utc_now() -> datetime:
@@ -69,13 +75,15 @@ class Database:
     """A DuckDB file (or a DuckLake) opened once; each caller works on its own cursor, writers take `write_lock`."""
 
     def __init__(self, path: Path | str, lake_data: str | None = None):
-        self.path = Path(path)
         self.is_lake = lake.is_lake_url(str(path))
+        # A lake URL is a libpq string, which a Path would mangle (`//` made `/`, a trailing `/` dropped).
+        self.path = str(path) if self.is_lake else Path(path)
+        self.locking = False  # whether writes take the lake's advisory locks (several instances may write)
         if self.is_lake:
             if not lake_data:
                 raise lake.LakeUnavailable("a DuckLake store needs ORCHESTRACE_LAKE_DATA: the folder of its data")
             self._conn = duckdb.connect()
-            lake.attach_lake(self._conn, str(path), lake_data)
+            self.locking = lake.attach_lake(self._conn, self.path, lake_data)
         else:
             if str(path) != ":memory:":
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -140,9 +148,12 @@ class Database:
         return row[0] if row else None
 
     @contextmanager
-    def transaction(self):
-        """A cursor inside one write transaction: committed whole or rolled back whole."""
-        with self.write_lock:
+    def transaction(self, locks: Iterable[tuple] = ()):
+        """A cursor inside one write transaction: committed whole or rolled back whole. On a lake shared by
+        several instances, `locks` (tuples naming what the write keeps unique, e.g. ("trace", id)) are held
+        from before it reads until after it commits (see lake.held); a file has one writer, `write_lock`."""
+        keys = [natural_id("lock", *parts) for parts in locks] if self.locking else []
+        with self.write_lock, lake.held(self._conn, keys):
             cur = self.cursor()
             cur.execute("BEGIN TRANSACTION")
             try:
@@ -160,12 +171,14 @@ class Database:
             finally:
                 cur.close()
 
-    def write(self, work: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
-        """`work(cur)` inside one write transaction, run again (after a growing pause) while its commit loses to
-        another instance's; CommitConflict when it still does after COMMIT_TRIES."""
+    def write(self, work: Callable[[duckdb.DuckDBPyConnection], T], locks: Iterable[tuple] = ()) -> T:
+        """`work(cur)` inside one write transaction holding `locks` (see `transaction`), run again (after a
+        growing pause) while its commit loses to another instance's; CommitConflict when it still does after
+        COMMIT_TRIES. `work` may run more than once: it must change nothing but the database."""
+        locks = list(locks)
         for attempt in range(COMMIT_TRIES):
             try:
-                with self.transaction() as cur:
+                with self.transaction(locks) as cur:
                     return work(cur)
             except CommitConflict:
                 if attempt == COMMIT_TRIES - 1:
@@ -179,20 +192,25 @@ class Database:
         if not files:
             raise MigrationsMissing(f"no migrations in {migrations_dir} (numbered NNNN_name.sql files): "
                                     "the database schema cannot be made; is the package installed whole?")
-        self.execute(
+        # Instances starting together on one lake take turns, each seeing what the one before it applied.
+        self.write(lambda cur: cur.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations "
-            "(version INTEGER NOT NULL, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
-        )
+            "(version INTEGER NOT NULL, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"), [SCHEMA_LOCK])
         done = {row["version"] for row in self.fetchall("SELECT version FROM schema_migrations")}
         applied = []
         for path in files:
-            match = MIGRATION_NAME.match(path.name)
-            if int(match.group(1)) in done:
+            if int(MIGRATION_NAME.match(path.name).group(1)) in done:
                 continue
-            with self.transaction() as cur:
-                cur.execute(path.read_text())
-                cur.execute(
-                    "INSERT INTO schema_migrations VALUES (?, ?, now())", [int(match.group(1)), path.name]
-                )
-            applied.append(path.name)
+            if self.write(lambda cur, path=path: _apply_migration(cur, path), [SCHEMA_LOCK]):
+                applied.append(path.name)
         return applied
+
+
+def _apply_migration(cur: duckdb.DuckDBPyConnection, path: Path) -> bool:
+    """Apply one migration and record it; False when it is recorded already (another instance applied it)."""
+    version = int(MIGRATION_NAME.match(path.name).group(1))
+    if cur.execute("SELECT count(*) FROM schema_migrations WHERE version = ?", [version]).fetchone()[0]:
+        return False
+    cur.execute(path.read_text())
+    cur.execute("INSERT INTO schema_migrations VALUES (?, ?, now())", [version, path.name])
+    return True

@@ -5,12 +5,16 @@ pinned DuckDB version, and are installed from those packages' files: nothing is 
 """
 
 import re
+from contextlib import contextmanager
 
 import duckdb
 
 LAKE_PREFIX = "ducklake:"
+POSTGRES_CATALOG = "postgres:"
 LAKE_EXTENSIONS = ("postgres", "ducklake")
 LAKE_ALIAS = "lake"
+LOCKS_ALIAS = "lake_locks"
+ATTACH_LOCK = 1  # an advisory lock key (app keys are hashes, almost never this one)
 LIBPQ_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
 
 
@@ -40,13 +44,55 @@ def load_extensions(conn: duckdb.DuckDBPyConnection) -> None:
                                   ) from exc
 
 
-def attach_lake(conn: duckdb.DuckDBPyConnection, url: str, data_path: str) -> None:
-    """Attach the lake at `url` with its Parquet files under `data_path` and make it the default catalog."""
+def attach_lake(conn: duckdb.DuckDBPyConnection, url: str, data_path: str) -> bool:
+    """Attach the lake at `url` with its Parquet files under `data_path` and make it the default catalog;
+    whether writes can take advisory locks on it (see `attach_locks`)."""
     load_extensions(conn)
+    locking = attach_locks(conn, url)
     # ATTACH takes no bound parameters; both strings come from the operator's settings, quotes doubled.
     quoted_url, quoted_data = (value.replace("'", "''") for value in (url, data_path))
-    conn.execute(f"ATTACH '{quoted_url}' AS {LAKE_ALIAS} (DATA_PATH '{quoted_data}')")
+    # The first ATTACH makes the catalog's tables: instances starting together on a new lake take turns.
+    with held(conn, [ATTACH_LOCK] if locking else []):
+        conn.execute(f"ATTACH '{quoted_url}' AS {LAKE_ALIAS} (DATA_PATH '{quoted_data}')")
     conn.execute(f"USE {LAKE_ALIAS}")
+    return locking
+
+
+def attach_locks(conn: duckdb.DuckDBPyConnection, url: str) -> bool:
+    """Attach the lake's PostgreSQL catalog a second time, as a plain PostgreSQL database, for advisory locks
+    (see `held`); False for a catalog that is not PostgreSQL (only one process can use such a lake)."""
+    libpq = url.removeprefix(LAKE_PREFIX)
+    if not libpq.startswith(POSTGRES_CATALOG):
+        return False
+    quoted = libpq.removeprefix(POSTGRES_CATALOG).replace("'", "''")
+    conn.execute(f"ATTACH '{quoted}' AS {LOCKS_ALIAS} (TYPE postgres)")
+    return True
+
+
+@contextmanager
+def held(conn: duckdb.DuckDBPyConnection, keys: list[int]):
+    """PostgreSQL advisory locks on `keys` (none: nothing is done), held in a transaction on a cursor of their
+    own until the block ends.
+
+    DuckLake has no unique keys, and a lake transaction does not see rows another instance has not committed
+    yet, so two instances checking "is this taken?" at once both find it free. Holding a lock on what must be
+    unique from before the lake transaction starts until after it commits makes the second instance wait,
+    then start its snapshot with the first one's rows in it. Keys are taken in one statement, in order, so two
+    writes that want the same keys never hold one each.
+    """
+    if not keys:
+        yield
+        return
+    listed = ", ".join(str(int(key)) for key in sorted(set(keys)))
+    cur = conn.cursor()  # starts in the in-memory catalog: its transaction does not touch the lake
+    cur.execute("BEGIN TRANSACTION")
+    try:
+        cur.execute(f"SELECT * FROM postgres_query('{LOCKS_ALIAS}', 'SELECT count(pg_advisory_xact_lock(k)) "
+                    f"FROM (SELECT unnest(ARRAY[{listed}]::bigint[]) AS k ORDER BY k) AS keys')").fetchall()
+        yield
+    finally:
+        cur.execute("ROLLBACK")  # ends the PostgreSQL transaction, which releases the locks
+        cur.close()
 
 
 def use_lake(cur: duckdb.DuckDBPyConnection) -> None:

@@ -7,7 +7,7 @@ import pyarrow as pa
 
 from app.store.db import Database, iso_utc
 from app.store.lists import registered
-from app.store.models import Annotation
+from app.store.models import Annotation, PaperTag
 
 # Who counts as an agent, everywhere a page or the API says "agents": a team member, the `agent` of an event
 # that is neither a tool answering a call (tool_result) nor a person (a human_intervention, or anything said
@@ -525,6 +525,28 @@ def label_version(cur, trace_id: str, event_id: str, reviewer: str, version: int
 def annotation_id_taken(cur, annotation_id: int) -> bool:
     """Whether a label version holds this id (app/store/keys.py), on the cursor of a write."""
     return cur.execute("SELECT count(*) FROM annotations WHERE annotation_id = ?", [annotation_id]).fetchone()[0] > 0
+
+
+def key_positions(cur, table: str, key: str) -> dict[str, int]:
+    """{key: position} of the paper pool or the exclusion log (`table`), on the cursor of a write."""
+    return dict(cur.execute(f"SELECT {key}, position FROM {table}").fetchall())
+
+
+def paper_exists(cur, key: str) -> bool:
+    return cur.execute("SELECT count(*) FROM papers WHERE key = ?", [key]).fetchone()[0] > 0
+
+
+def current_tag(cur, key: str, reviewer: str) -> dict | None:
+    """A reviewer's latest tag version on a paper, on the cursor of a write."""
+    found = cur.execute(f"SELECT {', '.join(PaperTag.model_fields)} FROM paper_tags WHERE key = ? AND reviewer = ? "
+                        "ORDER BY version DESC LIMIT 1", [key, reviewer])
+    row = found.fetchone()
+    return dict(zip(PaperTag.model_fields, row)) if row else None
+
+
+def tag_id_taken(cur, tag_id: int) -> bool:
+    """Whether a paper tag version holds this id (app/store/keys.py), on the cursor of a write."""
+    return cur.execute("SELECT count(*) FROM paper_tags WHERE tag_id = ?", [tag_id]).fetchone()[0] > 0
 
 
 def label_count(db: Database, trace_id: str) -> int:

@@ -50,43 +50,82 @@ class TracesExist(Refusal):
 def store_traces(db: Database, traces: list[dict], existing: str = "error",
                  then: Callable[[object, list[str], set[str]], None] | None = None) -> tuple[list[str], list[str]]:
     """Store valid traces in one transaction; `existing` is "error", "replace" or "skip". `then(cursor,
-    stored ids, ids that were stored before)` runs last in the same transaction (e.g. to log the receipt).
+    stored ids, ids that were stored before)` runs last in the same transaction (e.g. to log the receipt), again
+    when a lost commit makes the write run again.
 
     Returns (stored ids, skipped ids). Raises TracesExist when `existing` is "error" and any id is taken.
     """
     ids = [trace["trace_id"] for trace in traces]
-    with paused_gc(), db.transaction() as cur:
+
+    def store(cur) -> list[str]:
         with registered(cur, "sent_ids", trace_id=ids):
             taken = {row[0] for row in cur.execute(
                 "SELECT trace_id FROM traces WHERE trace_id IN (SELECT trace_id FROM sent_ids)").fetchall()}
         if taken and existing == "error":
             raise TracesExist([i for i in ids if i in taken])
-        if existing == "skip":
-            traces = [trace for trace in traces if trace["trace_id"] not in taken]
-        elif taken:
+        kept = [trace for trace in traces if trace["trace_id"] not in taken] if existing == "skip" else traces
+        if taken and existing != "skip":
             _delete(cur, sorted(taken))
-        if traces:
-            _insert(cur, traces)
-        stored = [trace["trace_id"] for trace in traces]
+        if kept:
+            _insert(cur, kept)
+        stored = [trace["trace_id"] for trace in kept]
         if then is not None:
             then(cur, stored, taken)
+        return stored
+
+    with paused_gc():
+        stored = db.write(store, trace_locks(ids))
     kept = set(stored)
     return stored, [i for i in ids if i not in kept]
 
 
+def trace_locks(trace_ids: list[str]) -> list[tuple]:
+    """What a write of these traces holds on a shared lake: one id is stored once, by one instance at a time."""
+    return [("trace", trace_id) for trace_id in trace_ids]
+
+
 def delete_trace(db: Database, trace_id: str) -> bool:
     """Remove a trace with its events, edges and stored analysis; False when no such trace."""
-    with db.transaction() as cur:
+    def delete(cur) -> bool:
         if not cur.execute("SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id]).fetchone()[0]:
             return False
         _delete(cur, [trace_id])
-    return True
+        return True
+
+    return db.write(delete, trace_locks([trace_id]))
+
+
+def reviewer_lock(name: str) -> tuple:
+    """What a write that may add reviewer `name`, or a version of their label or tag, holds on a shared lake:
+    names are unique, and a reviewer's versions of one label are 1..n, by checks made inside the write."""
+    return ("reviewer", name)
 
 
 def add_reviewer(cur, name: str, created_at) -> None:
-    """Record a reviewer name unless it is known; names are unique by this check, made inside the write."""
+    """Record a reviewer name unless it is known; names are unique by this check, made inside a write that
+    holds reviewer_lock(name)."""
     cur.execute("INSERT INTO reviewers SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM reviewers WHERE name = ?)",
                 [name, created_at, name])
+
+
+def insert_row(cur, table: str, row: dict) -> None:
+    """One row into `table` (a constant of the caller's), its columns named by `row`'s keys."""
+    cur.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+
+
+def replace_rows(cur, table: str, key: str, rows: list[dict]) -> None:
+    """Rows of `table` replacing the stored ones with the same `key` (no table has a unique key to upsert on)."""
+    if not rows:
+        return
+    with registered(cur, "replaced_keys", key=[row[key] for row in rows]):
+        cur.execute(f"DELETE FROM {table} WHERE {key} IN (SELECT key FROM replaced_keys)")
+    bulk = pa.Table.from_pylist(rows)
+    cur.register("bulk_rows", bulk)
+    try:
+        names = ", ".join(bulk.column_names)
+        cur.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM bulk_rows")
+    finally:
+        cur.unregister("bulk_rows")
 
 
 def _delete(cur, trace_ids: list[str]) -> None:
