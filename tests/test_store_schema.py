@@ -61,7 +61,7 @@ def legacy_database(path: Path) -> Database:
 def test_a_file_made_before_0013_gets_the_schema_of_a_new_one_and_keeps_its_rows(tmp_path):
     old = legacy_database(tmp_path / "old.duckdb")
     assert schema(old._conn)["constraints"] and schema(old._conn)["sequences"]
-    assert old.migrate(Settings().migrations_dir) == ["0013_no_constraints.sql"]
+    assert old.migrate(Settings().migrations_dir)[0] == "0013_no_constraints.sql"  # then any later ones
     new = Database(tmp_path / "new.duckdb")
     new.migrate(Settings().migrations_dir)
     assert schema(old._conn) == schema(new._conn)
