@@ -70,7 +70,7 @@ def test_a_file_made_before_0013_gets_the_schema_of_a_new_one_and_keeps_its_rows
     assert old.scalar("SELECT tag_id FROM paper_tags") == 1
     assert old.scalar("SELECT count(*) FROM traces") == old.scalar("SELECT count(*) FROM reviewers") == 1
     assert [row["version"] for row in old.fetchall("SELECT version FROM schema_migrations ORDER BY version")] == \
-        list(range(1, 14))
+        [int(path.name[:4]) for path in sorted(Settings().migrations_dir.glob("00*.sql"))]
 
 
 def test_the_schema_has_nothing_a_lake_refuses(tmp_path):
