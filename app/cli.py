@@ -186,7 +186,7 @@ class Server:
     db: str
 
     def holds(self, db: Path) -> bool:
-        return os.path.exists(self.db) and db.exists() and os.path.samefile(self.db, db)
+        return os.path.exists(self.db) and os.path.exists(db) and os.path.samefile(self.db, db)
 
 
 def _target(args, settings: Settings, doing: str) -> Database | Server:

@@ -45,10 +45,9 @@ class Settings(BaseModel):
     @field_validator("db", mode="before")
     @classmethod
     def _store(cls, value):
-        """A file's path as a Path; a lake URL that a Path would change (`//` made `/`, a trailing `/` dropped,
-        as a libpq URI or socket folder may hold) as the text given. Other lake URLs stay Paths for now:
-        `orchestrace serve` records its address "beside" the store (app/cli.py address_file), which needs one."""
-        if isinstance(value, str) and is_lake_url(value) and str(Path(value)) != value:
+        """A file's path as a Path; a lake URL as the text given (a Path would make `//` `/` and drop a trailing
+        `/`, as a libpq URI or socket folder may hold)."""
+        if isinstance(value, str) and is_lake_url(value):
             return value
         return Path(value)
 
