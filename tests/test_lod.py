@@ -65,7 +65,7 @@ def test_bins_count_the_events_of_each_row_and_time_bucket(client, db):
     assert counts == {(0, 0): 2, (1, 0): 1, (1, 1): 3, (1, 2): 2, (0, 2): 1, (3, 2): 1}
     assert sum(counts.values()) == 10
     first = next(b for b in bins if b[:2] == (1, 1))
-    assert (first[3], first[4], first[5]) == (3, 5, "message")  # first and last t, most common type
+    assert (first[3], first[4], first[5]) == (3, 5, "tool_call")  # first and last t; of equals, the first type
     # a window counts only its events, and per-event values give each bin's mean
     bins = queries.event_bins(db, trace_id, rows, 2, 6, 1, values={2: 1.0, 3: 0.0, 6: -0.5})
     assert {(row, n, value) for row, _, n, _, _, _, value in bins} == {(1, 5, 0.5 / 3)}

@@ -305,20 +305,25 @@ def event_bins(db: Database, trace_id: str, rows: dict[str, int], t0: float, t1:
                values: dict[int, float] | None = None) -> list[tuple]:
     """Events of [t0, t1] counted per (row, time bucket): rows map each lane owner to a row of the plot;
     `buckets` equal buckets span the window. Per bin: row, bucket, events, first and last t, the most common
-    event type and, given per-event `values` (seq -> number), their mean over the bin's events that have one.
+    event type (of equals, the one that comes first) and, given per-event `values` (seq -> number), their mean
+    over the bin's events that have one.
     Needs fill_lod."""
     cur = db.cursor()
     with registered(cur, "lane_rows", owner=list(rows), row=pa.array(list(rows.values()), pa.int32())), \
             registered(cur, "event_values", seq=pa.array(list(values or ()), pa.int32()),
                        value=pa.array(list((values or {}).values()), pa.float64())):
         return db.execute("""
-            SELECT r.row, least(floor((o.t - $t0) / $width * $buckets), $buckets - 1)::INTEGER AS bucket,
-                   count(*) AS events, min(o.t) AS t_min, max(o.t) AS t_max, mode(o.type) AS type,
-                   avg(v.value) AS value
-            FROM lod_events o JOIN lane_rows r ON r.owner = o.owner
-            LEFT JOIN event_values v ON v.seq = o.seq
-            WHERE o.trace_id = $trace AND o.t BETWEEN $t0 AND $t1
-            GROUP BY ALL ORDER BY r.row, bucket""",
+            WITH typed AS (
+                SELECT r.row, least(floor((o.t - $t0) / $width * $buckets), $buckets - 1)::INTEGER AS bucket,
+                       o.type, count(*) AS n, min(o.t) AS t_min, max(o.t) AS t_max, min(o.seq) AS first,
+                       sum(v.value) AS value_sum, count(v.value) AS valued
+                FROM lod_events o JOIN lane_rows r ON r.owner = o.owner
+                LEFT JOIN event_values v ON v.seq = o.seq
+                WHERE o.trace_id = $trace AND o.t BETWEEN $t0 AND $t1
+                GROUP BY ALL)
+            SELECT row, bucket, sum(n)::INTEGER AS events, min(t_min), max(t_max),
+                   first(type ORDER BY n DESC, first) AS type, sum(value_sum) / nullif(sum(valued), 0) AS value
+            FROM typed GROUP BY row, bucket ORDER BY row, bucket""",
             {"trace": trace_id, "t0": t0, "t1": t1, "width": max(t1 - t0, 1e-12), "buckets": buckets},
             cur=cur).fetchall()
 
