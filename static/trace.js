@@ -151,7 +151,9 @@
     }
     graph.removeAllListeners && graph.removeAllListeners("plotly_click");
     graph.removeAllListeners && graph.removeAllListeners("plotly_relayout");
+    drawMinimap();
     graph.on("plotly_relayout", (ev) => {
+      if (Object.keys(ev).some((key) => key.startsWith("xaxis.range") || key === "xaxis.autorange")) showWindowOnMinimap();
       if (Object.keys(ev).some((key) => key.startsWith("yaxis.range") || key === "yaxis.autorange")) thinLaneLabels();
       if (lod && Object.keys(ev).some((key) => key.startsWith("xaxis.range") || key.startsWith("yaxis.range")
                                              || key === "xaxis.autorange" || key === "yaxis.autorange")) refineSoon();
@@ -182,6 +184,49 @@
     summary = (lod ? payload.n_events : payload.event_ids.length).toLocaleString() + " events · "
       + payload.lanes.length + " lanes";
     status.textContent = summary + " · " + timing + (lod ? " · " + windowNote() : "");
+  }
+
+  // ---- minimap: the whole trace's concurrency curve under the graph, the time window in view shaded ----
+  const minimap = document.getElementById("minimap");
+  const SVG = "http://www.w3.org/2000/svg";
+  let span = null;  // [t0, t1] of the whole trace
+
+  function drawMinimap() {
+    const alive = payload.figure.data.find((t) => t.name === "agents alive");
+    if (!minimap || !alive || !alive.x.length) return;
+    const xs = alive.x, ys = alive.y, top = Math.max(1, ...ys);
+    span = [Math.min(...xs), Math.max(...xs)];
+    const width = Math.max(span[1] - span[0], 1e-9);
+    minimap.setAttribute("viewBox", "0 0 1000 100");
+    minimap.setAttribute("preserveAspectRatio", "none");
+    const points = ["0,100"].concat(xs.map((x, i) => (1000 * (x - span[0]) / width).toFixed(1) + ","
+                                                    + (100 - 90 * ys[i] / top).toFixed(1)), ["1000,100"]);
+    const curve = document.createElementNS(SVG, "polygon"), view = document.createElementNS(SVG, "rect");
+    curve.setAttribute("class", "curve"); curve.setAttribute("points", points.join(" "));
+    view.setAttribute("class", "view"); view.setAttribute("y", "0"); view.setAttribute("height", "100");
+    minimap.replaceChildren(curve, view);
+    minimap.removeAttribute("hidden");  // an SVG element has no `hidden` property
+    showWindowOnMinimap();
+  }
+
+  function showWindowOnMinimap() {
+    const layout = graph._fullLayout, view = minimap && minimap.querySelector(".view");
+    if (!layout || !view || !span) return;
+    const width = Math.max(span[1] - span[0], 1e-9);
+    const [a, b] = layout.xaxis.range.map((x) => Math.max(0, Math.min(1000, 1000 * (x - span[0]) / width)));
+    view.setAttribute("x", Math.min(a, b).toFixed(1));
+    view.setAttribute("width", Math.max(2, Math.abs(b - a)).toFixed(1));
+  }
+
+  if (minimap) {
+    minimap.addEventListener("click", (ev) => {  // centre the view's time window where the minimap was clicked
+      const layout = graph._fullLayout;
+      if (!layout || !span) return;
+      const box = minimap.getBoundingClientRect();
+      const t = span[0] + (span[1] - span[0]) * (ev.clientX - box.left) / box.width;
+      const [a, b] = layout.xaxis.range, half = Math.abs(b - a) / 2;
+      Plotly.relayout(graph, {"xaxis.range": [t - half, t + half]});
+    });
   }
 
   // ---- level of detail: the window in view, refined after each zoom or pan -----------------------------

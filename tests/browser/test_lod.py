@@ -121,3 +121,19 @@ def test_folding_a_subtree_from_the_spawn_tree_puts_it_on_one_lane_and_unfolding
     page.locator("#lane-groups button", has_text=f"unfold {agent}").click()
     expect(status).to_contain_text(f"{lanes_before} lanes", timeout=30_000)
     expect(button).to_have_attribute("aria-pressed", "false")
+
+
+def test_the_minimap_shades_the_window_in_view_and_a_click_moves_there(page, live_server, ingest):
+    from browser.conftest import REPO
+    trace_id = ingest(REPO / "sample_traces" / "hierarchical.json")[0]
+    open_as(page, live_server, trace_id, reviewer=None)
+    view = page.locator("#minimap .view")
+    expect(view).to_have_count(1)
+    assert float(view.get_attribute("width")) > 900  # the whole trace is in view
+    page.evaluate("""() => { const gd = document.getElementById("graph"), [a, b] = gd._fullLayout.xaxis.range;
+                             Plotly.relayout(gd, {"xaxis.range": [a, a + (b - a) / 10]}); }""")
+    page.wait_for_function("parseFloat(document.querySelector('#minimap .view').getAttribute('width')) < 200")
+    assert float(view.get_attribute("x")) < 100
+    box = page.locator("#minimap").bounding_box()
+    page.locator("#minimap").click(position={"x": box["width"] * 0.8, "y": box["height"] / 2})
+    page.wait_for_function("parseFloat(document.querySelector('#minimap .view').getAttribute('x')) > 600")
