@@ -61,6 +61,16 @@ def pytest_addoption(parser):
                           "throwaway PostgreSQL (issue 16)")
 
 
+def pytest_collection_modifyitems(config, items):
+    """On a lake, run only the tests whose store is the `settings` fixture's: the others open files of their own
+    and would only repeat the file run."""
+    if config.getoption("--store") != "lake":
+        return
+    on_lake = {item: "settings" in getattr(item, "fixturenames", ()) for item in items}
+    config.hook.pytest_deselected(items=[item for item, kept in on_lake.items() if not kept])
+    items[:] = [item for item, kept in on_lake.items() if kept]
+
+
 @pytest.fixture(scope="session")
 def postgres(request):
     """A throwaway PostgreSQL for the whole run, when the tests run against a lake."""
@@ -74,17 +84,27 @@ def postgres(request):
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def migrated_lake(postgres, tmp_path_factory):
+    """The migrated lake each test's store is a copy of."""
+    from lake import MigratedLake
+
+    return MigratedLake(postgres, tmp_path_factory.mktemp("lake-template"))
+
+
 @pytest.fixture
 def db_path(tmp_path) -> Path:
     return tmp_path / "test.duckdb"
 
 
 @pytest.fixture
-def settings(request, db_path, tmp_path) -> Settings:
+def settings(request, db_path, tmp_path):
     if request.config.getoption("--store") == "lake":
-        postgres = request.getfixturevalue("postgres")
-        return Settings(db=f"ducklake:postgres:{postgres.new_database()}", lake_data=str(tmp_path / "lake"))
-    return Settings(db=db_path)
+        lake_data = tmp_path / "lake"
+        with request.getfixturevalue("migrated_lake").copy(lake_data) as url:
+            yield Settings(db=url, lake_data=str(lake_data))
+    else:
+        yield Settings(db=db_path)
 
 
 @pytest.fixture
