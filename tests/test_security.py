@@ -116,6 +116,12 @@ def test_a_revoked_token_is_refused_and_use_is_recorded(lab):
         assert client.get("/api/traces", headers=headers).status_code == 200
         listed = accounts.list_tokens(app.state.db, "rita")[0]
         assert listed["last_used_at"] is not None and listed["name"] == "exporter"
+        # recorded to the minute: a use within it writes nothing, a use after it moves the time on
+        assert client.get("/api/traces", headers=headers).status_code == 200
+        assert accounts.list_tokens(app.state.db, "rita")[0]["last_used_at"] == listed["last_used_at"]
+        app.state.db.execute("UPDATE api_tokens SET last_used_at = last_used_at - INTERVAL 2 MINUTE")
+        assert client.get("/api/traces", headers=headers).status_code == 200
+        assert accounts.list_tokens(app.state.db, "rita")[0]["last_used_at"] > listed["last_used_at"]
         assert accounts.revoke_token(app.state.db, listed["token_id"])
         assert client.get("/api/traces", headers=headers).status_code == 401
         assert client.get("/api/traces", headers={"Authorization": "Bearer orc_x_y"}).status_code == 401
