@@ -35,6 +35,7 @@ class ThrowawayPostgres:
         self.folder = Path(tempfile.mkdtemp(prefix="orchestrace-pg-"))
         self.port = free_port()
         self.as_root = os.geteuid() == 0
+        self._empty = count(1)
         if self.as_root:
             shutil.chown(self.folder, CLUSTER_USER)
         self._run("initdb", "-D", str(self.folder / "data"), "-U", CLUSTER_USER, "--auth=trust", "-E", "UTF8")
@@ -46,6 +47,12 @@ class ThrowawayPostgres:
         if self.as_root and program in ("initdb", "pg_ctl"):
             command = ["runuser", "-u", CLUSTER_USER, "--", *command]
         subprocess.run(command, check=True, capture_output=True, cwd=self.folder, input=stdin, text=True)
+
+    def new_database(self) -> str:
+        """A new empty database (for a lake made from nothing, as a new deployment's is); its connection string."""
+        name = f"empty_{next(self._empty)}"
+        self.psql(f"CREATE DATABASE {name};")
+        return self.url(name)
 
     def url(self, name: str) -> str:
         """The libpq connection string of database `name`."""
