@@ -219,15 +219,14 @@ def read_edges(db: Database, trace_id: str) -> list[dict]:
 # the calling event's agent (the last such edge in document order wins). The SQL twin of app/domain/figure.py
 # lane_agents; tests/test_lod.py checks the two agree.
 EVENT_OWNERS = """
-    SELECT e.seq, e.t, e.type, e.event_id, coalesce(o.owner, e.agent) AS owner
-    FROM events e LEFT JOIN (
+    WITH ev AS (SELECT seq, t, type, event_id, agent FROM events WHERE trace_id = $trace),
+    calls AS (
         SELECT d.seq, arg_max(s.agent, x.seq) AS owner
-        FROM edges x
-        JOIN events s ON s.trace_id = x.trace_id AND s.event_id = x.src
-        JOIN events d ON d.trace_id = x.trace_id AND d.event_id = x.dst
-        WHERE x.trace_id = $trace AND x.type = 'tool_dependency' AND d.type = 'tool_result'
-        GROUP BY d.seq) o ON o.seq = e.seq
-    WHERE e.trace_id = $trace
+        FROM (SELECT seq, src, dst FROM edges WHERE trace_id = $trace AND type = 'tool_dependency') x
+        JOIN ev s ON s.event_id = x.src JOIN ev d ON d.event_id = x.dst
+        WHERE d.type = 'tool_result' GROUP BY d.seq)
+    SELECT ev.seq, ev.t, ev.type, ev.event_id, coalesce(calls.owner, ev.agent) AS owner
+    FROM ev LEFT JOIN calls USING (seq)
 """
 
 
@@ -293,12 +292,13 @@ def fill_lod(cur, trace_id: str) -> None:
                 {"trace": trace_id})
     cur.execute("""
         WITH ends AS (
-            SELECT e.event_id, o.t, o.owner FROM events e JOIN lod_events o USING (trace_id, seq)
-            WHERE e.trace_id = $trace)
+            SELECT e.event_id, o.t, o.owner
+            FROM (SELECT seq, event_id FROM events WHERE trace_id = $trace) e
+            JOIN (SELECT seq, t, owner FROM lod_events WHERE trace_id = $trace) o USING (seq))
         INSERT INTO lod_edges
         SELECT $trace, x.type, s.t, s.owner, d.t, d.owner
-        FROM edges x JOIN ends s ON s.event_id = x.src JOIN ends d ON d.event_id = x.dst
-        WHERE x.trace_id = $trace""", {"trace": trace_id})
+        FROM (SELECT type, src, dst FROM edges WHERE trace_id = $trace) x
+        JOIN ends s ON s.event_id = x.src JOIN ends d ON d.event_id = x.dst""", {"trace": trace_id})
 
 
 def event_bins(db: Database, trace_id: str, rows: dict[str, int], t0: float, t1: float, buckets: int,
@@ -349,8 +349,9 @@ def window_events(db: Database, trace_id: str, t0: float, t1: float) -> list[dic
     Needs fill_lod."""
     return db.fetchall("""
         SELECT o.seq, o.owner, e.event_id AS id, e.t, e.type, e.agent, e.role, e.tool, e.content_ref, e.trusted
-        FROM lod_events o JOIN events e ON e.trace_id = $trace AND e.seq = o.seq
-        WHERE o.trace_id = $trace AND o.t BETWEEN $t0 AND $t1 ORDER BY o.seq""",
+        FROM (SELECT seq, owner FROM lod_events WHERE trace_id = $trace AND t BETWEEN $t0 AND $t1) o
+        JOIN (SELECT * FROM events WHERE trace_id = $trace AND t BETWEEN $t0 AND $t1) e USING (seq)
+        ORDER BY o.seq""",
         {"trace": trace_id, "t0": t0, "t1": t1})
 
 
@@ -369,9 +370,10 @@ def locate_events(db: Database, trace_id: str, event_ids: list[str]) -> list[dic
     with registered(cur, "wanted", event_id=event_ids):
         rows = db.execute("""
             SELECT e.event_id, o.seq, o.t, o.owner
-            FROM events e JOIN lod_events o ON o.trace_id = e.trace_id AND o.seq = e.seq
-            WHERE e.trace_id = ? AND e.event_id IN (SELECT event_id FROM wanted) ORDER BY o.seq""",
-            [trace_id], cur=cur).fetchall()
+            FROM (SELECT seq, event_id FROM events WHERE trace_id = $trace
+                  AND event_id IN (SELECT event_id FROM wanted)) e
+            JOIN (SELECT seq, t, owner FROM lod_events WHERE trace_id = $trace) o USING (seq)
+            ORDER BY o.seq""", {"trace": trace_id}, cur=cur).fetchall()
     return [dict(zip(("event_id", "seq", "t", "lane_owner"), row)) for row in rows]
 
 
