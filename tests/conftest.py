@@ -151,6 +151,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def wait_until_up(proc, url: str, deadline: float, why=lambda: "") -> None:
+    """Poll a started server's /api/health until it answers; fail when it exits or `deadline` (monotonic)
+    passes, saying `why()` (e.g. its log)."""
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/api/health").close()
+            return
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, f"the server did not start{why()}"
+            time.sleep(0.1)
+
+
 @contextmanager
 def running_server(db_path: Path):
     """A real `orchestrace serve` (uvicorn) over a DuckDB file on a free loopback port; its base URL."""
@@ -160,14 +172,7 @@ def running_server(db_path: Path):
                             stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/api/health").close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "the server did not start"
-                time.sleep(0.1)
+        wait_until_up(proc, url, time.monotonic() + SERVER_START_TIMEOUT_S)
         yield url
     finally:
         proc.terminate()

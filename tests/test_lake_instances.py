@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port, make_trace
+from conftest import free_port, make_trace, wait_until_up
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 60
@@ -39,17 +39,6 @@ def serving(db: str, lake_data: Path, log: Path):
         proc.wait(30)
 
 
-def wait_until_up(proc, url: str, log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/api/health").close()
-            return
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, f"the server did not start:\n{log.read_text()}"
-            time.sleep(0.1)
-
-
 @pytest.fixture(scope="module")
 def instances(postgres, tmp_path_factory):
     """Two servers on one new lake, started together (so they also migrate it together)."""
@@ -58,7 +47,8 @@ def instances(postgres, tmp_path_factory):
     with ExitStack() as stack:
         servers = [stack.enter_context(serving(db, folder / "data", folder / f"server{i}.log")) for i in range(2)]
         for i, (proc, url) in enumerate(servers):
-            wait_until_up(proc, url, folder / f"server{i}.log")
+            log = folder / f"server{i}.log"
+            wait_until_up(proc, url, time.monotonic() + START_TIMEOUT_S, lambda: ":\n" + log.read_text())
         yield [url for _, url in servers]
 
 

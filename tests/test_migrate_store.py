@@ -13,7 +13,7 @@ from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
-from conftest import BASE_URL, SERVER_START_TIMEOUT_S, free_port, make_trace
+from conftest import BASE_URL, SERVER_START_TIMEOUT_S, free_port, make_trace, wait_until_up
 from fastapi.testclient import TestClient
 from test_papers import EXCLUDED_CSV, POOL_CSV
 
@@ -139,13 +139,7 @@ def instances(lake: Settings, folder, count: int):
     try:
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
         for proc, url in zip(procs, urls):
-            while True:
-                try:
-                    urllib.request.urlopen(f"{url}/api/health").close()
-                    break
-                except OSError:
-                    assert proc.poll() is None and time.monotonic() < deadline, "an instance did not start"
-                    time.sleep(0.1)
+            wait_until_up(proc, url, deadline)
         yield urls
     finally:
         for proc in procs:
