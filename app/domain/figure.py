@@ -277,13 +277,7 @@ def bin_traces(bins: list[tuple], row_y: list[float], row_names: list[str], chan
 def bundle_traces(bundles: list[tuple], row_y: list[float]) -> list[dict]:
     """Edge bundles (type, source row, target row, edges, mean source t, mean target t) as one line trace per
     edge type, a segment per bundle."""
-    segments: dict[str, tuple[list, list]] = {t: ([], []) for t in EDGE_TYPES}
-    for kind, src, dst, _, src_t, dst_t in bundles:
-        if kind in segments:
-            xs, ys = segments[kind]
-            xs += [src_t, dst_t, None]
-            ys += [row_y[src], row_y[dst], None]
-    return _line_traces(segments)
+    return _line_traces((kind, src_t, row_y[src], dst_t, row_y[dst]) for kind, src, dst, _, src_t, dst_t in bundles)
 
 
 def exact_traces(events: list[dict], edges: list[dict], lane_of: dict[str, int]) -> tuple[list[dict], dict]:
@@ -291,13 +285,9 @@ def exact_traces(events: list[dict], edges: list[dict], lane_of: dict[str, int])
     event sits: {seq, id, x, y} lists for selection."""
     x = [e["t"] for e in events]
     y = [lane_of[e["owner"]] for e in events]
-    segments: dict[str, tuple[list, list]] = {t: ([], []) for t in EDGE_TYPES}
-    for edge in edges:
-        if edge["type"] in segments:
-            xs, ys = segments[edge["type"]]
-            xs += [edge["src_t"], edge["dst_t"], None]
-            ys += [lane_of[edge["src_owner"]], lane_of[edge["dst_owner"]], None]
-    traces = _line_traces(segments) + _event_traces(events, x, y, [e["seq"] for e in events])
+    traces = _line_traces((e["type"], e["src_t"], lane_of[e["src_owner"]], e["dst_t"], lane_of[e["dst_owner"]])
+                          for e in edges)
+    traces += _event_traces(events, x, y, [e["seq"] for e in events])
     return traces, {"seq": [e["seq"] for e in events], "id": [e["id"] for e in events], "x": x, "y": y}
 
 
@@ -369,19 +359,19 @@ def _lifetime_trace(spans: dict, lane_of: dict) -> dict:
 
 def _edge_traces(events, edges, x, y) -> list[dict]:
     index = {e["id"]: i for i, e in enumerate(events)}
+    ends = ((edge["type"], index.get(edge["src"]), index.get(edge["dst"])) for edge in edges)
+    return _line_traces((kind, x[src], y[src], x[dst], y[dst]) for kind, src, dst in ends
+                        if src is not None and dst is not None)
+
+
+def _line_traces(lines) -> list[dict]:
+    """One line trace per edge type from (type, x0, y0, x1, y1) segments (separated by None in the trace)."""
     segments: dict[str, tuple[list, list]] = {t: ([], []) for t in EDGE_TYPES}
-    for edge in edges:
-        src, dst = index.get(edge["src"]), index.get(edge["dst"])
-        if src is None or dst is None or edge["type"] not in segments:
-            continue
-        xs, ys = segments[edge["type"]]
-        xs += [x[src], x[dst], None]
-        ys += [y[src], y[dst], None]
-    return _line_traces(segments)
-
-
-def _line_traces(segments: dict[str, tuple[list, list]]) -> list[dict]:
-    """One line trace per edge type with segments (x and y lists, segments separated by None)."""
+    for kind, x0, y0, x1, y1 in lines:
+        if kind in segments:
+            xs, ys = segments[kind]
+            xs += [x0, x1, None]
+            ys += [y0, y1, None]
     traces = []
     for edge_type, (xs, ys) in segments.items():
         if not xs:

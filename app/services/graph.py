@@ -39,8 +39,9 @@ def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | No
     if version is None:
         return None
 
+    n_events = queries.event_count(db, trace_id)
+
     def build() -> bytes:
-        n_events = queries.event_count(db, trace_id)
         if n_events > LOD_ABOVE:
             skeleton, owners = _skeleton(db, cache, trace_id, version)
             payload = build_overview(trace_id, skeleton, owners, n_events, group, expand, collapse)
@@ -51,7 +52,7 @@ def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | No
                  "edges": queries.read_edges(db, trace_id)}
         return orjson.dumps(build_figure(trace, group, expand, collapse))
 
-    key_px = px if queries.event_count(db, trace_id) > LOD_ABOVE else None
+    key_px = px if n_events > LOD_ABOVE else None  # a whole figure does not depend on the plot's size
     return cache.get_or_build(("figure", trace_id, version, group, expand, collapse, key_px), build)
 
 
