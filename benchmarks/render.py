@@ -56,7 +56,7 @@ def timed_redraw(page, act) -> float:
     the status line is cleared first, then its "redrawn in" marks the redraw's end."""
     started = page.evaluate("document.getElementById('graph-status').textContent = ''; performance.now()")
     act()
-    page.wait_for_function("document.getElementById('graph-status').textContent.includes('redrawn in')")
+    page.wait_for_function("() => document.getElementById('graph-status').textContent.includes('redrawn in')")
     return (page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => "
                           "r(performance.now()))))") - started) / 1000
 
@@ -96,7 +96,7 @@ def browser_figures(url: str, trace_id: str, repeat: int) -> dict[str, list[floa
             page.goto(f"{url}/traces/{trace_id}")
             page.wait_for_selector('#graph[data-drawn="true"]', state="attached")
             out["reported"].append(int(page.get_attribute("#graph", "data-drawn-ms")) / 1000)
-            page.wait_for_function("window.__graphPaintedMs !== undefined")
+            page.wait_for_function("() => window.__graphPaintedMs !== undefined")
             out["probed"].append(page.evaluate("window.__graphPaintedMs") / 1000)
             if page.get_attribute("#graph", "data-window-mode") is not None or page.evaluate(
                     "document.getElementById('graph-status').textContent.includes('binned')"):

@@ -87,6 +87,13 @@ def test_a_large_trace_opens_as_bins_no_more_than_the_plot_has_room_for(client):
     marks = sum(len(t["x"]) for t in payload["traces"] if t["meta"]["kind"] == "bins")
     assert 0 < marks <= (800 // graph.BIN_PX) * len(payload["lanes"])
     assert sum(count for t in payload["traces"] if t["meta"]["kind"] == "bins" for count, *_ in t["customdata"]) == 12000
+    # every lane on a tall, wide plot: still no more than MAX_MARKS bins, all events counted, and drawn as SVG
+    payload = client.get(f"/api/traces/{trace['trace_id']}/figure",
+                         params={"width": 2400, "height": 1800, "group": "agent"}).json()
+    bins = [t for t in payload["traces"] if t["meta"]["kind"] == "bins"]
+    assert len(payload["lanes"]) == 300 and 0 < sum(len(t["x"]) for t in bins) <= graph.MAX_MARKS
+    assert sum(count for t in bins for count, *_ in t["customdata"]) == 12000
+    assert {t["type"] for t in payload["figure"]["data"] + payload["traces"]} == {"scatter"}
     # a small trace still comes whole
     small = client.get("/api/traces/lod-small/figure")
     assert small.status_code == 404

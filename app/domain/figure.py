@@ -24,7 +24,12 @@ LABEL_PX = 14  # the least height a lane label needs (11 px text): closer lanes 
 LANES_DOMAIN = (0.2, 1)  # the share of the plot's height the lanes take (the rest: the concurrency strip)
 PLOT_MARGIN_PX = 80  # the layout's top and bottom margins
 
-EVENT_STYLE = {  # type: (colour, scattergl symbol)
+# Every trace is drawn as SVG ("scatter"), never WebGL: a view holds at most a few thousand marks (graph.MAX_MARKS),
+# which SVG draws faster than WebGL does without a GPU, where each WebGL context takes ~1 s to create and a
+# redraw that resizes the plot creates them again.
+SVG_SCATTER = "scatter"  # the Plotly trace type of every mark and line
+
+EVENT_STYLE = {  # type: (colour, marker symbol)
     "orchestrator_decision": ("#6d28d9", "diamond"),
     "spawn": ("#0f766e", "triangle-right"),
     "despawn": ("#64748b", "x"),
@@ -200,11 +205,14 @@ def _frame(trace_id: str, lanes: list[dict], figure_traces: list[dict], grouped:
         "uirevision": trace_id,
         "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "font": {"size": 11},
                    "itemclick": "toggle", "itemdoubleclick": "toggleothers"},
-        "xaxis": {"title": {"text": "t (s)"}, "zeroline": False, "anchor": "y2"},
+        # "allow": labels are already short (LANE_LABEL_CHARS) and thinned; Plotly's default hides overflowing
+        # ones by measuring every label's box, ~0.5 s of a first paint
+        "xaxis": {"title": {"text": "t (s)"}, "zeroline": False, "anchor": "y2", "ticklabeloverflow": "allow"},
         "yaxis": {"domain": list(LANES_DOMAIN), "autorange": "reversed",
                   **lane_ticks([lane["label"] for lane in lanes], lanes_px(height), 0, len(lanes) - 1),
                   "zeroline": False, "fixedrange": False,
-                  "showgrid": True, "gridcolor": "#eef1f5", "tickfont": {"size": 11}, "automargin": True},
+                  "showgrid": True, "gridcolor": "#eef1f5", "tickfont": {"size": 11}, "automargin": True,
+                  "ticklabeloverflow": "allow"},
         "yaxis2": {"domain": [0, 0.13], "title": {"text": "alive", "font": {"size": 11}},
                    "rangemode": "tozero", "fixedrange": True, "tick0": 0,
                    "dtick": max(1, math.ceil(max(alive["y"], default=0) / 3))},  # whole agents
@@ -251,7 +259,7 @@ def bin_traces(bins: list[tuple], row_y: list[float], row_names: list[str], chan
                 + (f"<br>{escape(channel)} (mean): %{{marker.color:.4g}}" if channel else "") + "<extra></extra>")
 
     def marks(rows: list[tuple], name: str, marker: dict) -> dict:
-        return {"type": "scattergl", "mode": "markers", "name": name,
+        return {"type": SVG_SCATTER, "mode": "markers", "name": name,
                 "x": [(b[3] + b[4]) / 2 for b in rows], "y": [row_y[b[0]] for b in rows],
                 "customdata": [[b[2], b[3], b[4], b[5]] for b in rows], "text": [row_names[b[0]] for b in rows],
                 "hovertemplate": template, "marker": {**marker, "size": [size(b[2]) for b in rows]},
@@ -353,7 +361,7 @@ def _lifetime_trace(spans: dict, lane_of: dict) -> dict:
         if agent in lane_of:
             xs += [lo, hi, None]
             ys += [lane_of[agent], lane_of[agent], None]
-    return {"type": "scattergl", "mode": "lines", "name": "agent lifetime", "x": xs, "y": ys,
+    return {"type": SVG_SCATTER, "mode": "lines", "name": "agent lifetime", "x": xs, "y": ys,
             "line": {"color": "rgba(100,116,139,0.18)", "width": 9}, "hoverinfo": "skip"}
 
 
@@ -377,7 +385,7 @@ def _line_traces(lines) -> list[dict]:
         if not xs:
             continue
         colour, dash = EDGE_STYLE[edge_type]
-        traces.append({"type": "scattergl", "mode": "lines", "name": f"{edge_type} edge", "x": xs, "y": ys,
+        traces.append({"type": SVG_SCATTER, "mode": "lines", "name": f"{edge_type} edge", "x": xs, "y": ys,
                        "line": {"color": colour, "width": 1.2, "dash": dash}, "hoverinfo": "skip",
                        "meta": {"kind": "edge", "edge_type": edge_type},
                        "visible": "legendonly" if edge_type == "temporal" else True})
@@ -396,7 +404,7 @@ def _event_traces(events, x, y, seqs) -> list[dict]:
             continue
         colour, symbol = EVENT_STYLE[event_type]
         traces.append({
-            "type": "scattergl", "mode": "markers", "name": event_type,
+            "type": SVG_SCATTER, "mode": "markers", "name": event_type,
             "x": [x[i] for i in indices], "y": [y[i] for i in indices], "customdata": [seqs[i] for i in indices],
             "hovertext": [hover_text(events[i]) for i in indices],
             "hovertemplate": "%{hovertext}<extra></extra>",

@@ -20,11 +20,13 @@ from app.store.db import Database
 from app.store.writes import trace_locks
 
 # A trace of more events opens as bins (level of detail); a window of at most EXACT_LIMIT events is drawn event
-# by event. Bins are about BIN_PX pixels wide, rows of bins at least ROW_PX apart, so marks never outnumber pixels.
+# by event. Bins are at least BIN_PX pixels wide, rows of bins at least ROW_PX apart, so marks never outnumber
+# pixels; and at most MAX_MARKS bins fit a view, which SVG draws in a fraction of a second (figure.SVG_SCATTER).
 LOD_ABOVE = 5000
 EXACT_LIMIT = 4000
 BIN_PX = 6
 ROW_PX = 6
+MAX_MARKS = 6000
 MAX_BUNDLES = 3000
 BUNDLE_BINS = 8  # an edge bundle spans this many bins: lines are fewer than marks
 DEFAULT_PX = (1200, 600)
@@ -115,7 +117,7 @@ def _window(db: Database, cache: TraceCache, trace_id: str, version, layout: tup
     row_of, row_y, row_names = lane_rows(labels, max(0, int(first)), min(len(lanes) - 1, int(last)),
                                          px[1] // ROW_PX)
     rows = {agent: row_of[lane] for agent, lane in lane_of.items()}
-    buckets = max(1, px[0] // BIN_PX)
+    buckets = max(1, min(px[0] // BIN_PX, MAX_MARKS // len(row_y)))
     numbers = None if values is None else {seq: v for seq, v in enumerate(values) if v is not None}
     bins = queries.event_bins(db, trace_id, rows, t0, t1, buckets, numbers)
     bundles = queries.edge_bundles(db, trace_id, rows, t0, t1, max(1, buckets // BUNDLE_BINS), MAX_BUNDLES)

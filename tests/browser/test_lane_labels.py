@@ -26,7 +26,7 @@ def test_labels_of_a_thousand_lanes_do_not_overlap_before_or_after_a_zoom(page, 
     page.goto(f"{live_server}/traces/{quote(trace['trace_id'])}")
     page.wait_for_selector('#graph[data-drawn="true"]', state="attached")
     page.locator("#group-lanes").uncheck()  # one lane per agent: about a thousand
-    page.wait_for_function("document.querySelectorAll('#graph .ytick text').length > 0 && "
+    page.wait_for_function("() => document.querySelectorAll('#graph .ytick text').length > 0 && "
                            "window.orchestrace && document.getElementById('graph').data")
     expect(page.locator("#graph-status")).to_contain_text("lanes")
     page.wait_for_timeout(300)
@@ -34,7 +34,7 @@ def test_labels_of_a_thousand_lanes_do_not_overlap_before_or_after_a_zoom(page, 
     assert 5 < len(whole) < 1000
     assert_apart(whole)
     page.evaluate("Plotly.relayout(document.getElementById('graph'), {'yaxis.range': [20.5, 9.5]})")
-    page.wait_for_function("document.querySelectorAll('#graph .ytick text').length >= 8")
+    page.wait_for_function("() => document.querySelectorAll('#graph .ytick text').length >= 8")
     zoomed = label_boxes(page)
     assert len(zoomed) >= 8  # eleven lanes in view: each labelled, or nearly
     assert_apart(zoomed)

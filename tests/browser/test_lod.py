@@ -37,7 +37,7 @@ def zoom_to(page, share: float, width: float) -> None:
         const [a, b] = gd._fullLayout.xaxis.range;
         Plotly.relayout(gd, {"xaxis.range": [a + (b - a) * share, a + (b - a) * (share + width)]});
     }""", [share, width])
-    page.wait_for_function("document.getElementById('graph').dataset.windowMs !== undefined", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('graph').dataset.windowMs !== undefined", timeout=30_000)
 
 
 def test_the_overview_of_a_hundred_thousand_events_draws_fewer_marks_than_pixels(page, live_server, big):
@@ -50,7 +50,7 @@ def test_the_overview_of_a_hundred_thousand_events_draws_fewer_marks_than_pixels
     option = page.locator("#overlay-select option", has_text="reward (")
     expect(option).to_have_count(1)
     page.select_option("#overlay-select", "reward")
-    page.wait_for_function("document.getElementById('graph').data.some((t) => t.name === 'reward' && t.x.length)",
+    page.wait_for_function("() => document.getElementById('graph').data.some((t) => t.name === 'reward' && t.x.length)",
                            timeout=30_000)
 
 
@@ -132,8 +132,8 @@ def test_the_minimap_shades_the_window_in_view_and_a_click_moves_there(page, liv
     assert float(view.get_attribute("width")) > 900  # the whole trace is in view
     page.evaluate("""() => { const gd = document.getElementById("graph"), [a, b] = gd._fullLayout.xaxis.range;
                              Plotly.relayout(gd, {"xaxis.range": [a, a + (b - a) / 10]}); }""")
-    page.wait_for_function("parseFloat(document.querySelector('#minimap .view').getAttribute('width')) < 200")
+    page.wait_for_function("() => parseFloat(document.querySelector('#minimap .view').getAttribute('width')) < 200")
     assert float(view.get_attribute("x")) < 100
     box = page.locator("#minimap").bounding_box()
     page.locator("#minimap").click(position={"x": box["width"] * 0.8, "y": box["height"] / 2})
-    page.wait_for_function("parseFloat(document.querySelector('#minimap .view').getAttribute('x')) > 600")
+    page.wait_for_function("() => parseFloat(document.querySelector('#minimap .view').getAttribute('x')) > 600")
