@@ -262,10 +262,12 @@
                                          : windowAnswer.count.toLocaleString() + " in view, binned (zoom in for events)";
   }
 
+  // Debounced for a scroll-zoom's run of relayouts; short, since a zoom waits for it (an answer overtaken by a
+  // newer zoom is dropped anyway).
   function refineSoon() {
     clearTimeout(refineTimer);
     const asked = performance.now();
-    refineTimer = setTimeout(() => refine(asked), 120);
+    refineTimer = setTimeout(() => refine(asked), 40);
   }
 
   // Ask for the window in view and draw it; an answer overtaken by a newer zoom is dropped. The status line
