@@ -51,14 +51,19 @@ TIMED_ACTION = """async ([action, signal]) => {
     await new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
     return (performance.now() - started) / 1000;
 }""" % ZOOM_SHARE
+
+
 def timed_redraw(page, act) -> float:
-    """Seconds from an action that redraws the figure (a lane control) to the painted frame after the redraw:
-    the status line is cleared first, then its "redrawn in" marks the redraw's end."""
-    started = page.evaluate("document.getElementById('graph-status').textContent = ''; performance.now()")
+    """Seconds from the click on a lane control (its event's time, not Playwright's work before it) to the
+    painted frame after the redraw: the status line is cleared first, then its "redrawn in" marks the redraw's end."""
+    page.evaluate("""() => {
+        document.getElementById('graph-status').textContent = '';
+        document.addEventListener('click', (e) => { window.__clickedAt = e.timeStamp; }, {capture: true, once: true});
+    }""")
     act()
     page.wait_for_function("() => document.getElementById('graph-status').textContent.includes('redrawn in')")
     return (page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => "
-                          "r(performance.now()))))") - started) / 1000
+                          "r(performance.now() - window.__clickedAt))))")) / 1000
 
 
 def spread(values: list[float], unit: str = "s", scale: float = 1.0) -> str:

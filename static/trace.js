@@ -63,6 +63,7 @@
   const shown = {path: false, findings: false};
   let grouping = "auto";
   let firstDraw = true;
+  let uiRevision = null, fits = 0;  // Plotly's uirevision once a draw has fitted an expanded role (see draw)
   const expanded = new Set();
   const folded = new Set();    // agents whose spawn subtrees show on their own lanes
 
@@ -146,12 +147,21 @@
     seqOf = new Map(); idOf = new Map(); posOf = new Map(); hoverOf = new Map();
     windowAnswer = lod ? {mode: "bins", traces: payload.traces, count: payload.count, window: payload.window} : null;
     if (!lod) learnEvents(payload.event_ids, payload.event_ids.map((_, seq) => seq), payload.positions.x, payload.positions.y);
-    await Plotly.react(graph, compose(), payload.figure.layout, PLOT_CONFIG);
+    const layout = payload.figure.layout;
     const fitted = payload.lanes.map((lane, i) => (lane.role === fitRole && !lane.group ? i : -1)).filter((i) => i >= 0);
     if (fitted.length) {
-      await Plotly.relayout(graph, {"xaxis.autorange": true,
-                                    "yaxis.range": [fitted[fitted.length - 1] + 0.5, fitted[0] - 0.5]});
+      // Fitted in the same draw (a relayout after it cost a second one): a new ui revision makes Plotly take
+      // these ranges over the reader's zoom, which it otherwise keeps from draw to draw.
+      uiRevision = layout.uirevision + "#fit" + (++fits);
+      layout.xaxis.autorange = true;
+      layout.yaxis.autorange = false;  // the range runs down, as "reversed" would
+      layout.yaxis.range = [fitted[fitted.length - 1] + 0.5, fitted[0] - 0.5];
+    }
+    if (uiRevision) layout.uirevision = uiRevision;
+    await Plotly.react(graph, compose(), layout, PLOT_CONFIG);
+    if (fitted.length) {
       thinLaneLabels();
+      if (lod) refineSoon();
     }
     graph.removeAllListeners && graph.removeAllListeners("plotly_click");
     graph.removeAllListeners && graph.removeAllListeners("plotly_relayout");
