@@ -272,12 +272,12 @@
                                          : windowAnswer.count.toLocaleString() + " in view, binned (zoom in for events)";
   }
 
-  // Debounced for a scroll-zoom's run of relayouts; short, since a zoom waits for it (an answer overtaken by a
-  // newer zoom is dropped anyway).
+  // Once the relayouts of this task are done. Plotly already holds a scroll-zoom's relayout until the wheel
+  // pauses (50 ms), and an answer overtaken by a newer zoom is dropped, so no longer wait is needed.
   function refineSoon() {
     clearTimeout(refineTimer);
     const asked = performance.now();
-    refineTimer = setTimeout(() => refine(asked), 40);
+    refineTimer = setTimeout(() => refine(asked), 0);
   }
 
   // Ask for the window in view and draw it; an answer overtaken by a newer zoom is dropped. The status line
