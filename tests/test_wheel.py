@@ -3,6 +3,7 @@ from another directory, with its templates, static files, migrations and sample 
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -64,6 +65,8 @@ def test_a_fresh_venv_with_only_the_wheel_serves_the_app_from_another_directory(
         page = fetch(f"{url}/traces/{first}")
         assert "trace.js" in page and first in page
         assert fetch(url + "/static/app.css")
+        plotly = re.search(r'src="(/static/vendor/plotly[^"]+)"', page)  # the vendored bundle the graph needs
+        assert plotly and "Plotly" in fetch(url + plotly.group(1))
     finally:
         server.terminate()
         output = server.communicate(timeout=30)[0].decode(errors="replace")
