@@ -101,7 +101,8 @@
 
   // The figure's own traces plus, in LOD mode, the window's; then the page's overlay and marking traces.
   function compose() {
-    const data = payload.figure.data.concat(lod && windowAnswer ? windowAnswer.traces : []);
+    const data = payload.figure.data.map((trace) => (lod && trace.name === "agent lifetime" ? nearView(trace) : trace))
+      .concat(lod && windowAnswer ? windowAnswer.traces : []);
     eventTraces = [];
     data.forEach((trace, i) => {
       if (trace.meta && trace.meta.kind === "events") {
@@ -128,6 +129,21 @@
       {type: "scatter", mode: "markers", name: "audit findings", x: [], y: [], visible: false, hoverinfo: "skip",
        marker: {size: 16, color: "rgba(0,0,0,0)", line: {color: "#dc2626", width: 2}}});
     return data;
+  }
+
+  // In LOD mode, the agent lifetimes cut to a view's width either side of the view: after a deep zoom each
+  // lifetime is thousands of screens long, which the browser draws (and the next zoom redraws) at a cost.
+  function nearView(trace) {
+    const layout = graph._fullLayout;
+    if (!layout || !layout.xaxis || !layout.xaxis.range) return trace;
+    const [a, b] = layout.xaxis.range, width = Math.abs(b - a), lo = Math.min(a, b) - width, hi = Math.max(a, b) + width;
+    const x = [], y = [];
+    for (let i = 0; i + 1 < trace.x.length; i += 3) {  // segments [x0, x1, null]
+      if (trace.x[i + 1] < lo || trace.x[i] > hi) continue;
+      x.push(Math.max(trace.x[i], lo), Math.min(trace.x[i + 1], hi), null);
+      y.push(trace.y[i], trace.y[i + 1], null);
+    }
+    return {...trace, x, y};
   }
 
   const PLOT_CONFIG = {responsive: true, displaylogo: false, scrollZoom: true, modeBarButtonsToRemove: ["select2d", "lasso2d"]};
