@@ -2,8 +2,11 @@
 parsed object whose text gave a key twice. Pure: every layer reads and writes JSON."""
 
 import json
+import re
 
 import orjson
+
+_LONG_DIGITS = re.compile(r"\d{19}")  # an integer that may be beyond 64 bits, which orjson reads as a float
 
 
 class KeyedTwice(dict):
@@ -11,6 +14,17 @@ class KeyedTwice(dict):
     keeps; `twice` names the repeated keys, so a validator can refuse it and say where it is."""
 
     __slots__ = ("twice",)
+
+
+def loads(text: str):
+    """The value of JSON text: orjson for speed, the standard library where orjson would not be exact (an
+    integer beyond 64 bits) or refuses the text."""
+    if _LONG_DIGITS.search(text) is None:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(text)
 
 
 def dumps(obj) -> str:

@@ -5,6 +5,7 @@ import math
 
 import pyarrow as pa
 
+from app.domain.jsontext import loads
 from app.store.db import Database, iso_utc
 from app.store.lists import registered
 from app.store.models import Annotation, PaperTag
@@ -176,15 +177,18 @@ def read_trace(db: Database, trace_id: str) -> dict | None:
     return trace
 
 
+# The key order comes as JSON text: DuckDB hands a list column to Python a list per row, which took most of the
+# read of a large trace (0.9 of 1.3 s at 100,000 events), while events share a few orders.
 EVENT_SELECT = """
     SELECT event_id, t, t_is_int, type, agent, role, from_agent, to_agent, tool, content_ref, trusted,
-           extra, key_order
+           extra, to_json(key_order)::VARCHAR
     FROM events
 """
 
 
-def _rebuild(row: tuple) -> dict:
-    """An event as ingested, from its columns, `extra` and recorded key order."""
+def _rebuild(row: tuple, orders: dict[str, list[str]]) -> dict:
+    """An event as ingested, from its columns, `extra` and recorded key order (`orders`: key orders read so far,
+    by their JSON text)."""
     event_id, t, t_is_int, type_, agent, role, from_, to, tool, content_ref, trusted, extra, order = row
     event = {"id": event_id, "t": int(t) if t_is_int and math.isfinite(t) else t, "type": type_, "agent": agent}
     for key, value in (("role", role), ("from", from_), ("to", to), ("tool", tool),
@@ -192,14 +196,20 @@ def _rebuild(row: tuple) -> dict:
         if value is not None:
             event[key] = value
     if extra is not None:
-        event.update(json.loads(extra))
-    return {key: event[key] for key in order} if order else event
+        event.update(loads(extra))
+    if order is None:
+        return event
+    keys = orders.get(order)
+    if keys is None:
+        keys = orders[order] = loads(order)
+    return {key: event[key] for key in keys}
 
 
 def read_events(db: Database, trace_id: str) -> list[dict]:
     """Events of a trace rebuilt from their columns and `extra`, in document order."""
     rows = db.execute(EVENT_SELECT + " WHERE trace_id = ? ORDER BY seq", [trace_id]).fetchall()
-    return [_rebuild(row) for row in rows]
+    orders: dict[str, list[str]] = {}
+    return [_rebuild(row, orders) for row in rows]
 
 
 def event_ids(db: Database, trace_id: str) -> list[str]:
@@ -406,7 +416,7 @@ def read_event_extras(db: Database, trace_id: str) -> list[tuple[int, dict]]:
     rows = db.execute(
         "SELECT seq, extra FROM events WHERE trace_id = ? AND extra IS NOT NULL ORDER BY seq", [trace_id]
     ).fetchall()
-    return [(seq, json.loads(extra)) for seq, extra in rows]
+    return [(seq, loads(extra)) for seq, extra in rows]
 
 
 def read_event(db: Database, trace_id: str, event_id: str) -> dict | None:
@@ -414,7 +424,8 @@ def read_event(db: Database, trace_id: str, event_id: str) -> dict | None:
     row = db.fetchone("SELECT seq FROM events WHERE trace_id = ? AND event_id = ?", [trace_id, event_id])
     if row is None:
         return None
-    event = _rebuild(db.execute(EVENT_SELECT + " WHERE trace_id = ? AND seq = ?", [trace_id, row["seq"]]).fetchone())
+    event = _rebuild(db.execute(EVENT_SELECT + " WHERE trace_id = ? AND seq = ?", [trace_id, row["seq"]]).fetchone(),
+                     {})
     return {"seq": row["seq"], "event": event}
 
 
