@@ -7,6 +7,7 @@ import pyarrow as pa
 
 from app.domain.jsontext import loads
 from app.store.db import Database, iso_utc
+from app.store.gcpause import paused_gc
 from app.store.lists import registered
 from app.store.models import Annotation, PaperTag
 
@@ -168,8 +169,9 @@ def read_trace(db: Database, trace_id: str) -> dict | None:
     for key in ("system", "topology"):
         if head[key] is not None:
             trace[key] = head[key]
-    trace["events"] = read_events(db, trace_id)
-    trace["edges"] = read_edges(db, trace_id)
+    with paused_gc():  # millions of new dicts, no cycles (see gcpause)
+        trace["events"] = read_events(db, trace_id)
+        trace["edges"] = read_edges(db, trace_id)
     trace["rewards"] = json.loads(head["rewards"])
     trace["costs"] = json.loads(head["costs"])
     if head["metrics"] is not None:
