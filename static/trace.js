@@ -244,8 +244,12 @@
   function drawMinimap() {
     const alive = payload.figure.data.find((t) => t.name === "agents alive");
     if (!minimap || !alive || !alive.x.length) return;
-    const xs = alive.x, ys = alive.y, top = Math.max(1, ...ys);
-    span = [Math.min(...xs), Math.max(...xs)];
+    // loops, not Math.max(...ys): a spread of a many-agent trace's curve passes the engine's argument limit
+    const xs = alive.x, ys = alive.y;
+    let top = 1, lo = Infinity, hi = -Infinity;
+    ys.forEach((y) => { if (y > top) top = y; });
+    xs.forEach((x) => { if (x < lo) lo = x; if (x > hi) hi = x; });
+    span = [lo, hi];
     const width = Math.max(span[1] - span[0], 1e-9);
     minimap.setAttribute("viewBox", "0 0 1000 100");
     minimap.setAttribute("preserveAspectRatio", "none");
