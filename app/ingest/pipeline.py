@@ -69,6 +69,12 @@ def ingest(db: Database, uploads: list[Upload], existing: str = "error", max_byt
     refused or not, goes to the ingest log under `endpoint`.
 
     Returns (stored ids, skipped ids, importer warnings)."""
+    with paused_gc():  # until the parsed traces are freed: no collection walks them (see gcpause)
+        return _ingest(db, uploads, existing, max_bytes, fmt, keep_content, endpoint)
+
+
+def _ingest(db: Database, uploads: list[Upload], existing: str, max_bytes: int, fmt: str | None,
+            keep_content: bool, endpoint: str) -> tuple[list[str], list[str], list[str]]:
     receipt = Receipt(endpoint, fmt or "detected", "traces")
     try:
         result = load_uploads(uploads, max_bytes, fmt, keep_content)

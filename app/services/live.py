@@ -19,6 +19,7 @@ import orjson
 from app.domain.jsontext import dumps
 from app.ingest.importers import openai_agents, otlp
 from app.ingest.importers.common import ImportFailed
+from app.ingest import log as ingest_log
 from app.ingest.log import Receipt
 from app.ingest.pipeline import problems_of
 from app.services.graph import prepare_lod
@@ -93,10 +94,11 @@ class LiveTraces:
         for trace, p in created.items():
             receipt.warnings.append(f"trace {trace}: {len(p['ids'])} create_agent span(s) held for the run "
                                     "that invokes those agents")
-        self._receive(CREATED, {trace: _Incoming(p["ids"], False, True, p["groups"]) for trace, p in created.items()},
-                      receipt, build=False)
-        self._receive(OTLP, {trace: _Incoming(p["ids"], p["root"], p["usable"], p["groups"])
-                             for trace, p in incoming.items() if trace not in created}, receipt)
+        self._receive([
+            (CREATED, {trace: _Incoming(p["ids"], False, True, p["groups"]) for trace, p in created.items()}, False),
+            (OTLP, {trace: _Incoming(p["ids"], p["root"], p["usable"], p["groups"])
+                    for trace, p in incoming.items() if trace not in created}, True),
+        ], receipt)
 
     def receive_agents(self, doc, receipt: Receipt) -> None:
         """Keep the new records of an Agents SDK export (`{"data": [...]}`)."""
@@ -115,15 +117,16 @@ class LiveTraces:
             part["ids"].append(record["id"])
             part["root"] |= record["object"] == openai_agents.SPAN and not record.get("parent_id")
             part["records"].append(record)
-        self._receive(AGENTS, {trace: _Incoming(p["ids"], p["root"], True, p["records"])
-                               for trace, p in incoming.items()}, receipt)
+        self._receive([(AGENTS, {trace: _Incoming(p["ids"], p["root"], True, p["records"])
+                                 for trace, p in incoming.items()}, True)], receipt)
 
-    def _receive(self, source: str, incoming: dict[str, _Incoming], receipt: Receipt, build: bool = True) -> None:
+    def _receive(self, groups: list[tuple[str, dict[str, _Incoming], bool]], receipt: Receipt) -> None:
+        """Store the new items of each (source, incoming parts, whether to build them) in one transaction,
+        with the receipt's ingest log entry (a batch costs one commit)."""
         now = _now()
 
-        def receive(cur) -> tuple[Receipt, dict[tuple[str, str], float]]:
-            tally = copy.deepcopy(receipt)  # a lost commit runs this again: count on a copy, kept once committed
-            due: dict[tuple[str, str], float] = {}
+        def receive_group(cur, source: str, incoming: dict[str, _Incoming], build: bool, tally: Receipt,
+                          due: dict[tuple[str, str], float]) -> None:
             for source_trace, part in incoming.items():
                 seen = queries.live_items_seen(cur, source, source_trace, part.ids)
                 new = [i for i in dict.fromkeys(part.ids) if i not in seen]
@@ -151,10 +154,19 @@ class LiveTraces:
                                 [len(new), part.has_root, now, source, source_trace])
                 if build:
                     due[(source, source_trace)] = 0 if part.has_root else BUILD_DELAY_S
+
+
+        def receive(cur) -> tuple[Receipt, dict[tuple[str, str], float]]:
+            tally = copy.deepcopy(receipt)  # a lost commit runs this again: count on a copy, kept once committed
+            due: dict[tuple[str, str], float] = {}
+            for source, incoming, build in groups:
+                receive_group(cur, source, incoming, build, tally, due)
+            ingest_log.insert(cur, tally)
             return tally, due
 
         # Parts of one trace sent to two instances at once: each takes in only the items the other has not.
-        tally, due = self.db.write(receive, [("live", source, source_trace) for source_trace in incoming])
+        tally, due = self.db.write(receive, [("live", source, source_trace)
+                                             for source, incoming, _ in groups for source_trace in incoming])
         vars(receipt).update(vars(tally))
         for key, delay in due.items():  # once committed: the builder reads what this batch stored
             self._schedule(key, delay)
@@ -163,31 +175,38 @@ class LiveTraces:
 
     def build(self, source: str, source_trace: str) -> str | None:
         """Build and store one trace from all its parts; returns why it could not be built, if so."""
-        with paused_gc():
-            parts = queries.live_parts(self.db, source, source_trace)
-            if not parts:
-                return None
-            error = None
-            try:
-                trace = self._import(source, source_trace, [orjson.loads(body) for body in parts])
-                if trace is None:
-                    error = "no agent, model or tool activity could be read from its spans"
-                else:
-                    problems = problems_of([trace])
-                    if problems:
-                        error = "; ".join(f"{p['path']}: {p['message']}" for p in problems[:5])
-                    else:
-                        store_traces(self.db, [trace], "replace")
-            except ImportFailed as exc:
-                error = str(exc)
-            self.db.write(lambda cur: cur.execute("UPDATE live_traces SET built_at = ?, build_error = ? "
-                                                  "WHERE source = ? AND source_trace_id = ?",
-                                                  [_now(), error, source, source_trace]))
-            if error:
-                log.warning("live trace %s/%s not built: %s", source, source_trace, error)
+        with paused_gc():  # until the parts and the trace are freed (see gcpause)
+            error = self._build(source, source_trace)
+        if error:
+            log.warning("live trace %s/%s not built: %s", source, source_trace, error)
+        return error
+
+    def _build(self, source: str, source_trace: str) -> str | None:
+        parts = queries.live_parts(self.db, source, source_trace)
+        if not parts:
+            return None
+        error = None
+
+        def built(cur, *_) -> None:
+            cur.execute("UPDATE live_traces SET built_at = ?, build_error = ? WHERE source = ? AND source_trace_id = ?",
+                        [_now(), error, source, source_trace])
+
+        try:
+            trace = self._import(source, source_trace, [orjson.loads(body) for body in parts])
+            if trace is None:
+                error = "no agent, model or tool activity could be read from its spans"
             else:
-                prepare_lod(self.db, [trace["trace_id"]])  # once complete, so the status does not wait for it
-            return error
+                problems = problems_of([trace])
+                if problems:
+                    error = "; ".join(f"{p['path']}: {p['message']}" for p in problems[:5])
+                else:
+                    store_traces(self.db, [trace], "replace", then=built)  # stored and marked built at once
+                    prepare_lod(self.db, [trace["trace_id"]])  # once complete, so the status does not wait for it
+                    return None
+        except ImportFailed as exc:
+            error = str(exc)
+        self.db.write(built)
+        return error
 
     def _import(self, source: str, source_trace: str, bodies: list) -> dict | None:
         if source == OTLP:

@@ -50,6 +50,14 @@ COMMIT_TRIES = 6  # a write that loses to other instances' commits this often in
 COMMIT_BACKOFF_S = 0.02  # first pause before a retry, doubled each time, with jitter so instances do not collide again
 T = TypeVar("T")
 SCHEMA_LOCK = ("schema",)  # held by whoever migrates a lake
+# A file's write-ahead log is folded into the file (a checkpoint) once it passes CHECKPOINT_WAL_BYTES (DuckDB's own
+# threshold) and writes pause for CHECKPOINT_QUIET_S, by a thread of its own; DuckDB would do it in the commit that
+# passed the threshold, making that writer wait (0.1-0.4 s at 16 MB). Past WAL_LIMIT, should writes never pause,
+# DuckDB still does it itself.
+CHECKPOINT_WAL_BYTES = 16 * 1024**2
+CHECKPOINT_QUIET_S = 0.25
+CHECKPOINT_RETRY_S = 5.0
+WAL_LIMIT = "256MB"
 
 
 def utc_now() -> datetime:
@@ -103,6 +111,7 @@ class Database:
             self._conn = self._connect_file(str(path))
         # DuckDB takes one writer at a time; serialising our own writers turns conflicts into waits.
         self.write_lock = threading.Lock()
+        self._checkpointer = None if self.is_lake or str(path) == ":memory:" else _Checkpointer(self)
         # The ORM's engine over this same database. A DuckDB cursor serves one call at a time, so every
         # session gets a cursor of its own, closed when the session ends (closing it ends its transaction, so
         # no reset is needed). A cursor costs about 10 us; a pool would have to be as large as the server's
@@ -129,6 +138,8 @@ class Database:
             raise
 
     def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
         self.engine.dispose()
         self._conn.close()
 
@@ -181,6 +192,8 @@ class Database:
                     if lake.is_commit_conflict(exc):
                         raise CommitConflict(str(exc)) from exc
                     raise
+                if self._checkpointer is not None:
+                    self._checkpointer.wrote()
             finally:
                 cur.close()
 
@@ -217,6 +230,60 @@ class Database:
             if self.write(lambda cur, path=path: _apply_migration(cur, path), [SCHEMA_LOCK]):
                 applied.append(path.name)
         return applied
+
+
+class _Checkpointer:
+    """Folds a file's write-ahead log into the file when it has grown and writes pause (see CHECKPOINT_WAL_BYTES),
+    so no request waits for a checkpoint. It holds `write_lock` meanwhile; readers go on."""
+
+    def __init__(self, db: Database):
+        self._db = db
+        self._wal = Path(f"{db.path}.wal")
+        db._conn.execute(f"SET checkpoint_threshold = '{WAL_LIMIT}'")
+        self._last_write = time.monotonic()
+        self._due = False
+        self._stopping = False
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="duckdb-checkpointer", daemon=True)
+        self._thread.start()
+
+    def wrote(self) -> None:
+        """A write committed: note when, and whether the log has grown enough to fold."""
+        try:
+            grown = self._wal.stat().st_size >= CHECKPOINT_WAL_BYTES
+        except OSError:  # no log: everything is in the file
+            grown = False
+        with self._changed:
+            self._last_write = time.monotonic()
+            if grown and not self._due:
+                self._due = True
+                self._changed.notify()
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopping = True
+            self._changed.notify()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._stopping:
+                    wait = self._last_write + CHECKPOINT_QUIET_S - time.monotonic()
+                    if self._due and wait <= 0:
+                        break
+                    self._changed.wait(wait if self._due else None)
+                if self._stopping:
+                    return  # closing the connection checkpoints
+                self._due = False
+            with self._db.write_lock:
+                try:
+                    self._db.execute("CHECKPOINT")
+                except duckdb.Error as exc:  # e.g. a transaction older than a schema change is still open
+                    log.warning("checkpoint deferred by %.0f s: %s", CHECKPOINT_RETRY_S, exc)
+                    with self._changed:
+                        self._due = True
+                        self._last_write = time.monotonic() + CHECKPOINT_RETRY_S - CHECKPOINT_QUIET_S
 
 
 def _apply_migration(cur: duckdb.DuckDBPyConnection, path: Path) -> bool:

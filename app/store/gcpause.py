@@ -3,6 +3,11 @@
 Parsing, importing, validating and storing a large upload allocates millions of containers and makes no
 reference cycles, yet those allocations trigger full collections that walk everything alive: up to half
 of the ingest time of a 20,000-event trace. Reference counting still frees everything as usual.
+
+A pause is best ended once those objects are freed: the collector counts what was allocated and not freed
+meanwhile, and the first allocation after the pause would collect, walking every object still alive. So
+callers pause around a function whose frame holds them, and what they build must make no cycles (a walk
+that links spans both ways unlinks them when done).
 """
 
 import gc

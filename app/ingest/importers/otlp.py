@@ -129,11 +129,20 @@ def import_otlp(doc: dict, keep_content: bool = False) -> ImportResult:
         rewards = _log_rewards(doc.get("resourceLogs"), result.warnings)
         for trace_id, spans in by_trace.items():
             trace = _Trace(trace_id, spans, keep_content, result.warnings).build(rewards.get(trace_id, []))
+            _unlink(spans)
             if trace is not None:
                 result.traces.append(trace)
     if not by_trace:
         result.warnings.append("the document has no spans")
     return result
+
+
+def _unlink(spans: list["_Span"]) -> None:
+    """Cut the links a walk made between spans and agents (parent and children, an agent and its tools):
+    as cycles they would outlive the import until a garbage collection walked every object it made."""
+    for span in spans:
+        span.parent = span.children = span.agent = span.caller = span.delegator = span.delegations = \
+            span.handoff = span.resumes = None
 
 
 def _fold_created_agents(by_trace: dict[str, list]) -> None:

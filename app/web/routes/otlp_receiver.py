@@ -55,7 +55,8 @@ def parse_json(body: bytes):
 
 
 async def accept(db, receipt: Receipt, work) -> Receipt:
-    """Run `work(receipt)` in a thread; log the receipt whether it was taken or refused."""
+    """Run `work(receipt)` in a thread; a receipt it takes is logged by app.services.live with what it stores,
+    one it refuses is logged here."""
     try:
         try:
             await run_in_threadpool(work, receipt)
@@ -64,7 +65,6 @@ async def accept(db, receipt: Receipt, work) -> Receipt:
     except (HTTPException, DocumentError, NotProtobuf, TooLarge) as exc:
         await run_in_threadpool(ingest_log.record, db, receipt.refused(status_of(exc), str(getattr(exc, "detail", exc))))
         raise
-    await run_in_threadpool(ingest_log.record, db, receipt)
     return receipt
 
 
