@@ -623,3 +623,17 @@ def test_garbage_collection_is_back_on_after_an_import_even_a_failed_one():
         assert not gc.isenabled()  # the caller's setting is kept
     finally:
         gc.enable()
+
+
+def test_an_import_leaves_no_cycles_so_its_spans_are_freed_at_once():
+    """The walk links spans both ways (parent and children, an agent and its tools); left linked, every span of
+    a large import would stay in memory until a full garbage collection walked them all."""
+    doc = synthetic_otlp(2000, seed=3)
+    gc.collect()
+    gc.disable()
+    try:
+        result = import_otlp(doc)
+        del result
+        assert gc.collect() == 0  # nothing unreachable was left for the collector
+    finally:
+        gc.enable()

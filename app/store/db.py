@@ -50,12 +50,14 @@ COMMIT_TRIES = 6  # a write that loses to other instances' commits this often in
 COMMIT_BACKOFF_S = 0.02  # first pause before a retry, doubled each time, with jitter so instances do not collide again
 T = TypeVar("T")
 SCHEMA_LOCK = ("schema",)  # held by whoever migrates a lake
-# A file's write-ahead log is folded into the file (a checkpoint) once it passes CHECKPOINT_WAL_BYTES (DuckDB's own
-# threshold) and writes pause for CHECKPOINT_QUIET_S, by a thread of its own; DuckDB would do it in the commit that
-# passed the threshold, making that writer wait (0.1-0.4 s at 16 MB). Past WAL_LIMIT, should writes never pause,
-# DuckDB still does it itself.
+# A file's write-ahead log is folded into the file (a checkpoint) by a thread of its own: once it passes
+# CHECKPOINT_WAL_BYTES (DuckDB's own threshold) and no write has committed for CHECKPOINT_QUIET_S, or at once past
+# CHECKPOINT_FORCE_BYTES, should writes never pause. DuckDB would fold it inside the commit that passed the
+# threshold, making that writer wait (0.1-0.4 s at 16 MB); a writer now waits only when it meets the thread at
+# work. Past WAL_LIMIT DuckDB still folds it itself.
 CHECKPOINT_WAL_BYTES = 16 * 1024**2
-CHECKPOINT_QUIET_S = 0.25
+CHECKPOINT_FORCE_BYTES = 64 * 1024**2
+CHECKPOINT_QUIET_S = 1.0
 CHECKPOINT_RETRY_S = 5.0
 WAL_LIMIT = "256MB"
 
@@ -241,7 +243,7 @@ class _Checkpointer:
         self._wal = Path(f"{db.path}.wal")
         db._conn.execute(f"SET checkpoint_threshold = '{WAL_LIMIT}'")
         self._last_write = time.monotonic()
-        self._due = False
+        self._due = self._urgent = False
         self._stopping = False
         self._changed = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="duckdb-checkpointer", daemon=True)
@@ -250,13 +252,14 @@ class _Checkpointer:
     def wrote(self) -> None:
         """A write committed: note when, and whether the log has grown enough to fold."""
         try:
-            grown = self._wal.stat().st_size >= CHECKPOINT_WAL_BYTES
+            size = self._wal.stat().st_size
         except OSError:  # no log: everything is in the file
-            grown = False
+            size = 0
         with self._changed:
             self._last_write = time.monotonic()
-            if grown and not self._due:
+            if size >= CHECKPOINT_WAL_BYTES and not self._due or size >= CHECKPOINT_FORCE_BYTES:
                 self._due = True
+                self._urgent = size >= CHECKPOINT_FORCE_BYTES
                 self._changed.notify()
 
     def stop(self) -> None:
@@ -270,19 +273,19 @@ class _Checkpointer:
             with self._changed:
                 while not self._stopping:
                     wait = self._last_write + CHECKPOINT_QUIET_S - time.monotonic()
-                    if self._due and wait <= 0:
+                    if self._due and (wait <= 0 or self._urgent):
                         break
                     self._changed.wait(wait if self._due else None)
                 if self._stopping:
                     return  # closing the connection checkpoints
-                self._due = False
+                self._due = self._urgent = False
             with self._db.write_lock:
                 try:
                     self._db.execute("CHECKPOINT")
                 except duckdb.Error as exc:  # e.g. a transaction older than a schema change is still open
                     log.warning("checkpoint deferred by %.0f s: %s", CHECKPOINT_RETRY_S, exc)
-                    with self._changed:
-                        self._due = True
+                    with self._changed:  # tried again once the retry pause has passed
+                        self._due, self._urgent = True, False
                         self._last_write = time.monotonic() + CHECKPOINT_RETRY_S - CHECKPOINT_QUIET_S
 
 

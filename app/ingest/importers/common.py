@@ -96,8 +96,11 @@ class TraceBuilder:
             rank[i] = place
         width = max(min_digits, len(str(n)))
         names = [f"e{place:0{width}d}" for place in range(1, n + 1)]
-        events = [{"id": names[place], "t": _seconds(times[i] - origin, per_second, places), "type": types[i],
-                   "agent": agents[i], **props[i]} for place, i in enumerate(order)]
+        seconds = [(times[i] - origin) / per_second for i in order]
+        if places is not None:
+            seconds = [round(t, places) for t in seconds]
+        events = [{"id": name, "t": t, "type": types[i], "agent": agents[i], **props[i]}
+                  for name, t, i in zip(names, seconds, order)]
         edges = self.edges
         last: dict[str, int] = {}
         first: dict[str, int] = {}
@@ -118,11 +121,6 @@ class TraceBuilder:
         ranked = [(rank[src], rank[dst], type_) for src, dst, type_ in dict.fromkeys(edges) if src != dst]
         ranked.sort(key=_ENDS)  # stable: edges between the same two events keep the order they were made in
         return events, [{"src": names[src], "dst": names[dst], "type": type_} for src, dst, type_ in ranked]
-
-
-def _seconds(elapsed, per_second: int, places: int | None) -> float:
-    seconds = elapsed / per_second
-    return seconds if places is None else round(seconds, places)
 
 
 def span_tree(spans: list, trace_id: str, warnings: list[str], parent_field: str) -> list:
