@@ -126,6 +126,16 @@ def test_spans_that_cannot_be_used_are_counted_in_partial_success_never_dropped_
     assert {r["count"] for r in entry["reasons"]} == {len(spans_of(doc)), 1}
 
 
+def test_spans_of_a_resource_that_cannot_be_read_are_rejected_naming_it(client):
+    doc = json.loads(OTLP.read_text())
+    doc["resourceSpans"][0]["resource"] = {"attributes": 3}
+    answer = client.post("/v1/traces", content=json.dumps(doc), headers=JSON)
+    partial = answer.json()["partialSuccess"]
+    assert answer.status_code == 200 and int(partial["rejectedSpans"]) == len(spans_of(doc))
+    assert "resourceSpans[0].resource: attributes must be an array" in partial["errorMessage"]
+    assert client.get("/api/traces").json()["total"] == 0
+
+
 @pytest.mark.parametrize("headers, body, status, words", [
     ({"Content-Type": "text/plain"}, b"{}", 415, "application/x-protobuf"),
     ({}, b"{}", 415, "application/json"),

@@ -71,10 +71,11 @@ class LiveTraces:
         if not otlp.looks_like_otlp(doc):
             raise ImportFailed("body is not an OTLP ExportTraceServiceRequest (no resourceSpans array)")
         incoming: dict[str, dict] = {}
+        reader = otlp.SpanReader()
         for where, resource, scope, raw in otlp.iter_spans(doc):
             receipt.received += 1
             try:
-                span = otlp.read_span(raw, where)
+                span = reader.read(where, resource, scope, raw)
             except ImportFailed as exc:
                 receipt.skip(str(exc))
                 continue

@@ -193,9 +193,28 @@ def without_spans(entry: dict) -> dict:
     return {k: v for k, v in entry.items() if k not in ("scopeSpans", "instrumentationLibrarySpans", "spans")}
 
 
-def read_span(raw, where: tuple[str, int]) -> "_Span":
-    """One span decoded and checked (ids, times, status); ImportFailed names the span and the fault."""
-    return _read_span(raw, where, Counter(), {TRACE_ID_BYTES: {}, SPAN_ID_BYTES: {}})
+class SpanReader:
+    """Reads the spans of one document: each decoded and checked (ids, times, status; ImportFailed names the
+    span and the fault), with the service and scope names of its entries. Ids repeat across spans and are
+    decoded once; names are found once per entry, which must stay alive while the reader reads."""
+
+    def __init__(self):
+        self.odd_kinds: Counter = Counter()
+        self._ids: dict[int, dict[str, str]] = {TRACE_ID_BYTES: {}, SPAN_ID_BYTES: {}}  # decoded, by size
+        self._names: dict[int, str] = {}  # service name by resourceSpans entry, scope name by scopeSpans entry
+
+    def read(self, where: tuple[str, int], rs: dict, ss: dict, raw) -> "_Span":
+        service = self._names.get(id(rs))
+        if service is None:
+            service = self._names[id(rs)] = _service_name(rs.get("resource"), where[0].partition(".")[0])
+        scope_name = self._names.get(id(ss))
+        if scope_name is None:
+            scope = ss.get("scope") or ss.get("instrumentationLibrary") or {}
+            scope_name = scope.get("name") if isinstance(scope, dict) else None
+            scope_name = self._names[id(ss)] = scope_name if isinstance(scope_name, str) else ""
+        span = _read_span(raw, where, self.odd_kinds, self._ids)
+        span.scope, span.service = scope_name, service
+        return span
 
 
 def only_trace(doc: dict, trace_hex: str) -> dict:
@@ -256,26 +275,15 @@ class _Span:
 def _read_spans(resource_spans: list, warnings: list[str]) -> dict[str, list[_Span]]:
     """Decode every span (ids, times, status, raw attributes), grouped by trace in order of appearance."""
     by_trace: dict[str, list[_Span]] = {}
-    odd_kinds: Counter = Counter()
-    ids: dict[int, dict[str, str]] = {TRACE_ID_BYTES: {}, SPAN_ID_BYTES: {}}  # decoded, by size
-    names: dict[int, str] = {}  # service name by resourceSpans entry, scope name by scopeSpans entry
+    reader = SpanReader()
     for where, rs, ss, raw in iter_spans({"resourceSpans": resource_spans}):
-        service = names.get(id(rs))
-        if service is None:
-            service = names[id(rs)] = _service_name(rs.get("resource"), where[0].partition(".")[0])
-        scope_name = names.get(id(ss))
-        if scope_name is None:
-            scope = ss.get("scope") or ss.get("instrumentationLibrary") or {}
-            scope_name = scope.get("name") if isinstance(scope, dict) else None
-            scope_name = names[id(ss)] = scope_name if isinstance(scope_name, str) else ""
-        span = _read_span(raw, where, odd_kinds, ids)
-        span.scope, span.service = scope_name, service
+        span = reader.read(where, rs, ss, raw)
         same_trace = by_trace.get(span.trace_id)
         if same_trace is None:
             by_trace[span.trace_id] = [span]
         else:
             same_trace.append(span)
-    for kind, count in odd_kinds.items():
+    for kind, count in reader.odd_kinds.items():
         warnings.append(f"{count} span(s) of unknown kind {kind}: read as INTERNAL")
     return by_trace
 
