@@ -14,6 +14,8 @@ from conftest import BASE_URL
 
 from app.ingest.documents import Upload
 from app.ingest.importers import convert
+from app.ingest.log import Receipt
+from app.services.live import LiveTraces
 from app.store import queries
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -124,6 +126,27 @@ def test_spans_that_cannot_be_used_are_counted_in_partial_success_never_dropped_
     entry = client.get("/api/ingest-log").json()["items"][0]
     assert entry["skipped"] == len(spans_of(doc)) + 1 and entry["used"] == 0
     assert {r["count"] for r in entry["reasons"]} == {len(spans_of(doc)), 1}
+
+
+def test_a_retry_after_a_restart_is_still_recognised(client, app):
+    """The server remembers the span ids of recent traces; one that starts afresh looks them up."""
+    doc = json.loads(OTLP.read_text())
+    first, second = split(doc)
+    client.post("/v1/traces", content=json.dumps(first), headers=JSON)
+    restarted = LiveTraces(app.state.db)
+    try:
+        receipt = Receipt("POST /v1/traces", "otlp/json", "spans")
+        restarted.receive_otlp(copy.deepcopy(first), receipt)
+        assert receipt.duplicates == len(spans_of(first)) and receipt.used == 0
+        receipt = Receipt("POST /v1/traces", "otlp/json", "spans")
+        restarted.receive_otlp(copy.deepcopy(second), receipt)
+        assert receipt.duplicates == 0 and receipt.used == len(spans_of(second))
+        restarted.flush()
+    finally:
+        restarted.close()
+    assert app.state.db.fetchone("SELECT count(*) AS n, count(DISTINCT item_id) AS ids FROM live_items") == \
+        {"n": len(spans_of(doc)), "ids": len(spans_of(doc))}
+    assert client.get(f"/api/traces/{whole()['trace_id']}").json() == whole()
 
 
 def test_spans_of_a_resource_that_cannot_be_read_are_rejected_naming_it(client):

@@ -12,6 +12,7 @@ import copy
 import logging
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import orjson
@@ -37,6 +38,10 @@ OTLP, AGENTS = "otlp", "openai_agents"
 # own): held under this source until a run of those agents is built, which takes them in.
 CREATED = "otlp_created"
 BUILD_DELAY_S = 1.0
+# A file store's server is its only writer, so it keeps the ids received for the traces batches came for
+# lately, and a batch need not look them up in the database (3-4 ms a batch). On a lake, other instances
+# add ids too: every batch looks them up.
+SEEN_TRACES = 16
 
 
 
@@ -58,6 +63,8 @@ class LiveTraces:
         self.keep_content = keep_content
         self._due: dict[tuple[str, str], float] = {}  # trace -> when to build it (monotonic seconds)
         self._busy = 0  # builds running
+        self._seen: OrderedDict[tuple[str, str], set[str]] | None = None if db.is_lake else OrderedDict()
+        self._seen_lock = threading.Lock()  # held from a batch's lookup until its ids are added, once committed
         self._changed = threading.Condition()
         self._stopping = False
         self._worker = threading.Thread(target=self._work, name="live-trace-builder", daemon=True)
@@ -127,9 +134,9 @@ class LiveTraces:
         now = _now()
 
         def receive_group(cur, source: str, incoming: dict[str, _Incoming], build: bool, tally: Receipt,
-                          due: dict[tuple[str, str], float]) -> None:
+                          due: dict[tuple[str, str], float], added: dict[tuple[str, str], list[str]]) -> None:
             for source_trace, part in incoming.items():
-                seen = queries.live_items_seen(cur, source, source_trace, part.ids)
+                seen = self._seen_before(cur, source, source_trace, part.ids)
                 new = [i for i in dict.fromkeys(part.ids) if i not in seen]
                 tally.duplicates += len(part.ids) - len(new)
                 if not new:
@@ -155,22 +162,50 @@ class LiveTraces:
                                 [len(new), part.has_root, now, source, source_trace])
                 if build:
                     due[(source, source_trace)] = 0 if part.has_root else BUILD_DELAY_S
+                added[(source, source_trace)] = new
 
-
-        def receive(cur) -> tuple[Receipt, dict[tuple[str, str], float]]:
+        def receive(cur) -> tuple[Receipt, dict, dict]:
             tally = copy.deepcopy(receipt)  # a lost commit runs this again: count on a copy, kept once committed
             due: dict[tuple[str, str], float] = {}
+            added: dict[tuple[str, str], list[str]] = {}
             for source, incoming, build in groups:
-                receive_group(cur, source, incoming, build, tally, due)
+                receive_group(cur, source, incoming, build, tally, due, added)
             ingest_log.insert(cur, tally)
-            return tally, due
+            return tally, due, added
 
         # Parts of one trace sent to two instances at once: each takes in only the items the other has not.
-        tally, due = self.db.write(receive, [("live", source, source_trace)
-                                             for source, incoming, _ in groups for source_trace in incoming])
+        locks = [("live", source, source_trace) for source, incoming, _ in groups for source_trace in incoming]
+        with self._seen_lock:
+            try:
+                tally, due, added = self.db.write(receive, locks)
+            except BaseException:  # whatever this write did or not, the database is asked again
+                self._forget_seen()
+                raise
+            if self._seen is not None:
+                for key, new in added.items():
+                    self._seen[key].update(new)
         vars(receipt).update(vars(tally))
         for key, delay in due.items():  # once committed: the builder reads what this batch stored
             self._schedule(key, delay)
+
+    def _seen_before(self, cur, source: str, source_trace: str, ids: list[str]) -> set[str]:
+        """Which of these ids of a live trace were received before (see SEEN_TRACES); under `_seen_lock`."""
+        if self._seen is None:
+            return queries.live_items_seen(cur, source, source_trace, ids)
+        key = (source, source_trace)
+        received = self._seen.get(key)
+        if received is None:
+            received = self._seen[key] = queries.live_item_ids(cur, source, source_trace)
+            while len(self._seen) > SEEN_TRACES:
+                self._seen.popitem(last=False)
+        self._seen.move_to_end(key)
+        return received.intersection(ids)
+
+    def _forget_seen(self, keys: list[tuple[str, str]] | None = None) -> None:
+        """Drop remembered ids (all, or those of some traces): the database no longer holds them as they were."""
+        if self._seen is not None:
+            for key in list(self._seen) if keys is None else keys:
+                self._seen.pop(key, None)
 
     # ---- building -----------------------------------------------------------------------------
 
@@ -234,7 +269,9 @@ class LiveTraces:
                     cur.execute(f"DELETE FROM {table} WHERE source = ? "  # table names are constants
                                 "AND source_trace_id IN (SELECT source_trace_id FROM taken_traces)", [source])
 
-        self.db.write(forget)
+        with self._seen_lock:
+            self.db.write(forget)
+            self._forget_seen([(source, source_trace) for source_trace in source_traces])
 
     def _schedule(self, key: tuple[str, str], delay: float) -> None:
         """Build `key` after `delay` seconds without further batches of it (0: as soon as the builder can)."""

@@ -757,6 +757,13 @@ def live_items_seen(cur, source: str, source_trace: str, item_ids: list[str]) ->
     return {row[0] for row in rows}
 
 
+def live_item_ids(cur, source: str, source_trace: str) -> set[str]:
+    """Every span or record id of a live trace received so far."""
+    rows = cur.execute("SELECT item_id FROM live_items WHERE source = ? AND source_trace_id = ?",
+                       [source, source_trace]).fetchall()
+    return {row[0] for row in rows}
+
+
 def live_trace(cur, source: str, source_trace: str) -> dict | None:
     cur = cur.execute("SELECT * FROM live_traces WHERE source = ? AND source_trace_id = ?", [source, source_trace])
     row = cur.fetchone()
