@@ -233,7 +233,9 @@ def only_trace(doc: dict, trace_hex: str) -> dict:
 
 def _same_trace(span, trace_hex: str) -> bool:
     try:
-        return _decode_id(span.get("traceId"), TRACE_ID_BYTES, "traceId") == trace_hex
+        raw = span.get("traceId")
+        # The stored parts of a live trace hold its id as the lower-case hex compared with: no decoding.
+        return raw == trace_hex or _decode_id(raw, TRACE_ID_BYTES, "traceId") == trace_hex
     except (ValueError, AttributeError):
         return False
 
