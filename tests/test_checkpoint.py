@@ -69,11 +69,10 @@ def test_a_log_past_the_forcing_size_is_folded_even_while_writes_go_on(tmp_path,
     db = Database(path)
     db.migrate(Settings().migrations_dir)
     try:
-        sizes = []
-        for i in range(12):
+        store(db, "t0")
+        assert wal_size(path) >= store_db.CHECKPOINT_WAL_BYTES  # logged, not folded: no pause, below forcing
+        for i in range(1, 12):  # about 1 MB of log in all: only the forcing size can have it folded
             store(db, f"t{i}")
-            sizes.append(wal_size(path))
-        assert max(sizes) >= store_db.CHECKPOINT_FORCE_BYTES
         assert folded_within(path, WAIT_S, store_db.CHECKPOINT_FORCE_BYTES)
         assert db.scalar("SELECT count(*) FROM traces") == 12
     finally:
