@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import orjson
 
 from app.domain.jsontext import dumps
+from app.ingest import log as ingest_log
 from app.ingest.importers import openai_agents, otlp
 from app.ingest.importers.common import ImportFailed
-from app.ingest import log as ingest_log
 from app.ingest.log import Receipt
 from app.ingest.pipeline import problems_of
 from app.services.graph import prepare_lod
@@ -42,7 +42,6 @@ BUILD_DELAY_S = 1.0
 # lately, and a batch need not look them up in the database (3-4 ms a batch). On a lake, other instances
 # add ids too: every batch looks them up.
 SEEN_TRACES = 16
-
 
 
 @dataclass
@@ -179,7 +178,8 @@ class LiveTraces:
             try:
                 tally, due, added = self.db.write(receive, locks)
             except BaseException:  # whatever this write did or not, the database is asked again
-                self._forget_seen()
+                if self._seen is not None:
+                    self._seen.clear()
                 raise
             if self._seen is not None:
                 for key, new in added.items():
@@ -201,10 +201,10 @@ class LiveTraces:
         self._seen.move_to_end(key)
         return received.intersection(ids)
 
-    def _forget_seen(self, keys: list[tuple[str, str]] | None = None) -> None:
-        """Drop remembered ids (all, or those of some traces): the database no longer holds them as they were."""
+    def _forget_seen(self, keys: list[tuple[str, str]]) -> None:
+        """Drop the remembered ids of these traces: the database no longer holds them."""
         if self._seen is not None:
-            for key in list(self._seen) if keys is None else keys:
+            for key in keys:
                 self._seen.pop(key, None)
 
     # ---- building -----------------------------------------------------------------------------
