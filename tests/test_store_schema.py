@@ -1,5 +1,6 @@
 """One schema for both stores (issue 16): no primary keys, unique constraints, sequences or indexes, which a
-DuckLake catalog refuses; ids made by the app; migration 0013 brings files made before to the same schema."""
+DuckLake catalog refuses; ids made by the app; migration 0013 brings files made before to the same schema.
+Migration 0015 keeps key orders as text; events stored before it keep theirs."""
 
 import re
 from pathlib import Path
@@ -11,6 +12,7 @@ from conftest import make_trace, post_json
 from app.settings import Settings
 from app.store import keys
 from app.store.db import Database
+from app.store.queries import read_trace
 
 LEGACY_MIGRATIONS = Path(__file__).resolve().parent / "fixtures" / "legacy_migrations"
 REPO = Path(__file__).resolve().parent.parent
@@ -71,6 +73,27 @@ def test_a_file_made_before_0013_gets_the_schema_of_a_new_one_and_keeps_its_rows
     assert old.scalar("SELECT count(*) FROM traces") == old.scalar("SELECT count(*) FROM reviewers") == 1
     assert [row["version"] for row in old.fetchall("SELECT version FROM schema_migrations ORDER BY version")] == \
         [int(path.name[:4]) for path in sorted(Settings().migrations_dir.glob("00*.sql"))]
+
+
+def test_events_stored_before_0015_keep_their_key_order(tmp_path):
+    """Before 0015 a key order was a VARCHAR[]; the migration rewrites it as the JSON text read now."""
+    before = tmp_path / "before_0015"
+    before.mkdir()
+    for shipped in sorted(Settings().migrations_dir.glob("00*.sql")):
+        if shipped.name < "0015":
+            (before / shipped.name).write_text(shipped.read_text())
+    db = Database(tmp_path / "old.duckdb")
+    db.migrate(before)
+    db.execute("INSERT INTO traces VALUES ('t1', 'task', NULL, NULL, '{}', '{\"tokens\": 0, \"wall_clock_s\": 0}', "
+               "NULL, 2, 0, 1, 1, 0, 0, now())")
+    db.execute("INSERT INTO events VALUES ('t1', 0, 'e1', 0, true, 'tool_call', 'a', NULL, NULL, NULL, 'grep', NULL, "
+               "NULL, '{\"note\": \"x\"}', ['note', 't', 'tool', 'id', 'type', 'agent']), "
+               "('t1', 1, 'e2', 1.5, false, 'stop', 'a', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)")
+    assert db.migrate(Settings().migrations_dir) == ["0015_key_order_as_text.sql"]
+    events = read_trace(db, "t1")["events"]
+    assert [list(event.items()) for event in events] == [
+        [("note", "x"), ("t", 0), ("tool", "grep"), ("id", "e1"), ("type", "tool_call"), ("agent", "a")],
+        [("id", "e2"), ("t", 1.5), ("type", "stop"), ("agent", "a")]]
 
 
 def test_the_schema_has_nothing_a_lake_refuses(tmp_path):

@@ -185,9 +185,8 @@ def _event_table(traces: list[dict]) -> pa.Table:
         "type": type_, "agent": agent, "role": role, "from_agent": from_, "to_agent": to, "tool": tool,
         "content_ref": content_ref, "trusted": trusted,
         "extra": pa.array(extra, _STRING),
-        # Events share few key layouts: each names its layout, whose key order is converted once.
-        "key_order": pa.DictionaryArray.from_arrays(pa.array(numbers, pa.int32()),
-                                                    pa.array(key_orders, pa.list_(_STRING))),
+        # Events share few key layouts: each names its layout, whose key order is written once.
+        "key_order": pa.DictionaryArray.from_arrays(pa.array(numbers, pa.int32()), pa.array(key_orders, _STRING)),
     })
 
 
@@ -203,7 +202,8 @@ def _positions(traces: list[dict], key: str) -> dict[str, pa.Array]:
 
 def _extras(events: list[dict], ts: list) -> tuple[list, list[int], list]:
     """Per event, the JSON of its other properties (None when none) and the number of its key layout;
-    per layout, its key order, None when that is columns-then-extra (the order an event is rebuilt in)."""
+    per layout, its key order as JSON text, None when that is columns-then-extra (the order an event is
+    rebuilt in)."""
     extra, numbers, key_orders = [], [], []
     # keys -> (layout number, the column keys to drop from a copy of the event; none when no others remain)
     layouts: dict[tuple, tuple[int, tuple]] = {}
@@ -215,7 +215,7 @@ def _extras(events: list[dict], ts: list) -> tuple[list, list[int], list]:
             rebuilt = tuple(k for k in EVENT_COLUMN_KEYS if k in keys) + others
             columns = tuple(k for k in keys if k in EVENT_COLUMNS) if others else ()
             layout = layouts[keys] = (len(key_orders), columns)
-            key_orders.append(None if rebuilt == keys else list(keys))
+            key_orders.append(None if rebuilt == keys else dumps(keys))
         number, columns = layout
         numbers.append(number)
         if columns:  # copying and dropping the few column keys beats building the rest key by key
