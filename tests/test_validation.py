@@ -34,6 +34,7 @@ from app.domain.validation import (
     _problems,
     format_problem,
     validate_trace,
+    validate_traces,
 )
 
 PROPERTY_SETTINGS = settings(max_examples=100, deadline=None)
@@ -322,6 +323,22 @@ def test_valid_traces_take_the_fast_path():
         assert _certainly_valid(trace)
 
 
+def test_a_batch_is_checked_trace_by_trace():
+    """Traces of a batch are proven valid together; ids are still unique per trace, not across the batch, and an
+    edge may not name another trace's event."""
+    first, second, third = small_trace(), small_trace(), small_trace()  # the same event ids in each: allowed
+    second["events"][3]["id"] = "e9"
+    second["edges"][0]["dst"] = "e4"  # only the other traces have an e4
+    third["events"][1]["id"] = "e1"
+    batch = [first, second, third, large_trace(_CHUNK), small_trace()]
+    assert validate_traces(batch) == [validate_trace(trace) for trace in batch]
+    assert [[format_problem(p) for p in problems] for problems in validate_traces(batch)] == [
+        [], ["edges[0].dst: 'e4' is not an event id"],
+        ["events[1].id: duplicate id 'e1' (first at events[0])", "edges[0].dst: 'e2' is not an event id",
+         "edges[1].src: 'e2' is not an event id"],
+        [], []]
+
+
 def test_format_problem():
     assert format_problem(Problem("costs.tokens", "-5 is below 0")) == "costs.tokens: -5 is below 0"
     assert format_problem(Problem("", "missing required key 'costs'")) == "missing required key 'costs'"
@@ -464,6 +481,12 @@ def test_mutated_traces_agree_with_the_schema(schema_validator, trace):
         assert all(schema_validator.beyond(p) for p in problems), problems
     else:
         assert problems
+
+
+@PROPERTY_SETTINGS
+@given(st.lists(st.one_of(valid_traces(), mutated_traces()), min_size=2, max_size=6))
+def test_a_batch_gets_the_problems_of_each_of_its_traces(traces):
+    assert validate_traces(traces) == [validate_trace(trace) for trace in traces]
 
 
 @PROPERTY_SETTINGS

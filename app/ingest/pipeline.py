@@ -1,7 +1,7 @@
 """The one ingest path shared by the API, the CLI and `orchestrace demo`: parse, validate, store."""
 
 from app.domain.refusals import Refusal, status_of
-from app.domain.validation import validate_trace
+from app.domain.validation import validate_traces
 from app.ingest import log as ingest_log
 from app.ingest.documents import DEFAULT_MAX_BYTES, DocumentError, TooLarge, Upload
 from app.ingest.importers import convert
@@ -44,9 +44,9 @@ def problems_of(traces: list) -> list[dict]:
     """Validation problems of a batch, each naming its trace (id when readable, else index)."""
     errors = []
     first_index: dict[str, int] = {}
-    for index, trace in enumerate(traces):
+    for index, (trace, problems) in enumerate(zip(traces, validate_traces(traces))):
         label = _label(trace, index)
-        for problem in validate_trace(trace):
+        for problem in problems:
             errors.append({"trace": label, "index": index, "path": problem.path, "message": problem.message})
         if label != index:
             if label in first_index:
