@@ -102,6 +102,9 @@ def test_ingest_skips_existing_unless_replace(tmp_path, env_db, capsys):
     assert main(["ingest", path, "--replace"]) == 0
     db = Database(env_db)
     assert db.scalar("SELECT task_id FROM traces") == "changed"
+    log, total = queries.list_ingest_log(db, trace_id="a")
+    assert total == 3 and [(r["created"], r["extended"], r["repeated"]) for r in log] == [
+        ([], ["a"], []), ([], [], ["a"]), (["a"], [], [])]  # newest first: replaced, skipped, stored
     db.close()
 
 

@@ -87,4 +87,4 @@ def test_the_agents_sdk_exporter_batches_merge_into_one_trace(client, name):
     trace = client.get(f"/api/traces/{listed['items'][0]['trace_id']}").json()
     check(trace, expected(name), name)
     log = client.get("/api/ingest-log", params={"trace_id": trace["trace_id"]}).json()
-    assert log["total"] == len(posts)  # the retry extended nothing
+    assert log["total"] == len(posts) + 1 and log["items"][0]["repeated"] == [trace["trace_id"]]  # the retry

@@ -174,8 +174,9 @@ def test_an_instrumented_run_sent_in_batches_is_stored_whole_and_a_retry_changes
         assert len(retry) == before + 1
         assert retry[0]["received"] == retry[0]["duplicates"] == len(retried) and retry[0]["used"] == 0
         assert retry[0]["created"] == retry[0]["extended"] == [] and retry[0]["status"] == 200
+        assert retry[0]["repeated"] == [trace_id]  # the retry is found under its trace
         assert get(f"{server}/api/traces/{trace_id}") == raw
-    assert len(receipts(server, trace_id)) == len(sent)
+    assert len(receipts(server, trace_id)) == len(sent) + 2
     wait_complete(server, trace_id)
 
 

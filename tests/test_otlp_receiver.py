@@ -10,6 +10,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from bs4 import BeautifulSoup
 from conftest import BASE_URL
 
 from app.ingest.documents import Upload
@@ -90,6 +91,10 @@ def test_json_batches_merge_into_one_trace_and_a_retry_adds_nothing(client, app)
     assert log["total"] == 3
     newest = log["items"][0]
     assert newest["duplicates"] == len(spans_of(second)) and newest["used"] == 0
+    assert newest["repeated"] == [trace_id] and newest["created"] == newest["extended"] == []
+    page = BeautifulSoup(client.get("/ingest-log", params={"trace_id": trace_id}).text, "html.parser")
+    assert [ref.get_text(" ", strip=True) for ref in page.select(".trace-ref")] == [
+        f"repeated {trace_id}", f"extended {trace_id}", f"new {trace_id}"]
     assert newest["endpoint"] == "POST /v1/traces" and newest["format"] == "otlp/json"
 
 

@@ -1,6 +1,6 @@
 """One schema for both stores (issue 16): no primary keys, unique constraints, sequences or indexes, which a
 DuckLake catalog refuses; ids made by the app; migration 0013 brings files made before to the same schema.
-Migration 0015 keeps key orders as text; events stored before it keep theirs."""
+Migrations 0015 and 0016 keep the rows stored before them."""
 
 import re
 from pathlib import Path
@@ -10,7 +10,7 @@ import pytest
 from conftest import make_trace, post_json
 
 from app.settings import Settings
-from app.store import keys
+from app.store import keys, queries
 from app.store.db import Database
 from app.store.queries import read_trace
 
@@ -75,25 +75,41 @@ def test_a_file_made_before_0013_gets_the_schema_of_a_new_one_and_keeps_its_rows
         [int(path.name[:4]) for path in sorted(Settings().migrations_dir.glob("00*.sql"))]
 
 
+def migrated_before(path: Path, version: str) -> Database:
+    """A database file made by the migrations before `version` (e.g. "0015")."""
+    folder = path.parent / f"before_{version}"
+    folder.mkdir()
+    for shipped in sorted(Settings().migrations_dir.glob("00*.sql")):
+        if shipped.name < version:
+            (folder / shipped.name).write_text(shipped.read_text())
+    db = Database(path)
+    db.migrate(folder)
+    return db
+
+
 def test_events_stored_before_0015_keep_their_key_order(tmp_path):
     """Before 0015 a key order was a VARCHAR[]; the migration rewrites it as the JSON text read now."""
-    before = tmp_path / "before_0015"
-    before.mkdir()
-    for shipped in sorted(Settings().migrations_dir.glob("00*.sql")):
-        if shipped.name < "0015":
-            (before / shipped.name).write_text(shipped.read_text())
-    db = Database(tmp_path / "old.duckdb")
-    db.migrate(before)
+    db = migrated_before(tmp_path / "old.duckdb", "0015")
     db.execute("INSERT INTO traces VALUES ('t1', 'task', NULL, NULL, '{}', '{\"tokens\": 0, \"wall_clock_s\": 0}', "
                "NULL, 2, 0, 1, 1, 0, 0, now())")
     db.execute("INSERT INTO events VALUES ('t1', 0, 'e1', 0, true, 'tool_call', 'a', NULL, NULL, NULL, 'grep', NULL, "
                "NULL, '{\"note\": \"x\"}', ['note', 't', 'tool', 'id', 'type', 'agent']), "
                "('t1', 1, 'e2', 1.5, false, 'stop', 'a', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)")
-    assert db.migrate(Settings().migrations_dir) == ["0015_key_order_as_text.sql"]
+    assert db.migrate(Settings().migrations_dir)[0] == "0015_key_order_as_text.sql"
     events = read_trace(db, "t1")["events"]
     assert [list(event.items()) for event in events] == [
         [("note", "x"), ("t", 0), ("tool", "grep"), ("id", "e1"), ("type", "tool_call"), ("agent", "a")],
         [("id", "e2"), ("t", 1.5), ("type", "stop"), ("agent", "a")]]
+
+
+def test_receipts_logged_before_0016_are_kept_and_name_no_repeats(tmp_path):
+    db = migrated_before(tmp_path / "old.duckdb", "0016")
+    db.execute("INSERT INTO ingest_log VALUES ('r1', now(), 'POST /v1/traces', 'otlp/json', 'spans', 3, 2, 1, 0, "
+               "'[]', '[\"otlp-1\"]', '[]', 200, NULL)")
+    assert db.migrate(Settings().migrations_dir) == ["0016_ingest_log_repeats.sql"]
+    (receipt,), total = queries.list_ingest_log(db, trace_id="otlp-1")
+    assert total == 1 and receipt["id"] == "r1" and receipt["created"] == ["otlp-1"] and receipt["repeated"] == []
+    assert (receipt["received"], receipt["used"], receipt["duplicates"]) == (3, 2, 1)
 
 
 def test_the_schema_has_nothing_a_lake_refuses(tmp_path):

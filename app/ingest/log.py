@@ -23,6 +23,7 @@ class Receipt:
     warnings: list[str] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
     extended: list[str] = field(default_factory=list)
+    repeated: list[str] = field(default_factory=list)  # traces of items that had arrived before
     status: int = 200
     error: str | None = None
 
@@ -52,7 +53,8 @@ def insert(cur, receipt: Receipt) -> None:
     """Append the receipt to the log inside the caller's transaction (so it commits with what it logs)."""
     now = utc_now()
     cur.execute(
-        "INSERT INTO ingest_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO ingest_log (id, received_at, endpoint, format, unit, received, used, duplicates, skipped, "
+        "reasons, created, extended, repeated, status, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [uuid.uuid4().hex[:16], now, receipt.endpoint, receipt.format, receipt.unit, receipt.received, receipt.used,
          receipt.duplicates, receipt.skipped_count, json.dumps(receipt.reasons()), json.dumps(receipt.created),
-         json.dumps(receipt.extended), receipt.status, receipt.error])
+         json.dumps(receipt.extended), json.dumps(receipt.repeated), receipt.status, receipt.error])

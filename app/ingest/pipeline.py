@@ -84,6 +84,8 @@ def _ingest(db: Database, uploads: list[Upload], existing: str, max_bytes: int, 
             receipt.used = len(stored)
             receipt.created = [i for i in stored if i not in before]
             receipt.extended = [i for i in stored if i in before]
+            skipped = before.difference(stored)
+            receipt.repeated = [t["trace_id"] for t in result.traces if t["trace_id"] in skipped]
             if len(stored) < receipt.received:  # set, not added to: a write that lost its commit calls this again
                 receipt.skipped[ALREADY_STORED] = receipt.received - len(stored)
             ingest_log.insert(cur, receipt)

@@ -138,6 +138,9 @@ class LiveTraces:
                 seen = self._seen_before(cur, source, source_trace, part.ids)
                 new = [i for i in dict.fromkeys(part.ids) if i not in seen]
                 tally.duplicates += len(part.ids) - len(new)
+                trace_id = _trace_id(source, source_trace)
+                if build and len(new) < len(part.ids):
+                    tally.repeated.append(trace_id)
                 if not new:
                     continue
                 known = queries.live_trace(cur, source, source_trace)
@@ -145,7 +148,6 @@ class LiveTraces:
                     tally.skip(f"trace {source_trace}: {otlp.NO_AGENT_SPAN} so far: nothing to build", len(new))
                     continue
                 tally.used += len(new)
-                trace_id = _trace_id(source, source_trace)
                 if build:
                     (tally.extended if known else tally.created).append(trace_id)
                 cur.execute("INSERT INTO live_parts VALUES (?, ?, ?, ?)",

@@ -812,20 +812,20 @@ def receiving_trace_ids(db: Database, trace_ids: list[str]) -> set[str]:
 
 
 INGEST_LOG_COLUMNS = ("id, received_at, endpoint, format, unit, received, used, duplicates, skipped, reasons, "
-                      "created, extended, status, error")
+                      "created, extended, repeated, status, error")
 
 
 def list_ingest_log(db: Database, limit: int = 50, offset: int = 0, endpoint: str | None = None,
                     trace_id: str | None = None) -> tuple[list[dict], int]:
-    """Receipts, newest first; optionally of one endpoint or touching one trace."""
+    """Receipts, newest first; optionally of one endpoint or naming one trace (created, extended or repeated)."""
     where = "(? IS NULL OR endpoint = ?) AND (? IS NULL OR list_contains(created::VARCHAR[], ?) " \
-            "OR list_contains(extended::VARCHAR[], ?))"
-    params = [endpoint, endpoint, trace_id, trace_id, trace_id]
+            "OR list_contains(extended::VARCHAR[], ?) OR list_contains(repeated::VARCHAR[], ?))"
+    params = [endpoint, endpoint, trace_id, trace_id, trace_id, trace_id]
     total = db.scalar(f"SELECT count(*) FROM ingest_log WHERE {where}", params)
     rows = db.fetchall(f"SELECT {INGEST_LOG_COLUMNS} FROM ingest_log WHERE {where} "
                        "ORDER BY received_at DESC, id LIMIT ? OFFSET ?", params + [limit, offset])
     for row in rows:
-        for key in ("reasons", "created", "extended"):
+        for key in ("reasons", "created", "extended", "repeated"):
             row[key] = json.loads(row[key])
         row["received_at"] = iso_utc(row["received_at"])
     return rows, total

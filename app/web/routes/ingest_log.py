@@ -16,7 +16,7 @@ ENTRIES_PER_PAGE = 50
 RECEIPT = object_schema({
     "id": TEXT, "received_at": TEXT, "endpoint": TEXT, "format": TEXT, "unit": TEXT, "received": COUNT,
     "used": COUNT, "duplicates": COUNT, "skipped": COUNT, "reasons": {"type": "array", "items": OBJECT},
-    "created": TEXTS, "extended": TEXTS, "status": {"type": "integer"}, "error": {"type": ["string", "null"]}},
+    "created": TEXTS, "extended": TEXTS, "repeated": TEXTS, "status": {"type": "integer"}, "error": {"type": ["string", "null"]}},
     "id", "received_at", "endpoint", "status")
 
 
