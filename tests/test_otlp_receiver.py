@@ -3,6 +3,7 @@ batches merge into one trace, retries add nothing, unusable spans are reported, 
 
 import base64
 import copy
+import gc
 import gzip
 import json
 import time
@@ -74,6 +75,7 @@ def test_json_batches_merge_into_one_trace_and_a_retry_adds_nothing(client, app)
     first, second = split(doc)
     r1 = client.post("/v1/traces", content=json.dumps(first), headers=JSON)
     assert r1.status_code == 200 and r1.json()["partialSuccess"] == {}
+    assert gc.isenabled()  # paused while the batch was read, and only then
     trace_id = whole()["trace_id"]
     assert queries.live_status(app.state.db, trace_id)["status"] == "receiving"
     r2 = client.post("/v1/traces", content=json.dumps(second), headers=JSON)
@@ -179,6 +181,7 @@ def test_bodies_that_cannot_be_read_are_refused_with_a_message_and_logged(client
     assert answer.status_code == status and words in answer.json()["error"]
     entry = client.get("/api/ingest-log").json()["items"][0]
     assert entry["status"] == status and words in entry["error"]
+    assert gc.isenabled(), "a refused batch left garbage collection paused"
 
 
 def test_a_trace_without_its_root_span_is_built_once_batches_pause_and_stays_receiving(client, app, monkeypatch):
