@@ -72,6 +72,19 @@ def test_array_and_json_lines_bodies(client):
     assert response.json()["ingested"] == ["l1", "l2", "l3"]
 
 
+def test_json_lines_keep_integers_exact_take_crlf_and_name_a_malformed_line(client):
+    trace = make_trace("big")
+    trace["events"][0]["n"] = 10**25  # beyond 64 bits: kept as sent
+    lines = "\r\n".join(json.dumps(t) for t in (make_trace("c1"), trace)) + "\r\n"
+    response = client.post("/api/traces", content=lines, headers={"Content-Type": "application/x-ndjson"})
+    assert response.json()["ingested"] == ["c1", "big"]
+    assert json.dumps(client.get("/api/traces/big").json()) == json.dumps(trace)
+    bad = "\n".join([json.dumps(make_trace("b1")), "", json.dumps(make_trace("b2"))[:-1]])
+    response = client.post("/api/traces", content=bad, headers={"Content-Type": "application/x-ndjson"})
+    assert response.status_code == 400 and response.json()["line"] == 3, response.text
+    assert "line 3" in response.json()["error"]
+
+
 def test_multipart_json_jsonl_and_gzip_files(client):
     files = [
         ("file", ("one.json", json.dumps(make_trace("m1")), "application/json")),

@@ -21,6 +21,7 @@ from app.ingest.documents import (
     TooLarge,
     Upload,
     decode,
+    fast_lines,
     fast_loads,
     gunzip,
     parse_documents,
@@ -103,6 +104,8 @@ def _records(data: bytes) -> list | None:
     doc = fast_loads(data)
     if doc is not None:
         return doc if isinstance(doc, list) else [doc]
+    if b"\n" in data and (docs := fast_lines(data)) is not None:
+        return docs
     try:
         text = data.decode("utf-8-sig").strip()
     except UnicodeDecodeError:
@@ -114,7 +117,7 @@ def _records(data: bytes) -> list | None:
         return doc if isinstance(doc, list) else [doc]
     except ValueError:
         try:
-            return [strict_loads(line) for line in text.splitlines() if line.strip()]
+            return [strict_loads(line) for line in text.split("\n") if line.strip()]
         except ValueError:
             return None
 
