@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.domain.jsontext import KeyedTwice
-from app.ingest.documents import fast_lines, fast_loads, parse_documents, strict_loads
+from app.ingest.documents import fast_documents, fast_loads, parse_documents, strict_loads
 
 # Any JSON value: integers past 64 bits, floats at a double's ends, text with escapes, colons and quotes.
 scalars = (st.none() | st.booleans() | st.integers(-(10**30), 10**30)
@@ -36,7 +36,7 @@ def test_the_fast_path_reads_what_the_exact_path_reads(value, indent, ascii_only
        st.sampled_from(["\n", "\r\n", "\n\n"]))
 def test_json_lines_read_alike_by_both_paths(records, newline):
     text = newline.join(json.dumps(r) for r in records) + newline
-    fast = fast_lines(text.encode())
+    fast = fast_documents(text.encode())
     if fast is not None:
         assert same(fast, records)
     assert same(parse_documents(text.encode()), records)
@@ -47,7 +47,7 @@ def test_a_key_given_twice_takes_the_exact_path_which_marks_it():
     assert fast_loads(body) is None
     inner = parse_documents(body)[0]["b"]
     assert isinstance(inner, KeyedTwice) and inner.twice == ["k"]
-    assert fast_lines(b'{"a": 1}\n{"a": 1, "a": 2}\n') is None
+    assert fast_documents(b'{"a": 1}\n{"a": 1, "a": 2}\n') is None
 
 
 def test_what_the_fast_path_refuses_goes_the_exact_way():

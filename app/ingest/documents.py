@@ -131,9 +131,14 @@ def _keys_unique(data: bytes, doc) -> bool:
         return False
 
 
-def fast_lines(data: bytes) -> list | None:
-    """The values of JSON Lines (one per non-blank line) by `fast_loads`, or None when some line, or the
-    whole, must go the exact path (which also names the line at fault)."""
+def fast_documents(data: bytes) -> list | None:
+    """The values in `data` by `fast_loads` (an array's items, a single value, or one per non-blank line of
+    JSON Lines), or None when it, or one of its lines, must go the exact path (which names the fault)."""
+    doc = fast_loads(data)
+    if doc is not None:
+        return doc if isinstance(doc, list) else [doc]
+    if b"\n" not in data:
+        return None
     docs = []
     for line in data.split(b"\n"):
         if line.strip():
@@ -146,10 +151,8 @@ def fast_lines(data: bytes) -> list | None:
 
 def parse_documents(data: bytes, source: str = "", max_bytes: int = DEFAULT_MAX_BYTES) -> list:
     """The trace objects in one upload: a single object, an array of them, or one per line."""
-    doc = fast_loads(data)
-    if doc is not None:
-        return doc if isinstance(doc, list) else [doc]
-    if b"\n" in data and (docs := fast_lines(data)) is not None:
+    docs = fast_documents(data)
+    if docs is not None:
         return docs
     text = decode(data, source, max_bytes)
     if not text.strip():
@@ -167,7 +170,7 @@ def parse_documents(data: bytes, source: str = "", max_bytes: int = DEFAULT_MAX_
 
 
 def _parse_lines(text: str, source: str) -> list:
-    """JSON Lines: one trace per non-blank line (lines end at a line feed, as in `fast_lines`)."""
+    """JSON Lines: one trace per non-blank line (lines end at a line feed, as in `fast_documents`)."""
     docs = []
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():

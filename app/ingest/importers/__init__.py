@@ -21,8 +21,7 @@ from app.ingest.documents import (
     TooLarge,
     Upload,
     decode,
-    fast_lines,
-    fast_loads,
+    fast_documents,
     gunzip,
     parse_documents,
     strict_loads,
@@ -101,10 +100,8 @@ def _untar(upload: Upload, raw: bytes, max_bytes: int, too_large: str) -> list[U
 
 def _records(data: bytes) -> list | None:
     """The document as JSON: the whole JSON value as a list, or its JSON Lines records; None if neither."""
-    doc = fast_loads(data)
-    if doc is not None:
-        return doc if isinstance(doc, list) else [doc]
-    if b"\n" in data and (docs := fast_lines(data)) is not None:
+    docs = fast_documents(data)
+    if docs is not None:
         return docs
     try:
         text = data.decode("utf-8-sig").strip()
