@@ -1,4 +1,5 @@
-"""Ingest speed: HTTP POST to stored against DuckDB's own read_json + unnest, and many small traces.
+"""Ingest speed: HTTP POST to stored against DuckDB's own read_json + unnest, reading the trace back, and many small
+traces.
 
 The small-traces case (1,000 traces of 20 events in one request) is measured over HTTP and in process:
 `app.ingest.pipeline.ingest` from the request bytes to the traces stored in a DuckDB file, the figure of issue 11
@@ -67,6 +68,15 @@ def post(url: str, body: bytes, path: str = "/api/traces") -> float:
     return time.perf_counter() - start
 
 
+def get(url: str, path: str) -> float:
+    """Seconds from asking for `path` to the whole answer read."""
+    start = time.perf_counter()
+    with urllib.request.urlopen(url + path) as response:
+        response.read()
+        assert response.status == 200
+    return time.perf_counter() - start
+
+
 def duckdb_own_load(path: Path, db_path: Path) -> float:
     """DuckDB's own path: read_json the file and unnest events and edges into tables."""
     con = duckdb.connect(str(db_path))
@@ -129,10 +139,11 @@ def main() -> None:
 
         proc, url = start_server(tmp / "server.duckdb")
         try:
-            ours, small_times = [], []
+            ours, small_times, reads = [], [], []
             for run in range(args.repeat):
                 trace["trace_id"] = f"swarm-run{run}"
                 ours.append(post(url, json.dumps(trace).encode()))
+                reads.append(get(url, f"/api/traces/swarm-run{run}"))
                 small_times.append(post(url, small_body(f"http{run}")))
         finally:
             proc.terminate()
@@ -144,6 +155,7 @@ def main() -> None:
         print(f"HTTP POST to stored (median of {args.repeat}): {ours_s * 1000:.0f} ms")
         print(f"DuckDB read_json + unnest (median of {args.repeat}): {theirs_s * 1000:.0f} ms")
         print(f"ratio ours / DuckDB: {ours_s / theirs_s:.2f} (target <= 1.0)")
+        print(f"HTTP GET of the stored trace, as ingested: {rate(reads, args.events)}")
         print(f"{args.small} small traces ({n_events} events) in one request, median of {args.repeat}:")
         print(f"  over HTTP:  {rate(small_times, n_events)}")
         print(f"  in process: {rate(local_times, n_events)} (target >= 100,000 events/s)")
