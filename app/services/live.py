@@ -15,9 +15,8 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-import orjson
 
-from app.domain.jsontext import dumps
+from app.domain.jsontext import dumps, loads
 from app.ingest import log as ingest_log
 from app.ingest.importers import openai_agents, otlp
 from app.ingest.importers.common import ImportFailed
@@ -230,7 +229,7 @@ class LiveTraces:
                         [_now(), error, source, source_trace])
 
         try:
-            trace = self._import(source, source_trace, [orjson.loads(body) for body in parts])
+            trace = self._import(source, source_trace, [loads(body) for body in parts])
             if trace is None:
                 error = "no agent, model or tool activity could be read from its spans"
             else:
@@ -252,7 +251,7 @@ class LiveTraces:
                                   source_trace)
             held = queries.live_parts_of_source(self.db, CREATED)
             if held:
-                doc["resourceSpans"] += [rs for _, body in held for rs in orjson.loads(body)["resourceSpans"]]
+                doc["resourceSpans"] += [rs for _, body in held for rs in loads(body)["resourceSpans"]]
             result = otlp.import_otlp(doc, self.keep_content)
             unused = {t["trace_id"].removeprefix(otlp.TRACE_ID_PREFIX) for t in result.traces}
             taken = sorted({trace for trace, _ in held} - unused)
