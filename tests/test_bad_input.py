@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import zipfile
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -281,6 +282,42 @@ def test_colons_and_escapes_in_strings_are_not_taken_for_keys(client):
     assert client.get("/api/traces/colons").json()["events"][0]["x"] == trace["events"][0]["x"]
     hidden = body.replace(b'"trace_id": "colons"', b'"trace_id": "c2", "trace_id": "c3"')
     assert client.post("/api/traces", content=hidden, headers=JSON).status_code == 422
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def first_key_twice(text: str, key: str) -> str:
+    """`text` with `"key": "other"` written before the first `"key"` in it."""
+    return text.replace(f'"{key}"', f'"{key}": "other", "{key}"', 1)
+
+
+def test_a_key_given_twice_in_an_exporters_or_importers_document_refuses_it_naming_where(client):
+    """An importer would keep the last value without a word: OTLP, Agents SDK and Claude Code documents with a
+    key given twice are refused, saying where, on every route in."""
+    otlp = first_key_twice(json.dumps(json.loads((FIXTURES / "otlp" / "pydantic_ai_delegation.json").read_text())),
+                           "name")
+    where = "resourceSpans[0].scopeSpans[0].scope.name: is given more than once in its object (keys must be unique)"
+    answer = client.post("/v1/traces", content=otlp, headers=JSON)
+    assert answer.status_code == 400 and where in answer.json()["error"]
+    assert where in client.get("/api/ingest-log").json()["items"][0]["error"]
+    answer = client.post("/api/traces", content=otlp, headers=JSON)
+    assert answer.status_code == 422 and where in answer.json()["error"]
+
+    records = json.loads((FIXTURES / "openai_agents" / "agent_as_tool.json").read_text())["data"]
+    body = first_key_twice(json.dumps({"data": records}), "trace_id")
+    answer = client.post("/v1/traces/ingest", content=body, headers=JSON)
+    assert answer.status_code == 400 and "data[0].trace_id: is given more than once" in answer.json()["error"]
+    lines = "\n".join([json.dumps(records[0]), "", first_key_twice(json.dumps(records[1]), "id")])
+    answer = client.post("/api/traces", params={"format": "openai_agents"}, content=lines, headers=JSON)
+    assert answer.status_code == 422 and "body: line 3: id: is given more than once" in answer.json()["error"]
+
+    transcript = (FIXTURES / "claude_code" / "inline_sidechains.jsonl").read_text().split("\n")
+    transcript[2] = first_key_twice(transcript[2], "uuid")
+    files = {"file": ("session.jsonl", "\n".join(transcript).encode(), "application/x-ndjson")}
+    answer = client.post("/api/traces", files=files, headers=form_headers(client))
+    assert answer.status_code == 422 and "line 3: uuid: is given more than once" in answer.json()["error"]
+    assert stored_ids(client) == []
 
 
 def test_a_key_given_twice_in_an_imported_label_is_422(client, labelled_trace):

@@ -31,8 +31,8 @@ def session_files() -> list[tuple[str, bytes]]:
 
 @pytest.mark.parametrize("path, expected", [(OTLP, "otlp"), (AGENTS, "openai_agents"), (SESSION, "claude_code")])
 def test_format_is_recognised_from_content_not_name(path, expected):
-    assert detect(_records(path.read_bytes())) == expected
-    assert detect(_records(json.dumps(make_trace()).encode())) == "orchestrace"
+    assert detect(_records(path.read_bytes())[0]) == expected
+    assert detect(_records(json.dumps(make_trace()).encode())[0]) == "orchestrace"
     renamed = convert([Upload("whatever.txt", path.read_bytes())])
     assert renamed.traces and all(t["trace_id"] for t in renamed.traces)
 

@@ -18,6 +18,37 @@ class KeyedTwice(dict):
     __slots__ = ("twice",)
 
 
+REPEATED_KEY = "is given more than once in its object (keys must be unique)"
+
+
+def repeated_key(value) -> str | None:
+    """The path (see key_path) of the first key, in document order, that an object of this parsed JSON gives
+    twice; None when none does. Only the exact reading marks such objects (KeyedTwice), so only a document read
+    that way needs this walk."""
+    stack = [(value, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            if type(value) is KeyedTwice:
+                return key_path(path, value.twice[0])
+            stack += [(item, key_path(path, key)) for key, item in reversed(value.items())]
+        elif isinstance(value, list):
+            stack += [(item, f"{path}[{i}]") for i, item in reversed(list(enumerate(value)))]
+    return None
+
+
+def key_path(path: str, key) -> str:
+    """Path of a key inside an object: .name for identifiers, ["quoted"] otherwise."""
+    if isinstance(key, str) and key.isidentifier():
+        return f"{path}.{key}" if path else key
+    return f"{path}[{escaped(json.dumps(str(key), ensure_ascii=False))}]"  # a path any response can carry
+
+
+def escaped(text: str) -> str:
+    """`text` with each lone surrogate written as its escape, so a message can quote any string."""
+    return text.encode(errors="backslashreplace").decode()
+
+
 def loads(text: str | bytes):
     """The value of JSON text: msgspec for speed, the standard library for what msgspec refuses (e.g. a lone
     surrogate escape), which raises as json.loads does when the text is not JSON."""

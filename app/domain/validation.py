@@ -13,7 +13,6 @@ that, large traces are proven valid a chunk of events or edges at a time, and an
 about a chunk falls back to the per-item walk that words the problems.
 """
 
-import json
 import math
 import threading
 from collections.abc import Container, Iterable
@@ -23,7 +22,7 @@ from operator import is_, itemgetter
 
 import orjson
 
-from app.domain.jsontext import KeyedTwice
+from app.domain.jsontext import REPEATED_KEY, KeyedTwice, key_path
 from app.domain.taxonomy import (
     EDGE_KEYS,
     EDGE_TYPES,
@@ -289,11 +288,6 @@ _WRAPPING = _orjson_depth() - MAX_DEPTH - 2
 _wrappings = threading.local()
 
 
-def escaped(text: str) -> str:
-    """`text` with each lone surrogate written as its escape, so a message can quote any string."""
-    return text.encode(errors="backslashreplace").decode()
-
-
 def is_text(strings: Iterable[str]) -> bool:
     """True when these are strings UTF-8 can carry: JSON's "\\ud800" escape reads as a lone surrogate,
     which no column, response or page can hold."""
@@ -343,12 +337,12 @@ def _event_problems(event, index: int, first_seen: dict) -> list[Problem]:
         elif key in EVENT_BOOLEAN_KEYS:
             error = None if isinstance(value, bool) else f"{_show(value)} is not a boolean"
         else:
-            problem = _key_problem(key, path) or _value_problem(value, _key(path, key))
+            problem = _key_problem(key, path) or _value_problem(value, key_path(path, key))
             if problem:
                 problems.append(problem)
             continue
         if error:
-            problems.append(Problem(_key(path, key), error))
+            problems.append(Problem(key_path(path, key), error))
     return problems
 
 
@@ -402,7 +396,7 @@ def _edge_problems(edge, path: str, ids: Container[str] | None) -> list[Problem]
             problems.append(Problem(path, f"unknown key {_show(key)}; allowed: {', '.join(EDGE_KEYS)}"))
             continue
         if error:
-            problems.append(Problem(_key(path, key), error))
+            problems.append(Problem(key_path(path, key), error))
     return problems
 
 
@@ -417,22 +411,22 @@ def _check_number_map(value, path: str, required=(), non_negative=False, exact=F
         if problem:
             problems.append(problem)
         elif error:
-            problems.append(Problem(_key(path, key), error))
+            problems.append(Problem(key_path(path, key), error))
     return problems
 
 
 def _repeated(obj: dict, path: str) -> list[Problem]:
     """One problem per key the object's JSON text gave more than once."""
-    return [Problem(_key(path, key), "is given more than once in its object (keys must be unique)")
+    return [Problem(key_path(path, key), REPEATED_KEY)
             for key in obj.twice] if isinstance(obj, KeyedTwice) else []
 
 
 def _key_problem(key, path: str) -> Problem | None:
     """A key that is not text UTF-8 can carry."""
     if not isinstance(key, str):
-        return Problem(_key(path, key), f"the key {_show(key)} is not a string")
+        return Problem(key_path(path, key), f"the key {_show(key)} is not a string")
     if not is_text((key,)):
-        return Problem(_key(path, key), f"the key {_show(key)} holds a lone surrogate, which is not text")
+        return Problem(key_path(path, key), f"the key {_show(key)} holds a lone surrogate, which is not text")
     return None
 
 
@@ -457,7 +451,7 @@ def _value_problem(value, path: str) -> Problem | None:
                     filter(None, (_key_problem(key, path) for key in value)), None)
                 if problem:
                     return problem
-                items = [(item, _key(path, key)) for key, item in value.items()]
+                items = [(item, key_path(path, key)) for key, item in value.items()]
             stack += [(item, item_path, depth + 1) for item, item_path in reversed(items)]
             continue
         else:
@@ -503,13 +497,6 @@ def _enum_error(value, allowed: tuple) -> str | None:
     if value not in allowed:
         return f"{_show(value)} is not one of {', '.join(allowed)}"
     return None
-
-
-def _key(path: str, key) -> str:
-    """Path of a key inside an object: .name for identifiers, ["quoted"] otherwise."""
-    if isinstance(key, str) and key.isidentifier():
-        return f"{path}.{key}" if path else key
-    return f"{path}[{escaped(json.dumps(str(key), ensure_ascii=False))}]"  # a path any response can carry
 
 
 def _show(value) -> str:

@@ -137,21 +137,26 @@ def _keys_unique(data: bytes, doc) -> bool:
 
 
 def fast_documents(data: bytes) -> list | None:
-    """The values in `data` by `fast_loads` (an array's items, a single value, or one per non-blank line of
-    JSON Lines), or None when it, or one of its lines, must go the exact path (which names the fault)."""
+    """The values in `data` by msgspec (an array's items, a single value, or one per non-blank line of JSON
+    Lines), or None when it, or one of its lines, must go the exact path (which names the fault)."""
     doc = fast_loads(data)
     if doc is not None:
         return doc if isinstance(doc, list) else [doc]
-    if b"\n" not in data:
-        return None
-    docs = []
-    for line in data.split(b"\n"):
+    lines = fast_lines(data) if b"\n" in data else None
+    return None if lines is None else [value for _, value in lines]
+
+
+def fast_lines(data: bytes) -> list[tuple[int, object]] | None:
+    """(line number, value) of each non-blank line of JSON Lines by msgspec, or None when some line must go the
+    exact path (see fast_loads); repeated keys are checked once for the whole text."""
+    numbered = []
+    for number, line in enumerate(data.split(b"\n"), 1):
         if line.strip():
-            doc = fast_loads(line)
-            if doc is None:
+            try:
+                numbered.append((number, _DECODER.decode(line)))
+            except (msgspec.MsgspecError, RecursionError, UnicodeDecodeError):
                 return None
-            docs.append(doc)
-    return docs or None
+    return numbered if numbered and _keys_unique(data, [value for _, value in numbered]) else None
 
 
 def parse_documents(data: bytes, source: str = "", max_bytes: int = DEFAULT_MAX_BYTES) -> list:

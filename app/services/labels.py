@@ -13,10 +13,10 @@ from collections import namedtuple
 from sqlmodel import Session, select
 
 from app.domain import csvsafe
-from app.domain.jsontext import KeyedTwice
+from app.domain.jsontext import KeyedTwice, escaped
 from app.domain.refusals import NotFound, Refusal
 from app.domain.taxonomy import CREDIT_RANGE, LABEL_FIELDS, LABEL_TAXONOMY_FIELDS, STOP_EVENT_TYPES
-from app.domain.validation import escaped, is_text
+from app.domain.validation import is_text
 from app.ingest.documents import strict_loads
 from app.services import queues
 from app.store import keys, queries, writes

@@ -13,6 +13,7 @@ import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
+from app.domain.jsontext import REPEATED_KEY, repeated_key
 from app.domain.validation import is_text
 from app.ingest.documents import (
     DEFAULT_MAX_BYTES,
@@ -98,25 +99,35 @@ def _untar(upload: Upload, raw: bytes, max_bytes: int, too_large: str) -> list[U
         raise DocumentError(f"not a readable tar file ({exc})", upload.source) from exc
 
 
-def _records(data: bytes) -> list | None:
-    """The document as JSON: the whole JSON value as a list, or its JSON Lines records; None if neither."""
+def _records(data: bytes) -> tuple[list | None, str | None]:
+    """The document as JSON: the whole JSON value as a list, or its JSON Lines records; None if neither. Second,
+    where the exact reading met an object giving a key twice, if it did: an importer would keep the last value
+    without a word, so it refuses the document (our own format's validation names it per trace instead)."""
     docs = fast_documents(data)
     if docs is not None:
-        return docs
+        return docs, None
     try:
         text = data.decode("utf-8-sig").strip()
     except UnicodeDecodeError:
-        return None  # the document readers word this fault
+        return None, None  # the document readers word this fault
     if not text:
-        return None
+        return None, None
     try:
         doc = strict_loads(text)
-        return doc if isinstance(doc, list) else [doc]
+        return (doc if isinstance(doc, list) else [doc]), repeated_key(doc)
     except ValueError:
-        try:
-            return [strict_loads(line) for line in text.split("\n") if line.strip()]
-        except ValueError:
-            return None
+        pass
+    records, repeated = [], None
+    for number, line in enumerate(text.split("\n"), 1):
+        if line.strip():
+            try:
+                records.append(strict_loads(line))
+            except ValueError:
+                return None, None
+            where = repeated_key(records[-1])
+            if where is not None and repeated is None:
+                repeated = f"line {number}: {where}"
+    return records, repeated
 
 
 def detect(records: list | None) -> str:
@@ -187,8 +198,10 @@ def _convert(files: list[Upload], fmt: str | None, keep_content: bool, max_bytes
         if is_subagent_file(upload.source):
             helpers.append(upload)  # a sub-agent transcript or its meta file: read with its session
             continue
-        records = None if fmt in ("orchestrace", "claude_code") else _records(upload.data)
+        records, repeated = (None, None) if fmt in ("orchestrace", "claude_code") else _records(upload.data)
         kind = fmt or detect(records)
+        if repeated is not None and kind in ("otlp", "openai_agents"):
+            raise ImportFailed(f"{upload.source}: {repeated}: {REPEATED_KEY}")
         if kind == "claude_code":
             sessions.append(upload)
         elif kind == "orchestrace":  # parsed already when it was read for detection

@@ -57,22 +57,21 @@ Choices where the mapping is silent, made for an auditor who wants to trace ever
   never prompt text. system is "claude-code <version>", topology `harness`.
 - Known records that make no event: file-history-snapshot, summary, bash/hook/waiting progress,
   compact_boundary, turn_duration, queue `dequeue`. Unknown record types, system subtypes, progress
-  types and content blocks are skipped with a warning naming the first line. A line that is not JSON,
-  or an empty file, refuses the session.
+  types and content blocks are skipped with a warning naming the first line. A line that is not JSON (or
+  gives a key twice in one object), or an empty file, refuses the session.
 - Sub-agent files are keyed by their path under `subagents/`, workflow agents
   (`subagents/workflows/wf_<id>/agent-*.jsonl`) included; `importers.load_session_dir` and
   `importers.subagent_uploads` read a session on disk.
 """
 
-import json
 import re
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from datetime import datetime
 from pathlib import PurePosixPath
 
-import orjson
-
+from app.domain.jsontext import REPEATED_KEY, repeated_key
+from app.ingest.documents import fast_lines, strict_loads
 from app.ingest.importers.common import ImportFailed, ImportResult, TraceBuilder, content_ref, ref, show
 
 MAIN, USER, SYSTEM = "main", "user", "system"
@@ -120,20 +119,24 @@ def import_session(main: str, subagents: dict[str, str] | None = None, metas: di
 
 
 def _parse(text: str, name: str) -> list[tuple[int, dict]]:
-    """(line number, record) for every non-blank line; a line that is not JSON refuses the file."""
-    records = []
-    # Split on newlines only: JSON strings may hold U+2028, which str.splitlines would break on.
-    for number, line in enumerate(text.lstrip("\ufeff").split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
+    """(line number, record) for every non-blank line; a line that is not JSON, or gives a key twice in one
+    object, refuses the file."""
+    text = text.lstrip("\ufeff")
+    records = fast_lines(text.encode())
+    if records is None:  # the exact reading, line by line, which also marks a key given twice
+        records = []
+        # Split on newlines only: JSON strings may hold U+2028, which str.splitlines would break on.
+        for number, line in enumerate(text.split("\n"), 1):
+            if not line.strip():
+                continue
             try:
-                record = json.loads(line)  # integers beyond 64 bits, which orjson refuses
+                record = strict_loads(line)
             except ValueError as e:
                 raise ImportFailed(f"{name} line {number}: not JSON ({e})") from None
-        records.append((number, record))
+            where = repeated_key(record)
+            if where is not None:
+                raise ImportFailed(f"{name} line {number}: {where}: {REPEATED_KEY}")
+            records.append((number, record))
     if not records:
         raise ImportFailed(f"{name}: empty file")
     return records
