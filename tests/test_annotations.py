@@ -151,6 +151,11 @@ def test_import_refuses_bad_rows_and_conflicts_whole(client, trace):
     header_only = client.post("/api/annotations/import", content=b"trace_id,event_id\r\n",
                               headers={"Content-Type": "text/csv"})
     assert header_only.status_code == 400 and "missing column" in header_only.json()["errors"][0]["message"]
+    exported_csv = client.get("/api/annotations/export").text
+    doubled = exported_csv.replace("credit", "credit,credit", 1).replace("0.5", "0.5,-1", 1)
+    twice = client.post("/api/annotations/import", content=doubled, headers={"Content-Type": "text/csv"})
+    assert twice.status_code == 400 and twice.json()["errors"][0] == {
+        "where": "line 1", "message": "column(s) credit given more than once in the header"}
     csv_bad = client.get("/api/annotations/export").text.replace("0.5", "lots")
     line = client.post("/api/annotations/import", content=csv_bad, headers={"Content-Type": "text/csv"})
     assert line.status_code == 422 and line.json()["errors"][0]["where"] == "line 2"

@@ -90,6 +90,8 @@ def test_reimport_updates_by_key_and_keeps_reviewer_tags(client, pool):
     (b"", ["line 1", "empty file"]),
     (b"\n\n", ["empty file"]),
     (POOL_CSV + b"a,b\n", ["line 7", "has 2 fields"]),
+    (to_csv([*PAPER_COLUMNS, "title"], [[*r, "other"] for r in POOL_ROWS]),
+     ["line 1", "column(s) title given more than once in the header"]),
 ])
 def test_bad_csv_is_422_with_line_and_column_and_imports_nothing(client, body, fragments):
     response = import_csv(client, body)

@@ -68,3 +68,13 @@ class reader:
     @property
     def line_num(self) -> int:
         return self._reader.line_num
+
+
+def repeated_columns(header: list[str]) -> list[str]:
+    """Column names a header gives more than once: reading rows by name would keep only the last such cell."""
+    seen, repeated = set(), []
+    for name in header:
+        if name in seen and name not in repeated:
+            repeated.append(name)
+        seen.add(name)
+    return repeated

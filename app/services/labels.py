@@ -340,6 +340,10 @@ def parse_import(body: bytes, content_type: str) -> list[tuple[str, dict]]:
     rows, errors = [], []
     try:
         header = next(reader, [])
+        repeated = csvsafe.repeated_columns(header)
+        if repeated:
+            raise LabelImportError([{"where": "line 1", "message": f"column(s) {', '.join(repeated)} given more "
+                                                                   "than once in the header"}], 400)
         missing = [c for c in EXPORT_COLUMNS if c not in header and c not in LATER_COLUMNS]
         if missing:
             raise LabelImportError([{"where": "line 1", "message": f"missing column(s): {', '.join(missing)}"}], 400)

@@ -62,6 +62,9 @@ def read_csv(body: bytes) -> tuple[str, list[tuple[int, dict]]]:
 
 def _records(reader) -> tuple[str, list[tuple[int, dict]]]:
     header = next(reader)
+    repeated = csvsafe.repeated_columns(header)
+    if repeated:
+        raise CsvProblems([_problem(1, None, f"column(s) {', '.join(repeated)} given more than once in the header")])
     kind = max(KINDS, key=lambda k: len(set(header) & set(KINDS[k][0])))
     columns = KINDS[kind][0]
     missing = [c for c in columns if c not in header]
