@@ -100,6 +100,25 @@ def test_json_batches_merge_into_one_trace_and_a_retry_adds_nothing(client, app)
     assert newest["endpoint"] == "POST /v1/traces" and newest["format"] == "otlp/json"
 
 
+def test_what_a_live_build_could_not_map_is_kept_with_it_and_shown(client, app):
+    """A file import answers with its warnings; a live trace keeps its build's, on its status and its page."""
+    doc = json.loads(OTLP.read_text())
+    root = next(s for s in spans_of(doc) if not s.get("parentSpanId"))
+    http = {**copy.deepcopy(root), "spanId": "00000000000000f1", "parentSpanId": root["spanId"], "name": "GET",
+            "attributes": [{"key": "http.method", "value": {"stringValue": "GET"}}]}
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"].append(http)
+    trace_id = whole()["trace_id"]
+    assert client.get(f"/api/traces/{trace_id}/live").status_code == 404
+    assert client.post("/v1/traces", content=json.dumps(doc), headers=JSON).status_code == 200
+    app.state.live.flush()
+    live = client.get(f"/api/traces/{trace_id}/live").json()
+    expected = f"trace {trace_id.removeprefix('otlp-')}: 1 span(s) with unknown operation 'GET' skipped"
+    assert live["status"] == "complete" and live["build_warnings"] == [expected]
+    page = BeautifulSoup(client.get(f"/traces/{trace_id}").text, "html.parser")
+    shown = page.select_one("details.build-warnings")
+    assert "1 warning from the last build" in shown.summary.get_text() and shown.li.get_text() == expected
+
+
 def test_protobuf_batches_with_gzip_and_deflate_answer_in_protobuf(client, app):
     doc = json.loads(OTLP.read_text())
     first, second = split(doc)

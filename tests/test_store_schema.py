@@ -1,6 +1,6 @@
 """One schema for both stores (issue 16): no primary keys, unique constraints, sequences or indexes, which a
 DuckLake catalog refuses; ids made by the app; migration 0013 brings files made before to the same schema.
-Migrations 0015 and 0016 keep the rows stored before them."""
+Migrations 0015, 0016 and 0017 keep the rows stored before them."""
 
 import re
 from pathlib import Path
@@ -106,10 +106,20 @@ def test_receipts_logged_before_0016_are_kept_and_name_no_repeats(tmp_path):
     db = migrated_before(tmp_path / "old.duckdb", "0016")
     db.execute("INSERT INTO ingest_log VALUES ('r1', now(), 'POST /v1/traces', 'otlp/json', 'spans', 3, 2, 1, 0, "
                "'[]', '[\"otlp-1\"]', '[]', 200, NULL)")
-    assert db.migrate(Settings().migrations_dir) == ["0016_ingest_log_repeats.sql"]
+    assert db.migrate(Settings().migrations_dir)[0] == "0016_ingest_log_repeats.sql"
     (receipt,), total = queries.list_ingest_log(db, trace_id="otlp-1")
     assert total == 1 and receipt["id"] == "r1" and receipt["created"] == ["otlp-1"] and receipt["repeated"] == []
     assert (receipt["received"], receipt["used"], receipt["duplicates"]) == (3, 2, 1)
+
+
+def test_live_traces_built_before_0017_keep_their_status_with_no_warnings(tmp_path):
+    db = migrated_before(tmp_path / "old.duckdb", "0017")
+    db.execute("INSERT INTO live_traces VALUES ('otlp', 'ab', 'otlp-ab', 7, true, '2026-11-01 10:00:00', "
+               "'2026-11-01 10:00:05', '2026-11-01 10:00:06', 'no agent, model or tool activity')")
+    assert db.migrate(Settings().migrations_dir) == ["0017_live_build_warnings.sql"]
+    status = queries.live_status(db, "otlp-ab")
+    assert (status["status"], status["received"], status["build_error"], status["build_warnings"]) == (
+        "complete", 7, "no agent, model or tool activity", [])
 
 
 def test_the_schema_has_nothing_a_lake_refuses(tmp_path):

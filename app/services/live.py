@@ -154,7 +154,7 @@ class LiveTraces:
                 with registered(cur, "new_items", item_id=new):
                     cur.execute("INSERT INTO live_items SELECT ?, ?, item_id FROM new_items", [source, source_trace])
                 if known is None:
-                    cur.execute("INSERT INTO live_traces VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
+                    cur.execute("INSERT INTO live_traces VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL)",
                                 [source, source_trace, trace_id, len(new), part.has_root, now, now])
                 else:
                     cur.execute("UPDATE live_traces SET items = items + ?, root_seen = root_seen OR ?, "
@@ -223,13 +223,15 @@ class LiveTraces:
         if not parts:
             return None
         error = None
+        warnings: list[str] = []
 
         def built(cur, *_) -> None:
-            cur.execute("UPDATE live_traces SET built_at = ?, build_error = ? WHERE source = ? AND source_trace_id = ?",
-                        [_now(), error, source, source_trace])
+            cur.execute("UPDATE live_traces SET built_at = ?, build_error = ?, build_warnings = ? "
+                        "WHERE source = ? AND source_trace_id = ?",
+                        [_now(), error, dumps(warnings), source, source_trace])
 
         try:
-            trace = self._import(source, source_trace, [loads(body) for body in parts])
+            trace, warnings = self._import(source, source_trace, [loads(body) for body in parts])
             if trace is None:
                 error = "no agent, model or tool activity could be read from its spans"
             else:
@@ -245,7 +247,8 @@ class LiveTraces:
         self.db.write(built)
         return error
 
-    def _import(self, source: str, source_trace: str, bodies: list) -> dict | None:
+    def _import(self, source: str, source_trace: str, bodies: list) -> tuple[dict | None, list[str]]:
+        """The trace built from its parts (None when nothing could be read), and what the importer could not map."""
         if source == OTLP:
             doc = otlp.only_trace({"resourceSpans": [rs for body in bodies for rs in body["resourceSpans"]]},
                                   source_trace)
@@ -260,7 +263,7 @@ class LiveTraces:
             result.traces = [t for t in result.traces if t["trace_id"] == _trace_id(OTLP, source_trace)]
         else:
             result = openai_agents.import_agents([r for body in bodies for r in body], self.keep_content)
-        return next(iter(result.traces), None)
+        return next(iter(result.traces), None), result.warnings
 
     def _forget(self, source: str, source_traces: list[str]) -> None:
         """Drop held parts that a built trace took in."""

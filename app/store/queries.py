@@ -790,13 +790,15 @@ def live_traces_unbuilt(db: Database) -> list[tuple[str, str]]:
 
 def live_status(db: Database, trace_id: str) -> dict | None:
     """How a trace built from exporter batches stands: receiving until its root span arrived, then
-    building until it is stored with every span received, then complete."""
+    building until it is stored with every span received, then complete; with the last build's error and
+    warnings (none before a build)."""
     rows = db.fetchall("SELECT source, items AS received, root_seen, first_received_at, last_received_at, built_at, "
-                       "build_error "
+                       "build_error, build_warnings "
                        "FROM live_traces WHERE trace_id = ?", [trace_id])
     if not rows:
         return None
     row = rows[0]
+    row["build_warnings"] = loads(row["build_warnings"]) if row["build_warnings"] is not None else []
     built = row["built_at"] is not None and row["built_at"] >= row["last_received_at"]
     row["status"] = "receiving" if not row["root_seen"] else "complete" if built else "building"
     return row

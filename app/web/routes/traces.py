@@ -136,11 +136,11 @@ def read_trace(trace_id: TraceId, db: DbDep):
     200: reply("how the trace stands", object_schema({
         "status": {"enum": ["receiving", "building", "complete"]}, "source": TEXT, "received": COUNT,
         "first_received_at": TEXT, "last_received_at": TEXT, "built_at": MAYBE_TEXT,
-        "build_error": MAYBE_TEXT}, "status", "source", "received")),
+        "build_error": MAYBE_TEXT, "build_warnings": TEXTS}, "status", "source", "received", "build_warnings")),
     404: reply("no trace received from an exporter with this id")})
 def read_live_status(trace_id: str, db: DbDep):
     """How a trace sent by an exporter stands: `receiving` (its root span has not arrived), `building`
-    (stored once the builder has run), `complete`; with spans received and the last build's error."""
+    (stored once the builder has run), `complete`; with spans received and the last build's error and warnings."""
     status = queries.live_status(db, trace_id)
     if status is None:
         raise HTTPException(404, f"no trace received from an exporter with id '{trace_id}'")
@@ -148,7 +148,7 @@ def read_live_status(trace_id: str, db: DbDep):
             "first_received_at": iso_utc(status["first_received_at"]),
             "last_received_at": iso_utc(status["last_received_at"]),
             "built_at": iso_utc(status["built_at"]) if status["built_at"] else None,
-            "build_error": status["build_error"]}
+            "build_error": status["build_error"], "build_warnings": status["build_warnings"]}
 
 
 @router.get("/{trace_id}/figure", responses=READ_REFUSALS | INVALID | NO_TRACE | {
