@@ -41,7 +41,7 @@ def labelled(client):
 def export(client, fmt: str, **params) -> list[dict]:
     response = client.get("/api/annotations/export", params={"format": fmt} | params)
     assert response.status_code == 200 and response.headers["content-type"].startswith("application/jsonl")
-    assert f".jsonl" in response.headers["content-disposition"]
+    assert ".jsonl" in response.headers["content-disposition"]
     return [json.loads(line) for line in response.text.splitlines()]
 
 
