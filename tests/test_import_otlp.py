@@ -358,6 +358,15 @@ def test_unknown_operations_and_kinds_are_warnings_and_agentless_spans_belong_to
     ])
 
 
+def test_an_attribute_key_given_twice_in_a_span_is_a_warning_and_the_last_value_is_read():
+    spans = [span(1, "chat m", 0, 1, 2, gen_ai__operation__name="chat", gen_ai__usage__input_tokens=3)]
+    spans[0]["attributes"].insert(0, attr("gen_ai.usage.input_tokens", 99))
+    result = import_otlp(document(*spans))
+    assert result.warnings == [
+        "1 span(s) give the attribute 'gen_ai.usage.input_tokens' more than once: the last value was read"]
+    assert only_trace(result)["events"][0]["tokens_in"] == 3
+
+
 def test_a_trace_without_genai_spans_is_skipped_with_a_warning():
     genai = document(*delegation_spans())
     other = span(1, "GET /health", trace="0" * 31 + "1")

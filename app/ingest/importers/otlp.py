@@ -200,6 +200,7 @@ class SpanReader:
 
     def __init__(self):
         self.odd_kinds: Counter = Counter()
+        self.repeated_attributes: Counter = Counter()  # attribute key -> spans that give it more than once
         self._ids: dict[int, dict[str, str]] = {TRACE_ID_BYTES: {}, SPAN_ID_BYTES: {}}  # decoded, by size
         self._names: dict[int, str] = {}  # service name by resourceSpans entry, scope name by scopeSpans entry
 
@@ -213,6 +214,10 @@ class SpanReader:
             scope_name = scope.get("name") if isinstance(scope, dict) else None
             scope_name = self._names[id(ss)] = scope_name if isinstance(scope_name, str) else ""
         span = _read_span(raw, where, self.odd_kinds, self._ids)
+        attributes = raw.get("attributes")
+        if attributes and len(span.attrs) < len(attributes):  # the spec asks for unique keys; the last one is read
+            keys = [a["key"] for a in attributes]
+            self.repeated_attributes.update({key for key in keys if keys.count(key) > 1})
         span.scope, span.service = scope_name, service
         return span
 
@@ -287,6 +292,8 @@ def _read_spans(resource_spans: list, warnings: list[str]) -> dict[str, list[_Sp
             same_trace.append(span)
     for kind, count in reader.odd_kinds.items():
         warnings.append(f"{count} span(s) of unknown kind {kind}: read as INTERNAL")
+    for key, count in reader.repeated_attributes.items():
+        warnings.append(f"{count} span(s) give the attribute {show(key)} more than once: the last value was read")
     return by_trace
 
 
