@@ -308,15 +308,42 @@ def test_a_key_given_twice_in_an_exporters_or_importers_document_refuses_it_nami
     body = first_key_twice(json.dumps({"data": records}), "trace_id")
     answer = client.post("/v1/traces/ingest", content=body, headers=JSON)
     assert answer.status_code == 400 and "data[0].trace_id: is given more than once" in answer.json()["error"]
-    lines = "\n".join([json.dumps(records[0]), "", first_key_twice(json.dumps(records[1]), "id")])
+    lines = "\n".join(["", json.dumps(records[0]), "", first_key_twice(json.dumps(records[1]), "id")])
     answer = client.post("/api/traces", params={"format": "openai_agents"}, content=lines, headers=JSON)
-    assert answer.status_code == 422 and "body: line 3: id: is given more than once" in answer.json()["error"]
+    assert answer.status_code == 422 and "body: line 4: id: is given more than once" in answer.json()["error"]
 
     transcript = (FIXTURES / "claude_code" / "inline_sidechains.jsonl").read_text().split("\n")
     transcript[2] = first_key_twice(transcript[2], "uuid")
     files = {"file": ("session.jsonl", "\n".join(transcript).encode(), "application/x-ndjson")}
     answer = client.post("/api/traces", files=files, headers=form_headers(client))
     assert answer.status_code == 422 and "line 3: uuid: is given more than once" in answer.json()["error"]
+
+    session = FIXTURES / "claude_code" / "parallel"
+    meta = next((session / "subagents").glob("*.meta.json"))
+    files = [("file", ("parallel.jsonl", (FIXTURES / "claude_code" / "parallel.jsonl").read_bytes(), "text/plain")),
+             *[("file", (f"parallel/subagents/{part.name}", part.read_bytes(), "text/plain"))
+               for part in sorted((session / "subagents").glob("agent-*")) if part != meta],
+             ("file", (f"parallel/subagents/{meta.name}", first_key_twice(meta.read_text(), "agentType"), "text/plain"))]
+    answer = client.post("/api/traces", files=files, headers=form_headers(client))
+    assert answer.status_code == 422 and f"{meta.name}: agentType: is given more than once" in answer.json()["error"]
+    assert stored_ids(client) == []
+
+
+@pytest.mark.parametrize("value, where", [
+    ('"\\ud800"', "value.stringValue: holds a lone surrogate"),
+    ('{"stringValue": "a", "x": ' + "[" * 300 + "]" * 300 + "}", "value.x" + "[0]" * 244 + ": nested more than 254"),  # x is 11 levels down
+], ids=["lone-surrogate", "too-deep"])
+def test_an_exporters_batch_that_could_not_be_kept_as_sent_is_400_naming_where(client, value, where):
+    """A batch is kept as it came until its trace is built: text no column holds, or nesting deeper than the
+    store writes, refuses it (both were 500s)."""
+    doc = json.loads((FIXTURES / "otlp" / "pydantic_ai_delegation.json").read_text())
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"].append({"key": "odd", "value": "@@"})
+    body = json.dumps(doc).replace('"@@"', value if value.startswith("{") else '{"stringValue": %s}' % value)
+    answer = client.post("/v1/traces", content=body, headers=JSON)
+    prefix = "body: resourceSpans[0].scopeSpans[0].spans[0].attributes["
+    assert answer.status_code == 400 and answer.json()["error"].startswith(prefix), answer.text
+    assert where in answer.json()["error"]
+    assert client.get("/api/ingest-log").json()["items"][0]["status"] == 400
     assert stored_ids(client) == []
 
 

@@ -67,6 +67,12 @@ def test_multipart_upload_and_columns_in_any_order(client):
     assert client.get("/api/papers/export").content == POOL_CSV  # exported in the published order
 
 
+def test_a_spreadsheets_trailing_unnamed_columns_are_ignored(client):
+    body = to_csv([*PAPER_COLUMNS, "", ""], [[*row, "", ""] for row in POOL_ROWS])
+    assert import_csv(client, body).json() == {"kind": "papers", "imported": 4}
+    assert client.get("/api/papers/export").content == POOL_CSV
+
+
 def test_reimport_updates_by_key_and_keeps_reviewer_tags(client, pool):
     client.post("/api/papers/magrpo/tags", json={"reviewer": "ada", "reward_type": "hybrid"})
     changed = [row[:] for row in POOL_ROWS]

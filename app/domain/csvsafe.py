@@ -71,10 +71,11 @@ class reader:
 
 
 def repeated_columns(header: list[str]) -> list[str]:
-    """Column names a header gives more than once: reading rows by name would keep only the last such cell."""
+    """Column names a header gives more than once: reading rows by name would keep only the last such cell.
+    Unnamed columns (a spreadsheet's trailing empty ones) are read by no name, so they may repeat."""
     seen, repeated = set(), []
     for name in header:
-        if name in seen and name not in repeated:
+        if name and name in seen and name not in repeated:
             repeated.append(name)
         seen.add(name)
     return repeated

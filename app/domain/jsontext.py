@@ -18,23 +18,58 @@ class KeyedTwice(dict):
     __slots__ = ("twice",)
 
 
+def _orjson_depth() -> int:
+    """How many arrays deep orjson writes before it refuses (254 in every release so far)."""
+    value = []
+    for depth in range(1, 10_000):
+        try:
+            orjson.dumps(value)
+        except orjson.JSONEncodeError:
+            return depth - 1
+        value = [value]
+    raise RuntimeError("orjson writes arrays nested 10,000 deep: the depth checks need another way")
+
+
+# The deepest JSON orjson writes: what is kept as sent (an exporter's batch) may nest no deeper.
+ORJSON_DEPTH = _orjson_depth()
 REPEATED_KEY = "is given more than once in its object (keys must be unique)"
+LONE_SURROGATE = "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not text"
 
 
-def repeated_key(value) -> str | None:
-    """The path (see key_path) of the first key, in document order, that an object of this parsed JSON gives
-    twice; None when none does. Only the exact reading marks such objects (KeyedTwice), so only a document read
-    that way needs this walk."""
-    stack = [(value, "")]
+def first_problem(value, *, text: bool = False, max_depth: int | None = None) -> str | None:
+    """'path: why' (see key_path) for the first part of parsed JSON, in document order, that cannot be kept as
+    sent: an object giving a key twice; with `text`, a key or string holding a lone surrogate; with `max_depth`,
+    arrays and objects nested deeper. None when there is none. Only the exact reading marks repeated keys
+    (KeyedTwice) or lets a lone surrogate through, so only a document read that way needs this walk."""
+    stack = [(value, "", 1)]
     while stack:
-        value, path = stack.pop()
-        if isinstance(value, dict):
-            if type(value) is KeyedTwice:
-                return key_path(path, value.twice[0])
-            stack += [(item, key_path(path, key)) for key, item in reversed(value.items())]
+        value, path, depth = stack.pop()
+        problem = None
+        if isinstance(value, (dict, list)) and max_depth is not None and depth > max_depth:
+            problem = f"nested more than {max_depth} levels of objects and arrays deep"
+        elif type(value) is KeyedTwice:
+            path, problem = key_path(path, value.twice[0]), REPEATED_KEY
+        elif isinstance(value, dict):
+            unreadable = [key for key in value if text and not _is_text(key)]
+            if unreadable:
+                path, problem = key_path(path, unreadable[0]), "the key " + LONE_SURROGATE
+            else:
+                stack += [(item, key_path(path, key), depth + 1) for key, item in reversed(value.items())]
         elif isinstance(value, list):
-            stack += [(item, f"{path}[{i}]") for i, item in reversed(list(enumerate(value)))]
+            stack += [(item, f"{path}[{i}]", depth + 1) for i, item in reversed(list(enumerate(value)))]
+        elif text and isinstance(value, str) and not _is_text(value):
+            problem = LONE_SURROGATE
+        if problem is not None:
+            return f"{path}: {problem}" if path else problem
     return None
+
+
+def _is_text(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def key_path(path: str, key) -> str:

@@ -22,7 +22,7 @@ from operator import is_, itemgetter
 
 import orjson
 
-from app.domain.jsontext import REPEATED_KEY, KeyedTwice, key_path
+from app.domain.jsontext import ORJSON_DEPTH, REPEATED_KEY, KeyedTwice, key_path
 from app.domain.taxonomy import (
     EDGE_KEYS,
     EDGE_TYPES,
@@ -270,21 +270,9 @@ def _finite_throughout(values: list) -> bool:
     return True
 
 
-def _orjson_depth() -> int:
-    """How many arrays deep orjson writes before it refuses (254 in every release so far)."""
-    value = []
-    for depth in range(1, 10_000):
-        try:
-            orjson.dumps(value)
-        except orjson.JSONEncodeError:
-            return depth - 1
-        value = [value]
-    raise RuntimeError("orjson writes arrays nested 10,000 deep: the depth check needs another way")
-
-
 # Events wrapped in this many arrays are as deep as orjson writes once a property nests MAX_DEPTH levels
 # (the events array and each event are two more): one level more and it refuses them.
-_WRAPPING = _orjson_depth() - MAX_DEPTH - 2
+_WRAPPING = ORJSON_DEPTH - MAX_DEPTH - 2
 _wrappings = threading.local()
 
 

@@ -8,12 +8,11 @@ grouping expects, so the CLI, the web upload and the tests read sessions one way
 """
 
 import io
-import json
 import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from app.domain.jsontext import REPEATED_KEY, repeated_key
+from app.domain.jsontext import first_problem
 from app.domain.validation import is_text
 from app.ingest.documents import (
     DEFAULT_MAX_BYTES,
@@ -101,33 +100,33 @@ def _untar(upload: Upload, raw: bytes, max_bytes: int, too_large: str) -> list[U
 
 def _records(data: bytes) -> tuple[list | None, str | None]:
     """The document as JSON: the whole JSON value as a list, or its JSON Lines records; None if neither. Second,
-    where the exact reading met an object giving a key twice, if it did: an importer would keep the last value
-    without a word, so it refuses the document (our own format's validation names it per trace instead)."""
+    where and how the exact reading met an object giving a key twice, if it did: an importer would keep the last
+    value without a word, so it refuses the document (our own format's validation names it per trace instead)."""
     docs = fast_documents(data)
     if docs is not None:
         return docs, None
     try:
-        text = data.decode("utf-8-sig").strip()
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return None, None  # the document readers word this fault
-    if not text:
+    if not text.strip():
         return None, None
     try:
         doc = strict_loads(text)
-        return (doc if isinstance(doc, list) else [doc]), repeated_key(doc)
+        return (doc if isinstance(doc, list) else [doc]), first_problem(doc)
     except ValueError:
         pass
-    records, repeated = [], None
+    records, problem = [], None
     for number, line in enumerate(text.split("\n"), 1):
         if line.strip():
             try:
                 records.append(strict_loads(line))
             except ValueError:
                 return None, None
-            where = repeated_key(records[-1])
-            if where is not None and repeated is None:
-                repeated = f"line {number}: {where}"
-    return records, repeated
+            where = first_problem(records[-1])
+            if where is not None and problem is None:
+                problem = f"line {number}: {where}"
+    return records, problem
 
 
 def detect(records: list | None) -> str:
@@ -198,10 +197,10 @@ def _convert(files: list[Upload], fmt: str | None, keep_content: bool, max_bytes
         if is_subagent_file(upload.source):
             helpers.append(upload)  # a sub-agent transcript or its meta file: read with its session
             continue
-        records, repeated = (None, None) if fmt in ("orchestrace", "claude_code") else _records(upload.data)
+        records, problem = (None, None) if fmt in ("orchestrace", "claude_code") else _records(upload.data)
         kind = fmt or detect(records)
-        if repeated is not None and kind in ("otlp", "openai_agents"):
-            raise ImportFailed(f"{upload.source}: {repeated}: {REPEATED_KEY}")
+        if problem is not None and kind in ("otlp", "openai_agents"):
+            raise ImportFailed(f"{upload.source}: {problem}")
         if kind == "claude_code":
             sessions.append(upload)
         elif kind == "orchestrace":  # parsed already when it was read for detection
@@ -244,9 +243,13 @@ def _read_session(session: Upload, helpers: dict[str, Upload], max_bytes: int) -
 
 def _json(upload: Upload):
     try:
-        return json.loads(upload.data)
+        value = strict_loads(upload.data)
     except ValueError as exc:
         raise ImportFailed(f"{upload.source}: not JSON ({exc})") from exc
+    problem = first_problem(value)
+    if problem is not None:
+        raise ImportFailed(f"{upload.source}: {problem}")
+    return value
 
 
 def _merge(result: ImportResult, part: ImportResult, source: str) -> None:

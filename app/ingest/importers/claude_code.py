@@ -70,7 +70,7 @@ from collections import defaultdict
 from datetime import datetime
 from pathlib import PurePosixPath
 
-from app.domain.jsontext import REPEATED_KEY, repeated_key
+from app.domain.jsontext import first_problem
 from app.ingest.documents import fast_lines, strict_loads
 from app.ingest.importers.common import ImportFailed, ImportResult, TraceBuilder, content_ref, ref, show
 
@@ -133,9 +133,9 @@ def _parse(text: str, name: str) -> list[tuple[int, dict]]:
                 record = strict_loads(line)
             except ValueError as e:
                 raise ImportFailed(f"{name} line {number}: not JSON ({e})") from None
-            where = repeated_key(record)
-            if where is not None:
-                raise ImportFailed(f"{name} line {number}: {where}: {REPEATED_KEY}")
+            problem = first_problem(record)
+            if problem is not None:
+                raise ImportFailed(f"{name} line {number}: {problem}")
             records.append((number, record))
     if not records:
         raise ImportFailed(f"{name}: empty file")

@@ -216,8 +216,8 @@ class SpanReader:
         span = _read_span(raw, where, self.odd_kinds, self._ids)
         attributes = raw.get("attributes")
         if attributes and len(span.attrs) < len(attributes):  # the spec asks for unique keys; the last one is read
-            keys = [a["key"] for a in attributes]
-            self.repeated_attributes.update({key for key in keys if keys.count(key) > 1})
+            counts = Counter(a["key"] for a in attributes)
+            self.repeated_attributes.update(key for key, n in counts.items() if n > 1)
         span.scope, span.service = scope_name, service
         return span
 
