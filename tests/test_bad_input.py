@@ -87,6 +87,19 @@ def test_an_otlp_attribute_nested_near_the_parsers_limit_is_no_500(client):
         assert response.status_code < 500, response.text
 
 
+def test_an_exporters_batch_nested_past_what_orjson_writes_is_kept_and_built(client, app):
+    value = '{"intValue": "1"}'
+    for _ in range(100):  # 300 levels: past orjson's 254, within what is kept
+        value = '{"arrayValue": {"values": [%s]}}' % value
+    doc = json.loads((FIXTURES / "otlp" / "pydantic_ai_delegation.json").read_text())
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"].append({"key": "deep", "value": "@@"})
+    answer = client.post("/v1/traces", content=json.dumps(doc).replace('"@@"', value), headers=JSON)
+    assert answer.status_code == 200 and answer.json()["partialSuccess"] == {}
+    app.state.live.flush()
+    trace_id = answer.json()["ingested"][0]
+    assert client.get(f"/api/traces/{trace_id}/live").json()["status"] == "complete"
+
+
 # Nesting in a stored trace, and pages that show whatever a trace holds ---------------------------
 
 def test_an_event_property_nested_past_64_levels_is_422_naming_the_path(client):
@@ -331,8 +344,9 @@ def test_a_key_given_twice_in_an_exporters_or_importers_document_refuses_it_nami
 
 @pytest.mark.parametrize("value, where", [
     ('"\\ud800"', "value.stringValue: holds a lone surrogate"),
-    ('{"stringValue": "a", "x": ' + "[" * 300 + "]" * 300 + "}", "value.x" + "[0]" * 244 + ": nested more than 254"),  # x is 11 levels down
-], ids=["lone-surrogate", "too-deep"])
+    ('{"stringValue": "a", "x": ' + "[" * 600 + "]" * 600 + "}", "value.x" + "[0]" * 502 + ": nested more than 512"),  # x: 11 down
+    ('{"doubleValue": 1e400}', "value.doubleValue: inf is beyond a double"),
+], ids=["lone-surrogate", "too-deep", "beyond-a-double"])
 def test_an_exporters_batch_that_could_not_be_kept_as_sent_is_400_naming_where(client, value, where):
     """A batch is kept as it came until its trace is built: text no column holds, or nesting deeper than the
     store writes, refuses it (both were 500s)."""

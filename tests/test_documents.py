@@ -6,7 +6,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.domain.jsontext import KeyedTwice
+from app.domain.jsontext import KEPT_DEPTH, KeyedTwice, first_problem
 from app.ingest.documents import fast_documents, fast_loads, parse_documents, strict_loads
 
 # Any JSON value: integers past 64 bits, floats at a double's ends, text with escapes, colons and quotes.
@@ -54,3 +54,19 @@ def test_what_the_fast_path_refuses_goes_the_exact_way():
     for body in (b'["\\ud800"]', b"[1e400]", b"[NaN]", b"\xef\xbb\xbf[1]", b"[" * 5000 + b"]" * 5000):
         assert fast_loads(body) is None
     assert parse_documents(b"\xef\xbb\xbf[1]") == [1]  # a byte order mark is read past
+
+
+def test_first_problem_names_the_path_of_what_cannot_be_taken_as_sent():
+    doc = strict_loads('{"a b": [{"x": 1}, {"k": 1, "k": 2}], "ok": 1}')
+    assert first_problem(doc) == '["a b"][1].k: is given more than once in its object (keys must be unique)'
+    surrogate = strict_loads('[{"0": "\\ud800"}]')
+    assert first_problem(surrogate) is None  # only what a store keeps needs text
+    assert first_problem(surrogate, kept=True).startswith('[0]["0"]: holds a lone surrogate')
+    assert first_problem(strict_loads('{"\\udc00": 1}'), kept=True).startswith('["\\udc00"]: the key holds')
+    assert first_problem(strict_loads('{"n": [1e400]}'), kept=True) == \
+        "n[0]: inf is beyond a double: not a JSON number that can be kept"
+    deepest = strict_loads("[" * KEPT_DEPTH + "]" * KEPT_DEPTH)
+    assert first_problem(deepest, kept=True) is None
+    deeper = strict_loads("[" * (KEPT_DEPTH + 1) + "]" * (KEPT_DEPTH + 1))
+    assert first_problem(deeper, kept=True) == "[0]" * KEPT_DEPTH + f": nested more than {KEPT_DEPTH} levels " \
+                                                                     "of objects and arrays deep"

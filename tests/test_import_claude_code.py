@@ -193,6 +193,15 @@ def test_a_broken_line_names_its_file_and_line():
         import_session(main, broken, metas)
 
 
+def test_a_sidechain_parent_that_is_not_an_id_names_no_line():
+    records = [json.loads(line) for line in INLINE.read_text().splitlines() if line.strip()]
+    child = next(r for r in records if r.get("isSidechain") is True and r.get("parentUuid"))
+    for parent in ({}, [], 5):
+        child["parentUuid"] = parent
+        trace = import_session("\n".join(json.dumps(r) for r in records)).traces[0]
+        assert validate_trace(trace) == []
+
+
 @pytest.mark.parametrize("empty", ["", "\n  \n"])
 def test_an_empty_file_is_refused(empty):
     with pytest.raises(ImportFailed, match="^main: empty file"):

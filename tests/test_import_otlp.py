@@ -406,6 +406,12 @@ WHERE = r"resourceSpans\[0\]\.scopeSpans\[0\]\.spans\[2\]"
     ({"attributes": [attr("gen_ai.operation.name", "execute_tool"),
                      {"key": "gen_ai.tool.call.id", "value": {"intValue": "abc"}}]},
      WHERE + r" \(spanId 0000000000000003\): attribute gen_ai.tool.call.id: intValue 'abc' is not an integer"),
+    ({"attributes": [{"key": "gen_ai.operation.name", "value": {"arrayValue": "x"}}]},
+     WHERE + r" \(spanId 0000000000000003\): arrayValue 'x' is not an object"),
+    ({"attributes": [{"key": "gen_ai.operation.name", "value": {"kvlistValue": {"values": [{}]}}}]},
+     WHERE + r" \(spanId 0000000000000003\): kvlistValue .* holds an entry without a string key"),
+    ({"attributes": [attr("gen_ai.operation.name", "invoke_agent"), {"key": "gen_ai.agent.name", "value": "a"}]},
+     WHERE + r" \(spanId 0000000000000003\): attribute gen_ai.agent.name: 'a' is not an AnyValue object"),
 ])
 def test_malformed_spans_are_refused_naming_the_span(change, message):
     spans = delegation_spans()

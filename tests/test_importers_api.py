@@ -88,6 +88,9 @@ def test_malformed_industrial_input_is_refused_and_stores_nothing(client):
     bad_otlp["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["startTimeUnixNano"] = "soon"
     response = client.post("/api/traces", content=json.dumps(bad_otlp))
     assert response.status_code == 422 and "spans[0]" in response.json()["error"]
+    for lines in ("1\n2", '{"resourceSpans": 1}\n{}'):
+        response = client.post("/api/traces", params={"format": "otlp"}, content=lines)
+        assert response.status_code == 422 and "record 1 of its JSON Lines is not an OTLP" in response.json()["error"]
     assert client.get("/api/traces").json()["total"] == 0
     assert gc.isenabled(), "an ingest that failed half-way left garbage collection paused"
 

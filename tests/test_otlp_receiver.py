@@ -119,6 +119,17 @@ def test_what_a_live_build_could_not_map_is_kept_with_it_and_shown(client, app):
     assert "1 warning from the last build" in shown.summary.get_text() and shown.li.get_text() == expected
 
 
+def test_a_build_that_fails_on_a_bug_is_marked_failed_not_left_building(client, app, monkeypatch):
+    def broken(*_):
+        raise RuntimeError("a bug")
+    monkeypatch.setattr(app.state.live, "_import", broken)
+    client.post("/v1/traces", content=OTLP.read_text(), headers=JSON)
+    app.state.live.flush()
+    live = client.get(f"/api/traces/{whole()['trace_id']}/live").json()
+    assert live["status"] == "complete" and live["build_error"] == \
+        "the build failed (RuntimeError); the server's log says why"
+
+
 def test_protobuf_batches_with_gzip_and_deflate_answer_in_protobuf(client, app):
     doc = json.loads(OTLP.read_text())
     first, second = split(doc)

@@ -2,12 +2,14 @@
 and the mark of a parsed object whose text gave a key twice. Pure: every layer reads and writes JSON."""
 
 import json
+import math
 
 import msgspec
 import orjson
 
 # msgspec reads JSON text several times faster than the standard library, and, unlike orjson, keeps integers of
 # any size exact (orjson reads those past 64 bits as floats, so each text had to be searched for long digit runs).
+# Stored JSON was written by the app: it needs none of the checks of documents.fast_loads.
 _DECODER = msgspec.json.Decoder()
 
 
@@ -30,37 +32,67 @@ def _orjson_depth() -> int:
     raise RuntimeError("orjson writes arrays nested 10,000 deep: the depth checks need another way")
 
 
-# The deepest JSON orjson writes: what is kept as sent (an exporter's batch) may nest no deeper.
-ORJSON_DEPTH = _orjson_depth()
+ORJSON_DEPTH = _orjson_depth()  # the deepest JSON orjson writes
+# JSON kept as sent (an exporter's batch) nests at most this deep: past ORJSON_DEPTH the standard library writes
+# it, one recursion per level, within Python's limit of 1,000.
+KEPT_DEPTH = 512
 REPEATED_KEY = "is given more than once in its object (keys must be unique)"
 LONE_SURROGATE = "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not text"
 
 
-def first_problem(value, *, text: bool = False, max_depth: int | None = None) -> str | None:
-    """'path: why' (see key_path) for the first part of parsed JSON, in document order, that cannot be kept as
-    sent: an object giving a key twice; with `text`, a key or string holding a lone surrogate; with `max_depth`,
-    arrays and objects nested deeper. None when there is none. Only the exact reading marks repeated keys
-    (KeyedTwice) or lets a lone surrogate through, so only a document read that way needs this walk."""
-    stack = [(value, "", 1)]
-    while stack:
-        value, path, depth = stack.pop()
-        problem = None
-        if isinstance(value, (dict, list)) and max_depth is not None and depth > max_depth:
-            problem = f"nested more than {max_depth} levels of objects and arrays deep"
-        elif type(value) is KeyedTwice:
-            path, problem = key_path(path, value.twice[0]), REPEATED_KEY
-        elif isinstance(value, dict):
-            unreadable = [key for key in value if text and not _is_text(key)]
-            if unreadable:
-                path, problem = key_path(path, unreadable[0]), "the key " + LONE_SURROGATE
-            else:
-                stack += [(item, key_path(path, key), depth + 1) for key, item in reversed(value.items())]
-        elif isinstance(value, list):
-            stack += [(item, f"{path}[{i}]", depth + 1) for i, item in reversed(list(enumerate(value)))]
-        elif text and isinstance(value, str) and not _is_text(value):
-            problem = LONE_SURROGATE
+def first_problem(value, *, kept: bool = False) -> str | None:
+    """'path: why' (see key_path) for the first part of parsed JSON, walking it in document order (an object
+    before what it holds), that cannot be taken as sent: an object giving a key twice; with `kept`, also what no
+    store keeps as sent: a key or string holding a lone surrogate, a number beyond a double (read as infinity),
+    nesting deeper than KEPT_DEPTH. None when there is none. Only the exact reading marks repeated keys
+    (KeyedTwice) or lets the others through, so only a document read that way needs this walk, which holds one
+    iterator per level and makes a path only for what it reports."""
+    levels: list[tuple[bool, object]] = []  # per container walked into: is it a list, and the key or index reached
+    iterators = []
+    while True:
+        problem = _own_problem(value, kept, len(levels))
         if problem is not None:
-            return f"{path}: {problem}" if path else problem
+            where, why = problem
+            path = ""
+            for is_list, step in levels:
+                path = f"{path}[{step}]" if is_list else key_path(path, step)
+            path = key_path(path, where) if where is not None else path
+            return f"{path}: {why}" if path else why
+        if isinstance(value, (dict, list)):
+            is_list = isinstance(value, list)
+            iterators.append(enumerate(value) if is_list else iter(value.items()))
+            levels.append((is_list, None))
+        while iterators:
+            step = next(iterators[-1], None)
+            if step is not None:
+                levels[-1] = (levels[-1][0], step[0])
+                value = step[1]
+                break
+            iterators.pop()
+            levels.pop()
+        else:
+            return None
+
+
+def _own_problem(value, kept: bool, depth: int) -> tuple[object, str] | None:
+    """(the key inside `value` it concerns, or None for `value` itself; why) when `value` itself, `depth`
+    containers down, cannot be taken as sent (see first_problem)."""
+    kind = type(value)
+    if kind is KeyedTwice:
+        return value.twice[0], REPEATED_KEY
+    if not kept:
+        return None
+    if kind is dict or kind is list:
+        if depth >= KEPT_DEPTH:
+            return None, f"nested more than {KEPT_DEPTH} levels of objects and arrays deep"
+        if kind is dict:
+            unreadable = next((key for key in value if not _is_text(key)), None)
+            if unreadable is not None:
+                return unreadable, "the key " + LONE_SURROGATE
+    elif kind is str and not _is_text(value):
+        return None, LONE_SURROGATE
+    elif kind is float and not math.isfinite(value):
+        return None, f"{value} is beyond a double: not a JSON number that can be kept"
     return None
 
 

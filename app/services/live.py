@@ -211,9 +211,15 @@ class LiveTraces:
     # ---- building -----------------------------------------------------------------------------
 
     def build(self, source: str, source_trace: str) -> str | None:
-        """Build and store one trace from all its parts; returns why it could not be built, if so."""
+        """Build and store one trace from all its parts; returns why it could not be built, if so. A build that
+        fails on a bug, not on the data, is marked failed too, so the trace does not stay `building`."""
         with paused_gc():  # until the parts and the trace are freed (see gcpause)
-            error = self._build(source, source_trace)
+            try:
+                error = self._build(source, source_trace)
+            except Exception as exc:
+                log.exception("building live trace %s/%s failed", source, source_trace)
+                error = f"the build failed ({type(exc).__name__}); the server's log says why"
+                self.db.write(lambda cur: self._mark_built(cur, source, source_trace, error, []))
         if error:
             log.warning("live trace %s/%s not built: %s", source, source_trace, error)
         return error
@@ -226,9 +232,7 @@ class LiveTraces:
         warnings: list[str] = []
 
         def built(cur, *_) -> None:
-            cur.execute("UPDATE live_traces SET built_at = ?, build_error = ?, build_warnings = ? "
-                        "WHERE source = ? AND source_trace_id = ?",
-                        [_now(), error, dumps(warnings), source, source_trace])
+            self._mark_built(cur, source, source_trace, error, warnings)
 
         try:
             trace, warnings = self._import(source, source_trace, [loads(body) for body in parts])
@@ -246,6 +250,11 @@ class LiveTraces:
             error = str(exc)
         self.db.write(built)
         return error
+
+    @staticmethod
+    def _mark_built(cur, source: str, source_trace: str, error: str | None, warnings: list[str]) -> None:
+        cur.execute("UPDATE live_traces SET built_at = ?, build_error = ?, build_warnings = ? "
+                    "WHERE source = ? AND source_trace_id = ?", [_now(), error, dumps(warnings), source, source_trace])
 
     def _import(self, source: str, source_trace: str, bodies: list) -> tuple[dict | None, list[str]]:
         """The trace built from its parts (None when nothing could be read), and what the importer could not map."""
@@ -300,7 +309,7 @@ class LiveTraces:
                     self._changed.wait(min(self._due.values()) - now if self._due else None)
             try:
                 self.build(*key)
-            except Exception:  # a background build must not die silently: the log says why
+            except Exception:  # even marking it failed failed (the database): the builder goes on, the log says why
                 log.exception("building live trace %s/%s failed", *key)
             finally:
                 with self._changed:

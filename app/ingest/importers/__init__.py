@@ -209,8 +209,12 @@ def _convert(files: list[Upload], fmt: str | None, keep_content: bool, max_bytes
         elif records is None:
             raise ImportFailed(f"{upload.source}: not JSON or JSON Lines")
         elif kind == "otlp":
+            odd = next((i for i, r in enumerate(records, 1) if not otlp.looks_like_otlp(r)), None)
+            if len(records) > 1 and odd is not None:
+                raise ImportFailed(f"{upload.source}: record {odd} of its JSON Lines is not an OTLP/JSON traces "
+                                   "document (an object with a resourceSpans array)")
             _merge(result, otlp.import_otlp(records[0] if len(records) == 1 else {"resourceSpans": [
-                rs for r in records for rs in r.get("resourceSpans", [])]}, keep_content), upload.source)
+                rs for r in records for rs in r["resourceSpans"]]}, keep_content), upload.source)
         else:
             doc = records[0] if len(records) == 1 and isinstance(records[0], dict) and "data" in records[0] else records
             _merge(result, openai_agents.import_agents(doc, keep_content), upload.source)

@@ -343,6 +343,7 @@ class _Session:
             uuid, parent = record.get("uuid"), record.get("parentUuid")
             if not isinstance(uuid, str):
                 continue
+            parent = parent if isinstance(parent, str) else None  # anything else names no line
             root = roots[uuid] = roots.get(parent, uuid)
             agent_id = record.get("agentId")
             group_key = f"id:{agent_id}" if isinstance(agent_id, str) and agent_id else f"root:{root}"

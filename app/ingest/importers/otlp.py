@@ -128,7 +128,12 @@ def import_otlp(doc: dict, keep_content: bool = False) -> ImportResult:
                                    f"instrumentations of one run): only {kept} is imported")
         rewards = _log_rewards(doc.get("resourceLogs"), result.warnings)
         for trace_id, spans in by_trace.items():
-            trace = _Trace(trace_id, spans, keep_content, result.warnings).build(rewards.get(trace_id, []))
+            try:
+                trace = _Trace(trace_id, spans, keep_content, result.warnings).build(rewards.get(trace_id, []))
+            except ImportFailed:
+                raise
+            except ValueError as e:  # an attribute read outside the walk, which names the span itself
+                raise ImportFailed(f"trace {trace_id}: {e}") from None
             _unlink(spans)
             if trace is not None:
                 result.traces.append(trace)
@@ -151,12 +156,12 @@ def _fold_created_agents(by_trace: dict[str, list]) -> None:
     AutoGen creates its agents before the run, each `create_agent` span the root of a trace of its own;
     they belong to the run that invokes an agent of that name (the earliest one starting after them)."""
     runs = [(span.start, name, trace_id) for trace_id, spans in by_trace.items() for span in spans
-            if span.op is AGENT and (name := _text(span.attrs, "gen_ai.agent.name"))]
+            if span.op is AGENT and (name := _agent_name(span))]
     runs.sort()
     for trace_id, spans in list(by_trace.items()):
         if not all(span.op is CREATE for span in spans):
             continue
-        names = {_text(span.attrs, "gen_ai.agent.name") for span in spans}
+        names = {_agent_name(span) for span in spans}
         start = min(span.start for span in spans)
         target = next((run_trace for run_start, name, run_trace in runs
                        if name in names and run_start >= start and run_trace != trace_id), None)
@@ -164,6 +169,13 @@ def _fold_created_agents(by_trace: dict[str, list]) -> None:
             for span in spans:
                 span.trace_id = target
             by_trace[target] = by_trace.pop(trace_id) + by_trace[target]
+
+
+def _agent_name(span: "_Span") -> str | None:
+    try:
+        return _text(span.attrs, "gen_ai.agent.name")
+    except ValueError as e:
+        raise ImportFailed(f"{span.location()}: {e}") from None
 
 
 def iter_spans(doc: dict):
@@ -437,12 +449,29 @@ def _value(v):
     if "boolValue" in v:
         return v["boolValue"]
     if "arrayValue" in v:
-        return [_value(item) for item in (v["arrayValue"] or {}).get("values", ())]
+        return [_value(item) for item in _values(v["arrayValue"], "arrayValue")]
     if "kvlistValue" in v:
-        return {kv["key"]: _value(kv.get("value", {})) for kv in (v["kvlistValue"] or {}).get("values", ())}
+        pairs = _values(v["kvlistValue"], "kvlistValue")
+        if not all(isinstance(kv, dict) and isinstance(kv.get("key"), str) for kv in pairs):
+            raise ValueError(f"kvlistValue {show(v['kvlistValue'])} holds an entry without a string key")
+        return {kv["key"]: _value(kv.get("value", {})) for kv in pairs}
     if "bytesValue" in v:
         return v["bytesValue"]  # base64 text, kept as sent
     return None
+
+
+def _values(container, field: str) -> list:
+    """The `values` of an arrayValue or kvlistValue (null is empty, as protobuf's JSON mapping reads it)."""
+    if container is None:
+        return []
+    if not isinstance(container, dict):
+        raise ValueError(f"{field} {show(container)} is not an object")
+    values = container.get("values")
+    if values is None:
+        return []
+    if not isinstance(values, list):
+        raise ValueError(f"{field}.values {show(values)} is not an array")
+    return values
 
 
 def _get(attrs: dict, key: str):

@@ -5,7 +5,7 @@ refused ones too, goes to the ingest log."""
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from app.domain.jsontext import ORJSON_DEPTH, first_problem
+from app.domain.jsontext import first_problem
 from app.domain.refusals import status_of
 from app.ingest import log as ingest_log
 from app.ingest.documents import DocumentError, TooLarge, fast_loads, strict_loads
@@ -54,9 +54,9 @@ def _paused(work, receipt: Receipt) -> None:
 
 def parse_json(body: bytes):
     """An exporter's JSON body, read as uploads are (integers of any size exact; see documents.fast_loads). Its
-    batches are kept as sent, so a body that could not be is refused naming where: an object giving a key twice
-    (the importers would keep the last value without a word), text holding a lone surrogate (no column holds
-    it), nesting deeper than the store writes."""
+    batches are kept as sent, so a body that could not be is refused naming where (see jsontext.first_problem): an
+    object giving a key twice (the importers would keep the last value without a word), text holding a lone
+    surrogate (no column holds it), a number beyond a double, nesting deeper than the store writes."""
     doc = fast_loads(body)
     if doc is not None:  # the fast reading refuses all three
         return doc
@@ -64,7 +64,7 @@ def parse_json(body: bytes):
         doc = strict_loads(body.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise DocumentError(f"body is not JSON ({exc})") from None
-    problem = first_problem(doc, text=True, max_depth=ORJSON_DEPTH)
+    problem = first_problem(doc, kept=True)
     if problem is not None:
         raise DocumentError(f"body: {problem}")
     return doc
