@@ -6,7 +6,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.domain.jsontext import KEPT_DEPTH, KeyedTwice, first_problem
+from app.domain.jsontext import KEPT_DEPTH, REPEATED_KEY, KeyedTwice, first_problem
 from app.ingest.documents import fast_documents, fast_loads, parse_documents, strict_loads
 
 # Any JSON value: integers past 64 bits, floats at a double's ends, text with escapes, colons and quotes.
@@ -68,5 +68,6 @@ def test_first_problem_names_the_path_of_what_cannot_be_taken_as_sent():
     deepest = strict_loads("[" * KEPT_DEPTH + "]" * KEPT_DEPTH)
     assert first_problem(deepest, kept=True) is None
     deeper = strict_loads("[" * (KEPT_DEPTH + 1) + "]" * (KEPT_DEPTH + 1))
-    assert first_problem(deeper, kept=True) == "[0]" * KEPT_DEPTH + f": nested more than {KEPT_DEPTH} levels " \
-                                                                     "of objects and arrays deep"
+    assert first_problem(deeper, kept=True) == f"[0]×{KEPT_DEPTH}: nested more than {KEPT_DEPTH} levels of " \
+                                               "objects and arrays deep"
+    assert first_problem(strict_loads('[[[[{"k": 1, "k": 2}]]]]')) == "[0][0][0][0].k: " + REPEATED_KEY

@@ -36,6 +36,7 @@ ORJSON_DEPTH = _orjson_depth()  # the deepest JSON orjson writes
 # JSON kept as sent (an exporter's batch) nests at most this deep: past ORJSON_DEPTH the standard library writes
 # it, one recursion per level, within Python's limit of 1,000.
 KEPT_DEPTH = 512
+SHOWN_RUN = 4  # a path shows a list index repeated more often in a row once, with its count: `x[0]×300`
 REPEATED_KEY = "is given more than once in its object (keys must be unique)"
 LONE_SURROGATE = "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not text"
 
@@ -54,8 +55,10 @@ def first_problem(value, *, kept: bool = False) -> str | None:
         if problem is not None:
             where, why = problem
             path = ""
-            for is_list, step in levels:
-                path = f"{path}[{step}]" if is_list else key_path(path, step)
+            for (is_list, step), run in _runs(levels):
+                index = f"[{step}]"
+                path = (f"{path}{index}" * run if run <= SHOWN_RUN else f"{path}{index}×{run}") if is_list \
+                    else key_path(path, step)
             path = key_path(path, where) if where is not None else path
             return f"{path}: {why}" if path else why
         if isinstance(value, (dict, list)):
@@ -72,6 +75,17 @@ def first_problem(value, *, kept: bool = False) -> str | None:
             levels.pop()
         else:
             return None
+
+
+def _runs(levels: list) -> list[tuple[tuple[bool, object], int]]:
+    """Each step of a path with how many times it repeats in a row (a deep array is `[0]` hundreds of times)."""
+    runs: list[list] = []
+    for step in levels:
+        if runs and runs[-1][0] == step and step[0]:
+            runs[-1][1] += 1
+        else:
+            runs.append([step, 1])
+    return [(step, run) for step, run in runs]
 
 
 def _own_problem(value, kept: bool, depth: int) -> tuple[object, str] | None:
