@@ -193,11 +193,12 @@ def test_a_broken_line_names_its_file_and_line():
         import_session(main, broken, metas)
 
 
-def test_a_sidechain_parent_that_is_not_an_id_names_no_line():
+@pytest.mark.parametrize("field", ["parentUuid", "uuid"])
+def test_a_sidechain_id_that_is_not_text_names_no_line(field):
     records = [json.loads(line) for line in INLINE.read_text().splitlines() if line.strip()]
     child = next(r for r in records if r.get("isSidechain") is True and r.get("parentUuid"))
-    for parent in ({}, [], 5):
-        child["parentUuid"] = parent
+    for value in ({}, [], 5):
+        child[field] = value
         trace = import_session("\n".join(json.dumps(r) for r in records)).traces[0]
         assert validate_trace(trace) == []
 

@@ -142,6 +142,12 @@ def _parse(text: str, name: str) -> list[tuple[int, dict]]:
     return records
 
 
+def _uuid(record: dict) -> str | None:
+    """A line's uuid; anything but text names no line."""
+    uuid = record.get("uuid")
+    return uuid if isinstance(uuid, str) else None
+
+
 def _seconds(stamp) -> float | None:
     """Seconds since the epoch of an ISO-8601 timestamp, or None."""
     if not isinstance(stamp, str):
@@ -292,7 +298,7 @@ class _Session:
         inline_streams: dict[int, _Stream] = {}
         for number, record in self.files[0][1]:
             sidechain = isinstance(record, dict) and record.get("isSidechain") is True
-            child = self.inline.get(record.get("uuid")) if sidechain else None
+            child = self.inline.get(_uuid(record)) if sidechain else None
             stream = main_stream
             if child is not None and child.key is None:
                 continue  # lines of a sub-agent whose own transcript file is imported
@@ -698,7 +704,7 @@ class _Session:
                     self._content(props, record["stopReason"])
                 index = self._event(time, "safety_event", SYSTEM, props)
                 if stream.lines is not None:
-                    self.guards.append((index, stream.lines, stream.lines.parents.get(record.get("uuid"))))
+                    self.guards.append((index, stream.lines, stream.lines.parents.get(_uuid(record))))
                 self.to_next.append((index, stream.key, time, "safety_flow"))
         elif subtype == "api_error":
             props = {"role": "api", "to": stream.key, "kind": "api_error", **self._source(stream, number, record)}
