@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import msgspec
 import orjson
 
-from app.domain.jsontext import KeyedTwice
+from app.domain.jsontext import KeyedTwice, first_problem
 from app.domain.refusals import Refusal
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -154,6 +154,24 @@ def fast_lines(data: bytes) -> list[tuple[int, object]] | None:
             except (msgspec.MsgspecError, RecursionError, UnicodeDecodeError):
                 return None
     return numbered if numbered and _keys_unique(data, [value for _, value in numbered]) else None
+
+
+def exact_lines(text: str) -> tuple[list[tuple[int, object]], str | None]:
+    """(line number, value) of each non-blank line of JSON Lines by the exact reading, and where the first object
+    giving a key twice is ('line N: path: why'), if one does; DocumentError names a line that is not JSON. Lines end
+    at a line feed only: a JSON string may hold U+2028, where str.splitlines would break."""
+    numbered, problem = [], None
+    for number, line in enumerate(text.split("\n"), 1):
+        if line.strip():
+            try:
+                value = strict_loads(line)
+            except ValueError as exc:
+                raise DocumentError(f"line {number}: not JSON ({exc})", line=number) from None
+            where = first_problem(value) if problem is None else None
+            if where is not None:
+                problem = f"line {number}: {where}"
+            numbered.append((number, value))
+    return numbered, problem
 
 
 def parse_documents(data: bytes, source: str = "", max_bytes: int = DEFAULT_MAX_BYTES) -> list:

@@ -15,7 +15,6 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-
 from app.domain.jsontext import dumps, loads
 from app.ingest import log as ingest_log
 from app.ingest.importers import openai_agents, otlp
@@ -154,7 +153,8 @@ class LiveTraces:
                 with registered(cur, "new_items", item_id=new):
                     cur.execute("INSERT INTO live_items SELECT ?, ?, item_id FROM new_items", [source, source_trace])
                 if known is None:
-                    cur.execute("INSERT INTO live_traces VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL)",
+                    cur.execute("INSERT INTO live_traces (source, source_trace_id, trace_id, items, root_seen, "
+                                "first_received_at, last_received_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                                 [source, source_trace, trace_id, len(new), part.has_root, now, now])
                 else:
                     cur.execute("UPDATE live_traces SET items = items + ?, root_seen = root_seen OR ?, "

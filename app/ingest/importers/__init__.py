@@ -21,6 +21,7 @@ from app.ingest.documents import (
     TooLarge,
     Upload,
     decode,
+    exact_lines,
     fast_documents,
     gunzip,
     parse_documents,
@@ -116,17 +117,11 @@ def _records(data: bytes) -> tuple[list | None, str | None]:
         return (doc if isinstance(doc, list) else [doc]), first_problem(doc)
     except ValueError:
         pass
-    records, problem = [], None
-    for number, line in enumerate(text.split("\n"), 1):
-        if line.strip():
-            try:
-                records.append(strict_loads(line))
-            except ValueError:
-                return None, None
-            where = first_problem(records[-1])
-            if where is not None and problem is None:
-                problem = f"line {number}: {where}"
-    return records, problem
+    try:
+        lines, problem = exact_lines(text)
+    except DocumentError:
+        return None, None
+    return [value for _, value in lines], problem
 
 
 def detect(records: list | None) -> str:

@@ -70,8 +70,7 @@ from collections import defaultdict
 from datetime import datetime
 from pathlib import PurePosixPath
 
-from app.domain.jsontext import first_problem
-from app.ingest.documents import fast_lines, strict_loads
+from app.ingest.documents import DocumentError, exact_lines, fast_lines
 from app.ingest.importers.common import ImportFailed, ImportResult, TraceBuilder, content_ref, ref, show
 
 MAIN, USER, SYSTEM = "main", "user", "system"
@@ -123,20 +122,13 @@ def _parse(text: str, name: str) -> list[tuple[int, dict]]:
     object, refuses the file."""
     text = text.lstrip("\ufeff")
     records = fast_lines(text.encode())
-    if records is None:  # the exact reading, line by line, which also marks a key given twice
-        records = []
-        # Split on newlines only: JSON strings may hold U+2028, which str.splitlines would break on.
-        for number, line in enumerate(text.split("\n"), 1):
-            if not line.strip():
-                continue
-            try:
-                record = strict_loads(line)
-            except ValueError as e:
-                raise ImportFailed(f"{name} line {number}: not JSON ({e})") from None
-            problem = first_problem(record)
-            if problem is not None:
-                raise ImportFailed(f"{name} line {number}: {problem}")
-            records.append((number, record))
+    if records is None:  # the exact reading, which also marks a key given twice
+        try:
+            records, problem = exact_lines(text)
+        except DocumentError as e:
+            raise ImportFailed(f"{name} {e}") from None
+        if problem is not None:
+            raise ImportFailed(f"{name} {problem}")
     if not records:
         raise ImportFailed(f"{name}: empty file")
     return records

@@ -58,7 +58,7 @@ def parse_json(body: bytes):
     object giving a key twice (the importers would keep the last value without a word), text holding a lone
     surrogate (no column holds it), a number beyond a double, nesting deeper than the store writes."""
     doc = fast_loads(body)
-    if doc is not None:  # the fast reading refuses all three
+    if doc is not None:  # the fast reading steps aside for all of these
         return doc
     try:
         doc = strict_loads(body.decode("utf-8"))
