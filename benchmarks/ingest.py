@@ -3,7 +3,8 @@ traces.
 
 The small-traces case (1,000 traces of 20 events in one request) is measured over HTTP and in process:
 `app.ingest.pipeline.ingest` from the request bytes to the traces stored in a DuckDB file, the figure of issue 11
-(target >= 100,000 events/s). Run with `make bench` or `.venv/bin/python benchmarks/ingest.py`.
+(target >= 100,000 events/s), then where that time goes: reading and validating, storing, and DuckDB alone inserting
+the same rows from Arrow and committing them (with its default threads and with one). Run with `make bench` or `.venv/bin/python benchmarks/ingest.py`.
 Prints medians with their range; asserts nothing.
 """
 
@@ -26,8 +27,9 @@ sys.path.insert(0, str(ROOT))
 
 from app.domain.generate import generate_swarm  # noqa: E402
 from app.ingest.documents import Upload  # noqa: E402
-from app.ingest.pipeline import ingest  # noqa: E402
+from app.ingest.pipeline import ingest, load_uploads  # noqa: E402
 from app.store.db import Database  # noqa: E402
+from app.store.writes import store_traces  # noqa: E402
 
 SERVER_START_TIMEOUT_S = 30
 
@@ -107,6 +109,59 @@ def in_process(bodies: list[bytes], db_path: Path) -> list[float]:
     return times
 
 
+def stages(bodies: list[bytes], db_path: Path) -> dict[str, list[float]]:
+    """Where the in-process time of each body goes: reading and validating it (`load_uploads`), storing it
+    (`store_traces`: Arrow tables, inserts, commit) and, for the floor of any design on DuckDB, inserting the same
+    rows again from Arrow into a scratch file in one transaction, with DuckDB's default threads and with one."""
+    db = Database(db_path)
+    db.migrate(ROOT / "migrations")
+    times: dict[str, list[float]] = {"read + validate": [], "store": [], "DuckDB alone": [],
+                                     "DuckDB alone, 1 thread": []}
+    try:
+        for body in bodies:
+            gc.collect()
+            start = time.perf_counter()
+            traces = load_uploads([Upload("body", body)], len(body)).traces
+            times["read + validate"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            ids, _ = store_traces(db, traces)
+            times["store"].append(time.perf_counter() - start)
+            del traces
+            rows = {table: db.execute(f"SELECT * FROM {table} "
+                                      "WHERE trace_id IN (SELECT unnest(?))", [ids]).to_arrow_table()
+                    for table in ("traces", "events", "edges")}
+            for label, threads in (("DuckDB alone", None), ("DuckDB alone, 1 thread", 1)):
+                times[label].append(duckdb_insert(rows, db_path.with_name(f"{label}.duckdb"), threads))
+    finally:
+        db.close()
+    return times
+
+
+def duckdb_insert(rows: dict, db_path: Path, threads: int | None) -> float:
+    """Seconds DuckDB takes to insert these Arrow tables into empty tables of a scratch file and commit."""
+    db_path.unlink(missing_ok=True)
+    con = duckdb.connect(str(db_path))
+    try:
+        if threads:
+            con.execute(f"SET threads = {threads}")
+        for table, arrow in rows.items():
+            con.register("rows", arrow)
+            con.execute(f"CREATE TABLE {table} AS SELECT * FROM rows LIMIT 0")
+            con.unregister("rows")
+        start = time.perf_counter()
+        con.execute("BEGIN TRANSACTION")
+        for table, arrow in rows.items():
+            con.register("rows", arrow)
+            con.execute(f"INSERT INTO {table} SELECT * FROM rows")
+            con.unregister("rows")
+        con.execute("COMMIT")
+        elapsed = time.perf_counter() - start
+        assert con.execute("SELECT count(*) FROM events").fetchone()[0] == rows["events"].num_rows
+        return elapsed
+    finally:
+        con.close()
+
+
 def rate(times: list[float], n_events: int) -> str:
     """Median time with its range, and the events per second they mean."""
     median, fastest, slowest = statistics.median(times), min(times), max(times)
@@ -150,6 +205,7 @@ def main() -> None:
             proc.wait()
         theirs = [duckdb_own_load(trace_file, tmp / f"duck{i}.duckdb") for i in range(args.repeat)]
         local_times = in_process([small_body(f"local{run}") for run in range(args.repeat + 1)], tmp / "local.duckdb")
+        parts = stages([small_body(f"stage{run}") for run in range(args.repeat)], tmp / "stages.duckdb")
 
         ours_s, theirs_s = statistics.median(ours), statistics.median(theirs)
         print(f"HTTP POST to stored (median of {args.repeat}): {ours_s * 1000:.0f} ms")
@@ -159,6 +215,10 @@ def main() -> None:
         print(f"{args.small} small traces ({n_events} events) in one request, median of {args.repeat}:")
         print(f"  over HTTP:  {rate(small_times, n_events)}")
         print(f"  in process: {rate(local_times, n_events)} (target >= 100,000 events/s)")
+        print("  where the in-process time goes (medians, ms):")
+        for label, times in parts.items():
+            print(f"    {label:24s} {statistics.median(times) * 1000:5.0f} (range {min(times) * 1000:.0f}-"
+                  f"{max(times) * 1000:.0f})")
 
 
 if __name__ == "__main__":
