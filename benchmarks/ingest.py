@@ -4,7 +4,8 @@ traces.
 The small-traces case (1,000 traces of 20 events in one request) is measured over HTTP and in process:
 `app.ingest.pipeline.ingest` from the request bytes to the traces stored in a DuckDB file, the figure of issue 11
 (target >= 100,000 events/s), then where that time goes: reading and validating, storing, and DuckDB alone inserting
-the same rows from Arrow and committing them (with its default threads and with one). Run with `make bench` or `.venv/bin/python benchmarks/ingest.py`.
+the same rows from Arrow and committing them (with its default threads and with one). Run with `make bench` or
+`.venv/bin/python benchmarks/ingest.py`.
 Prints medians with their range; asserts nothing.
 """
 
@@ -29,6 +30,7 @@ from app.domain.generate import generate_swarm  # noqa: E402
 from app.ingest.documents import Upload  # noqa: E402
 from app.ingest.pipeline import ingest, load_uploads  # noqa: E402
 from app.store.db import Database  # noqa: E402
+from app.store.lists import registered  # noqa: E402
 from app.store.writes import store_traces  # noqa: E402
 
 SERVER_START_TIMEOUT_S = 30
@@ -127,9 +129,11 @@ def stages(bodies: list[bytes], db_path: Path) -> dict[str, list[float]]:
             ids, _ = store_traces(db, traces)
             times["store"].append(time.perf_counter() - start)
             del traces
-            rows = {table: db.execute(f"SELECT * FROM {table} "
-                                      "WHERE trace_id IN (SELECT unnest(?))", [ids]).to_arrow_table()
-                    for table in ("traces", "events", "edges")}
+            cur = db.cursor()
+            with registered(cur, "stored_ids", trace_id=ids):
+                rows = {table: cur.execute(f"SELECT * FROM {table} WHERE trace_id IN (SELECT trace_id FROM stored_ids)")
+                        .to_arrow_table() for table in ("traces", "events", "edges")}
+            cur.close()
             for label, threads in (("DuckDB alone", None), ("DuckDB alone, 1 thread", 1)):
                 times[label].append(duckdb_insert(rows, db_path.with_name(f"{label}.duckdb"), threads))
     finally:
