@@ -24,6 +24,7 @@ from app.web.routes import (
     annotations,
     backup,
     corpus_pages,
+    events,
     ingest_log,
     labelling,
     otlp_receiver,
@@ -34,6 +35,7 @@ from app.web.routes import (
     queues,
     schema,
     traces,
+    users,
 )
 
 log = logging.getLogger("orchestrace")
@@ -97,7 +99,8 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.middleware("http")(security.guard)  # outside the form token: a refused request gets no cookie
     app.middleware("http")(security_headers)
     routers = [module.router for module in (traces, otlp_receiver, ingest_log, annotations, papers, pages, labelling,
-                                            paper_pages, corpus_pages, account_pages, backup, schema, queues, queue_pages)]
+                                            paper_pages, corpus_pages, account_pages, backup, schema, queues, queue_pages,
+                                            events, users)]
     for router in routers:
         app.include_router(router)
     app.state.route_methods = [(route.path_regex, route.methods) for router in routers for route in router.routes]
