@@ -253,15 +253,15 @@ def _probe(url: str) -> Server | str:
 
 
 def _call(args, server: Server, path: str, body: bytes | None = None,
-          content_type: str | None = None) -> tuple[int, dict]:
-    """Status and JSON answer of one API call (error answers too), with the API token if any; GET without a
-    body, POST with one."""
+          content_type: str | None = None, method: str | None = None) -> tuple[int, dict]:
+    """Status and JSON answer of one API call (error answers too; 204's empty one is {}), with the API token if
+    any; GET without a body, POST with one, unless `method` says."""
     headers = auth_headers(args) | ({"Content-Type": content_type} if content_type else {})
     request = urllib.request.Request(server.url + path, data=body, headers=headers,
-                                     method="GET" if body is None else "POST")
+                                     method=method or ("GET" if body is None else "POST"))
     try:
         with urllib.request.urlopen(request) as response:
-            return response.status, json.load(response)
+            return response.status, {} if response.status == 204 else json.load(response)
     except urllib.error.HTTPError as exc:
         try:
             answer = json.load(exc)
@@ -621,26 +621,50 @@ def cmd_restore(args) -> int:
     return 0
 
 
+class AccountRefused(Exception):
+    """An account operation the server (or the service, on the file) refused; printed as one line, exit 1."""
+
+
 def cmd_users(args) -> int:
     """Manage accounts: `users add NAME --role admin|reviewer|viewer` (the password from a prompt, or the first
-    line of standard input with --password-stdin) and `users list`."""
+    line of standard input with --password-stdin), `users list`, `users set NAME [--role R] [--disable|--enable]
+    [--password-stdin]`. Through the server holding the database (with an admin's --token), or on the file when no
+    server holds it, as when making the first admin."""
     from app.services import accounts
-    db = _open_migrated(args)
+
+    target = _accounts_target(args)
     try:
         if args.users_command == "list":
-            for user in accounts.list_users(db):
-                print(f"{user['username']}\t{user['role']}\t{user['created_at']:%Y-%m-%d %H:%M} UTC")
-            return 0
-        password = _read_password(args.password_stdin)
-        try:
-            user = accounts.add_user(db, args.name, args.role, password)
-        except accounts.AccountError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        print(f"added {user.role} '{user.name}' to {shown(db.path)}")
+            for user in _users(args, target):
+                state = "disabled" if user["disabled"] else "enabled"
+                print(f"{user['name']}\t{user['role']}\t{user['created_at'][:16].replace('T', ' ')} UTC\t{state}")
+        elif args.users_command == "add":
+            body = {"name": args.name, "role": args.role, "password": _read_password(args.password_stdin)}
+            user = _account_call(args, target, "POST", "/api/users", body,
+                                 lambda db: accounts.create_user(db, body))
+            print(f"added {user['role']} '{user['name']}' to {_where(target)}")
+        else:
+            changes = _user_changes(args)
+            user = _account_call(args, target, "PATCH", f"/api/users/{_segment(args.name)}", changes,
+                                 lambda db: accounts.update_user(db, args.name, changes))
+            state = "disabled" if user["disabled"] else "enabled"
+            said = ", new password set" if "password" in changes else ""
+            print(f"changed '{user['name']}' in {_where(target)}: {user['role']}, {state}{said}")
         return 0
+    except AccountRefused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     finally:
-        db.close()
+        _close(target)
+
+
+def _user_changes(args) -> dict:
+    changes = {"role": args.role} if args.role else {}
+    if args.disable or args.enable:
+        changes["disabled"] = args.disable
+    if args.password_stdin:
+        changes["password"] = _read_password(True)
+    return changes
 
 
 def _read_password(from_stdin: bool) -> str:
@@ -656,39 +680,89 @@ def _read_password(from_stdin: bool) -> str:
 
 def cmd_tokens(args) -> int:
     """API tokens: `tokens create USER [--name N]` prints the token alone on its last line (shown once, stored
-    hashed); `tokens list [USER]`; `tokens revoke TOKEN_ID`."""
+    hashed); `tokens list [USER]`; `tokens revoke TOKEN_ID [--user USER]`. Through the server holding the
+    database (with --token: an admin's, or USER's own), or on the file when no server holds it."""
     from app.services import accounts
-    db = _open_migrated(args)
+
+    target = _accounts_target(args)
     try:
         if args.tokens_command == "create":
-            try:
-                token = accounts.create_token(db, args.user, args.name or "")
-            except accounts.AccountError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return 1
-            print(f"API token for '{args.user}' in {shown(db.path)}; it is shown once: keep it now.")
-            print(token)
+            label = args.name or ""
+            token = _account_call(args, target, "POST", f"/api/users/{_segment(args.user)}/tokens", {"name": label},
+                                  lambda db: accounts.issue_token(db, args.user, label))
+            print(f"API token for '{args.user}' in {_where(target)}; it is shown once: keep it now.")
+            print(token["token"])
         elif args.tokens_command == "list":
-            for t in accounts.list_tokens(db, args.user):
-                state = f"revoked {t['revoked_at']:%Y-%m-%d}" if t["revoked_at"] else (
-                    f"last used {t['last_used_at']:%Y-%m-%d %H:%M}" if t["last_used_at"] else "never used")
-                print(f"{t['token_id']}\t{t['username']}\t{t['name']}\t{state}")
-        elif not accounts.revoke_token(db, args.token_id):
-            print(f"error: no live token with id {args.token_id}", file=sys.stderr)
-            return 1
+            for t in _tokens(args, target, args.user):
+                state = f"revoked {t['revoked_at'][:10]}" if t["revoked_at"] else (
+                    f"last used {t['last_used_at'][:16].replace('T', ' ')}" if t["last_used_at"] else "never used")
+                print(f"{t['token_id']}\t{t['user']}\t{t['name']}\t{state}")
         else:
-            print(f"revoked token {args.token_id} in {shown(db.path)}")
+            owner = args.user or next((t["user"] for t in _tokens(args, target, None)
+                                       if t["token_id"] == args.token_id and not t["revoked_at"]), None)
+            if owner is None:
+                raise AccountRefused(f"no live token with id {args.token_id}")
+            _account_call(args, target, "DELETE", f"/api/users/{_segment(owner)}/tokens/{_segment(args.token_id)}",
+                          None, lambda db: accounts.revoke_token_of(db, owner, args.token_id))
+            print(f"revoked token {args.token_id} of '{owner}' in {_where(target)}")
         return 0
+    except AccountRefused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     finally:
-        db.close()
+        _close(target)
 
 
-def _open_migrated(args) -> Database:
-    """The database file, migrated; accounts are managed on the file (stop the server, or run it beside)."""
+def _users(args, target: Database | Server) -> list[dict]:
+    """Every account (listing them takes an admin)."""
+    from app.services import accounts
+
+    return _account_call(args, target, "GET", "/api/users", None, lambda db: {"users": accounts.users(db)})["users"]
+
+
+def _tokens(args, target: Database | Server, user: str | None) -> list[dict]:
+    """The tokens of `user`, or of every account (which takes an admin, as listing accounts does)."""
+    from app.services import accounts
+
+    names = [user] if user else [u["name"] for u in _users(args, target)]
+    return [t for name in names for t in _account_call(
+        args, target, "GET", f"/api/users/{_segment(name)}/tokens", None,
+        lambda db, name=name: {"tokens": accounts.tokens_of(db, name)})["tokens"]]
+
+
+def _accounts_target(args) -> Database | Server:
+    """The server holding the database, or the file itself, migrated, when none does."""
     settings = Settings.from_env(db=args.db)
-    db = _open(settings)
-    db.migrate(settings.migrations_dir)
-    return db
+    target = _target(args, settings, "managing accounts through {url}")
+    if isinstance(target, Database):
+        target.migrate(settings.migrations_dir)
+    return target
+
+
+def _account_call(args, target: Database | Server, method: str, path: str, body: dict | None, local):
+    """The answer of one account operation: the server's API at `path`, or `local(db)` (the same service) on the
+    file. A refusal raises AccountRefused with the server's message, and what to do when it wants a token."""
+    from app.services import accounts
+
+    if isinstance(target, Database):
+        try:
+            return local(target)
+        except accounts.AccountError as exc:
+            raise AccountRefused(str(exc)) from None
+    data = None if body is None else json.dumps(body).encode()
+    status, answer = _call(args, target, path, data, "application/json" if data else None, method)
+    if status >= 300:
+        raise AccountRefused(_refusal(status, answer, NEED_ADMIN_TOKEN if path == "/api/users" else NEED_TOKEN))
+    return answer
+
+
+def _segment(text: str) -> str:
+    return urllib.parse.quote(text, safe="")
+
+
+def _close(target: Database | Server) -> None:
+    if isinstance(target, Database):
+        target.close()
 
 
 def _open(settings: Settings) -> Database:
@@ -805,19 +879,34 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     users_sub = add("users", cmd_users, db=False).add_subparsers(dest="users_command", required=True)
+    admin_token = "an admin's API token, when a server holds the database (default $ORCHESTRACE_TOKEN)"
     p = add_under(users_sub, "add", cmd_users, "add an account")
     p.add_argument("name", metavar="NAME")
     p.add_argument("--role", required=True, choices=("admin", "reviewer", "viewer"))
     p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
-    add_under(users_sub, "list", cmd_users, "list the accounts")
+    add_server(p, admin_token)
+    add_server(add_under(users_sub, "list", cmd_users, "list the accounts"), admin_token)
+    p = add_under(users_sub, "set", cmd_users, "change an account's role, state or password")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--role", choices=("admin", "reviewer", "viewer"))
+    state = p.add_mutually_exclusive_group()
+    state.add_argument("--disable", action="store_true", help="end its sessions and refuse its tokens")
+    state.add_argument("--enable", action="store_true", help="let it log in and use its tokens again")
+    p.add_argument("--password-stdin", action="store_true", help="a new password, the first line of standard input")
+    add_server(p, "an admin's API token, or NAME's own to change only its password (default $ORCHESTRACE_TOKEN)")
     tokens_sub = add("tokens", cmd_tokens, db=False).add_subparsers(dest="tokens_command", required=True)
+    own_token = "an admin's API token, or USER's own, when a server holds the database (default $ORCHESTRACE_TOKEN)"
     p = add_under(tokens_sub, "create", cmd_tokens, "make an API token for USER (printed alone on the last line)")
     p.add_argument("user", metavar="USER")
     p.add_argument("--name", help="what the token is for (shown in lists)")
-    p = add_under(tokens_sub, "list", cmd_tokens, "list tokens (of USER)")
+    add_server(p, own_token)
+    p = add_under(tokens_sub, "list", cmd_tokens, "list tokens (of USER; of everyone takes an admin)")
     p.add_argument("user", metavar="USER", nargs="?")
+    add_server(p, own_token)
     p = add_under(tokens_sub, "revoke", cmd_tokens, "revoke a token by its id")
     p.add_argument("token_id", metavar="TOKEN_ID")
+    p.add_argument("--user", help="the token's owner (else found among every account's tokens, which takes an admin)")
+    add_server(p, own_token)
     p = add("generate", cmd_generate, db=False)
     p.add_argument("--agents", type=int, default=1000)
     p.add_argument("--events", type=int, default=20000)

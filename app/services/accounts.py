@@ -3,6 +3,10 @@
 Roles are ordered: a `viewer` reads, a `reviewer` also labels, tags and sends traces, an `admin` may do
 everything (delete, replace, import labels and papers, manage users). Passwords are hashed with argon2id;
 session ids and tokens are 256-bit random values, so SHA-256 of them is enough to store.
+
+Accounts are managed while the server runs: who may change what is `may_manage`, the one rule (an admin any
+account; anyone their own password and tokens). A disabled account's sessions end and its tokens are refused
+until it is enabled again; there is always an enabled admin left.
 """
 
 import hashlib
@@ -15,7 +19,8 @@ from datetime import timedelta
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from app.store.db import CommitConflict, Database
+from app.domain.refusals import Refusal
+from app.store.db import CommitConflict, Database, iso_utc
 from app.store.db import utc_now as _now
 
 ROLES = ("viewer", "reviewer", "admin")
@@ -23,12 +28,42 @@ USERNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 MIN_PASSWORD = 8
 SESSION_DAYS = 14
 TOKEN_PREFIX = "orc"
+TOKEN_NAME_MAX = 100
 TOKEN_USE_RECORDED_EVERY = timedelta(minutes=1)  # a token's last use is kept to the minute
+NEW_USER = ("name", "role", "password")  # the fields of a new account
+CHANGES = ("role", "disabled", "password")  # what a change of an account may hold
+SELF_SERVICE = frozenset({"password"})  # what anyone may change of their own account (their tokens too)
+ACCOUNTS_LOCK = ("accounts",)  # held by role and state changes, so two instances cannot demote the last two admins
 _hasher = PasswordHasher()
 
 
-class AccountError(ValueError):
-    """A refused account operation; the message says why."""
+class AccountError(Refusal, ValueError):
+    """A refused account operation; the message says why and `field` names the request's field at fault."""
+
+    def __init__(self, message: str, field: str | None = None):
+        self.field = field
+        super().__init__(message)
+
+    def details(self) -> dict:
+        return {"field": self.field} if self.field else {}
+
+
+class AccountConflict(AccountError):
+    """What the accounts hold refuses it: the name is taken, or no enabled admin would be left."""
+
+    status = 409
+
+
+class NotAllowed(AccountError):
+    """The caller may not manage this account, or not this part of it (see may_manage)."""
+
+    status = 403
+
+
+class Unknown(AccountError):
+    """No such user, or no such live token of the user."""
+
+    status = 404
 
 
 @dataclass(frozen=True)
@@ -41,44 +76,156 @@ class User:
         return ROLES.index(self.role) >= ROLES.index(role)
 
 
+def may_manage(actor: User | None, target: str | None, fields=()) -> bool:
+    """Whether `actor` may change `fields` of account `target` (no fields: its tokens; `target` None: add an
+    account). An admin may do anything, anyone else their own password and tokens; no actor is open mode's one
+    user or the command line holding the database file, who may do anything."""
+    if actor is None or actor.may("admin"):
+        return True
+    return actor.name == target and set(fields) <= SELF_SERVICE
+
+
+def _require(actor: User | None, target: str | None, fields=()) -> None:
+    if may_manage(actor, target, fields):
+        return
+    if target is None:
+        raise NotAllowed(f"'{actor.name}' is a {actor.role}: only an admin may add users")
+    if actor.name != target:
+        raise NotAllowed(f"'{actor.name}' is a {actor.role}: only an admin may manage another user's account")
+    field = sorted(set(fields) - SELF_SERVICE)[0]
+    raise NotAllowed(f"'{actor.name}' is a {actor.role}: you may change your own password, not your {field}", field)
+
+
+def check_fields(body: dict, allowed: tuple[str, ...]) -> None:
+    """Refuse a field that is not one of `allowed`, naming it."""
+    unknown = [key for key in body if key not in allowed]
+    if unknown:
+        raise AccountError(f"unknown field '{unknown[0]}' (the fields are {', '.join(allowed)})", unknown[0])
+
+
+def _check_name(name) -> str:
+    if not isinstance(name, str) or not USERNAME.fullmatch(name):  # match() would take a trailing newline
+        raise AccountError("a user name is 1-64 letters, digits or . _ @ - (starting with a letter or digit)", "name")
+    return name
+
+
+def _check_role(role) -> str:
+    if role not in ROLES:
+        raise AccountError(f"role must be one of {', '.join(ROLES)}", "role")
+    return role
+
+
+def _password_hash(password) -> str:
+    if not isinstance(password, str) or len(password) < MIN_PASSWORD:
+        raise AccountError(f"a password has at least {MIN_PASSWORD} characters", "password")
+    return _hasher.hash(password)
+
+
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def add_user(db: Database, name: str, role: str, password: str) -> User:
-    if not USERNAME.match(name or ""):
-        raise AccountError("a user name is 1-64 letters, digits or . _ @ - (starting with a letter or digit)")
-    if role not in ROLES:
-        raise AccountError(f"role must be one of {', '.join(ROLES)}")
-    if len(password) < MIN_PASSWORD:
-        raise AccountError(f"a password has at least {MIN_PASSWORD} characters")
-    password_hash = _hasher.hash(password)
+def add_user(db: Database, name: str, role: str, password: str, actor: User | None = None) -> User:
+    _require(actor, None)
+    name, role, password_hash = _check_name(name), _check_role(role), _password_hash(password)
 
     def add(cur) -> None:
         if cur.execute("SELECT count(*) FROM users WHERE username = ?", [name]).fetchone()[0]:
-            raise AccountError(f"user '{name}' exists already")
-        cur.execute("INSERT INTO users VALUES (?, ?, ?, ?)", [name, role, password_hash, _now()])
+            raise AccountConflict(f"user '{name}' exists already", "name")
+        cur.execute("INSERT INTO users (username, role, password_hash, created_at) VALUES (?, ?, ?, ?)",
+                    [name, role, password_hash, _now()])
 
     db.write(add, [("user", name)])  # names are unique by the check above, across instances too
     return User(name, role)
 
 
+def create_user(db: Database, body: dict, actor: User | None = None) -> dict:
+    """A new account from `{"name", "role", "password"}`, as `users` shows it."""
+    check_fields(body, NEW_USER)
+    user = add_user(db, body.get("name"), body.get("role"), body.get("password"), actor)
+    return user_of(db, user.name)
+
+
 def list_users(db: Database) -> list[dict]:
-    return db.fetchall("SELECT username, role, created_at FROM users ORDER BY username")
+    return db.fetchall("SELECT username, role, disabled_at IS NOT NULL AS disabled, created_at FROM users "
+                       "ORDER BY username")
+
+
+def _shown_user(row: dict) -> dict:
+    return {"name": row["username"], "role": row["role"], "disabled": row["disabled"],
+            "created_at": iso_utc(row["created_at"])}
+
+
+def users(db: Database) -> list[dict]:
+    """Every account as the API and the pages show it: name, role, disabled, created_at."""
+    return [_shown_user(row) for row in list_users(db)]
+
+
+def user_of(db: Database, name: str) -> dict:
+    row = db.fetchone("SELECT username, role, disabled_at IS NOT NULL AS disabled, created_at FROM users "
+                      "WHERE username = ?", [name])
+    if row is None:
+        raise Unknown(f"no user '{name}'")
+    return _shown_user(row)
+
+
+def update_user(db: Database, name: str, changes: dict, actor: User | None = None,
+                keep_session: str | None = None) -> dict:
+    """Change any of `role`, `disabled` and `password` of an account; returns it as `users` shows it.
+
+    Disabling ends the account's sessions (its tokens are refused while it stays disabled); a new password ends
+    its other sessions, all but `keep_session` when the account is the actor's own. The last enabled admin is
+    neither demoted nor disabled."""
+    check_fields(changes, CHANGES)
+    if not changes:
+        raise AccountError(f"nothing to change: give any of {', '.join(CHANGES)}")
+    _require(actor, name, changes)
+    if "role" in changes:
+        _check_role(changes["role"])
+    if not isinstance(changes.get("disabled", False), bool):
+        raise AccountError("disabled must be true or false", "disabled")
+    password_hash = _password_hash(changes["password"]) if "password" in changes else None
+    kept = _sha256(keep_session) if keep_session and actor is not None and actor.name == name else None
+    now = _now()
+
+    def update(cur) -> None:
+        row = cur.execute("SELECT role, disabled_at FROM users WHERE username = ?", [name]).fetchone()
+        if row is None:
+            raise Unknown(f"no user '{name}'")
+        role, disabled = changes.get("role", row[0]), changes.get("disabled", row[1] is not None)
+        if row[0] == "admin" and row[1] is None and (role != "admin" or disabled):
+            others = cur.execute("SELECT count(*) FROM users WHERE role = 'admin' AND disabled_at IS NULL "
+                                 "AND username <> ?", [name]).fetchone()[0]
+            if not others:
+                raise AccountConflict(f"'{name}' is the last enabled admin: make another user an admin first, or "
+                                      "nobody could manage accounts", "disabled" if disabled else "role")
+        cur.execute("UPDATE users SET role = ?, disabled_at = ? WHERE username = ?",
+                    [role, (row[1] or now) if disabled else None, name])
+        if password_hash is not None:
+            cur.execute("UPDATE users SET password_hash = ? WHERE username = ?", [password_hash, name])
+        if disabled or password_hash is not None:
+            cur.execute("DELETE FROM sessions WHERE username = ? AND session_hash IS DISTINCT FROM ?",
+                        [name, None if disabled else kept])
+
+    db.write(update, [ACCOUNTS_LOCK])
+    return user_of(db, name)
 
 
 def has_admin(db: Database) -> bool:
-    return bool(db.scalar("SELECT count(*) FROM users WHERE role = 'admin'"))
+    return bool(db.scalar("SELECT count(*) FROM users WHERE role = 'admin' AND disabled_at IS NULL"))
 
 
 def check_password(db: Database, name: str, password: str) -> User | None:
-    """The user when the password is theirs; None otherwise (the same time is spent for unknown names)."""
-    row = db.execute("SELECT role, password_hash FROM users WHERE username = ?", [name]).fetchone()
+    """The user when the password is theirs; None otherwise (the same time is spent for unknown names). A
+    disabled account with its right password is refused, saying so."""
+    row = db.execute("SELECT role, password_hash, disabled_at FROM users WHERE username = ?", [name]).fetchone()
     stored = row[1] if row else _UNKNOWN_USER_HASH
     try:
         _hasher.verify(stored, password)
     except (VerificationError, InvalidHashError):
         return None
+    if row and row[2] is not None:
+        raise NotAllowed(f"the account '{name}' is disabled: an admin may enable it again")
     return User(name, row[0]) if row else None
 
 
@@ -97,7 +244,8 @@ def start_session(db: Database, user: User) -> str:
 def session_user(db: Database, session_id: str) -> User | None:
     row = db.execute(
         "SELECT u.username, u.role FROM sessions s JOIN users u ON u.username = s.username "
-        "WHERE s.session_hash = ? AND s.expires_at > ?", [_sha256(session_id), _now()]).fetchone()
+        "WHERE s.session_hash = ? AND s.expires_at > ? AND u.disabled_at IS NULL",
+        [_sha256(session_id), _now()]).fetchone()
     return User(*row) if row else None
 
 
@@ -106,25 +254,41 @@ def end_session(db: Database, session_id: str) -> None:
                                      [_sha256(session_id), _now()]))
 
 
-def create_token(db: Database, name: str, label: str = "") -> str:
-    """A new API token for user `name`, returned once: only its hash is stored."""
-    if not db.scalar("SELECT count(*) FROM users WHERE username = ?", [name]):
-        raise AccountError(f"no user '{name}' (add one with `orchestrace users add`)")
+def issue_token(db: Database, name: str, label="", actor: User | None = None) -> dict:
+    """A new API token for user `name`: its listing, with the token itself this once (only its hash is kept)."""
+    _require(actor, name)
+    if not isinstance(label, str) or len(label) > TOKEN_NAME_MAX:
+        raise AccountError(f"a token's name is text of at most {TOKEN_NAME_MAX} characters", "name")
+    label = label.strip() or "token"
     token_id = secrets.token_hex(6)
     token = f"{TOKEN_PREFIX}_{token_id}_{secrets.token_urlsafe(32)}"
-    db.write(lambda cur: cur.execute("INSERT INTO api_tokens VALUES (?, ?, ?, ?, ?, NULL, NULL)",
-                                     [token_id, name, label or "token", _sha256(token), _now()]))
-    return token
+    now = _now()
+
+    def insert(cur) -> None:
+        if not cur.execute("SELECT count(*) FROM users WHERE username = ?", [name]).fetchone()[0]:
+            raise Unknown(f"no user '{name}' (add one with `orchestrace users add`)")
+        cur.execute("INSERT INTO api_tokens (token_id, username, name, token_hash, created_at) "
+                    "VALUES (?, ?, ?, ?, ?)", [token_id, name, label, _sha256(token), now])
+
+    db.write(insert)
+    return {"token": token, "token_id": token_id, "user": name, "name": label, "created_at": iso_utc(now),
+            "last_used_at": None, "revoked_at": None}
+
+
+def create_token(db: Database, name: str, label: str = "") -> str:
+    """A new API token for user `name`, returned once: only its hash is stored."""
+    return issue_token(db, name, label)["token"]
 
 
 def token_user(db: Database, token: str) -> User | None:
-    """The owner of a live token; records its use."""
+    """The owner of a live token of an enabled account; records its use."""
     parts = token.split("_", 2)
     if len(parts) != 3 or parts[0] != TOKEN_PREFIX:
         return None
     row = db.execute(
         "SELECT t.token_hash, u.username, u.role, t.last_used_at FROM api_tokens t "
-        "JOIN users u ON u.username = t.username WHERE t.token_id = ? AND t.revoked_at IS NULL", [parts[1]]).fetchone()
+        "JOIN users u ON u.username = t.username "
+        "WHERE t.token_id = ? AND t.revoked_at IS NULL AND u.disabled_at IS NULL", [parts[1]]).fetchone()
     if row is None or not hmac.compare_digest(row[0], _sha256(token)):
         return None
     now = _now()
@@ -144,6 +308,25 @@ def list_tokens(db: Database, name: str | None = None) -> list[dict]:
                        "WHERE ? IS NULL OR username = ? ORDER BY created_at DESC", [name, name])
 
 
+def live_token_counts(db: Database) -> dict[str, int]:
+    """Live (unrevoked) tokens per user name."""
+    rows = db.execute("SELECT username, count(*) FROM api_tokens WHERE revoked_at IS NULL GROUP BY username")
+    return dict(rows.fetchall())
+
+
+def tokens_of(db: Database, name: str, actor: User | None = None) -> list[dict]:
+    """A user's tokens, newest first, as the API and the pages show them (revoked ones too)."""
+    _require(actor, name)
+    user_of(db, name)  # an unknown user is a 404, not an empty list
+    return [{"token_id": t["token_id"], "user": t["username"], "name": t["name"], "created_at": _when(t["created_at"]),
+             "last_used_at": _when(t["last_used_at"]), "revoked_at": _when(t["revoked_at"])}
+            for t in list_tokens(db, name)]
+
+
+def _when(stamp) -> str | None:
+    return iso_utc(stamp) if stamp else None
+
+
 def revoke_token(db: Database, token_id: str, owner: str | None = None) -> bool:
     """Revoke a token (only the owner's, when `owner` is given); False when there is no such live token."""
     def revoke(cur) -> bool:
@@ -154,6 +337,13 @@ def revoke_token(db: Database, token_id: str, owner: str | None = None) -> bool:
         return bool(found)
 
     return db.write(revoke)
+
+
+def revoke_token_of(db: Database, name: str, token_id: str, actor: User | None = None) -> None:
+    """Revoke one of user `name`'s live tokens, as `actor` (see may_manage)."""
+    _require(actor, name)
+    if not revoke_token(db, token_id, name):
+        raise Unknown(f"no live token '{token_id}' of '{name}'")
 
 
 def secret_key(db: Database, configured: str | None) -> bytes:

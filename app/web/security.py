@@ -27,7 +27,7 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 SIMPLE_TYPES = ("text/plain", "application/x-www-form-urlencoded")
 FILE_ROUTES = ("/api/traces", "/api/papers/import", "/api/annotations/import")  # also take multipart files
 
-# (methods, path prefix, role needed); the first match wins. None: public.
+# (methods, path prefix, role needed); the first match wins. None: public. A `*` in a prefix is one path segment.
 POLICY = (
     ("GET", "/static/", None), ("GET", "/favicon.ico", None), ("GET", "/api/health", None),
     ("*", "/login", None),
@@ -35,8 +35,13 @@ POLICY = (
     ("POST", "/api/annotations/import", "admin"),
     ("POST", "/api/papers/import", "admin"),
     ("POST", "/api/backup", "admin"),
+    # A queue's reviewers take, label and skip its items; making a queue and settling disputes is an admin's.
+    ("POST", "/api/queues/*/next", "reviewer"), ("POST", "/api/queues/*/items/*/skip", "reviewer"),
+    ("POST", "/queues/*/review/next", "reviewer"), ("POST", "/queues/*/items/*/label", "reviewer"),
     ("POST", "/api/queues", "admin"), ("POST", "/queues", "admin"),
-    ("*", "/users", "admin"),
+    # A user's own password and tokens are theirs to manage: past the role, accounts.may_manage decides whose.
+    ("*", "/api/users/*", "viewer"),
+    ("*", "/api/users", "admin"), ("*", "/users", "admin"),
     ("POST", "/logout", "viewer"), ("*", "/account", "viewer"),
     ("UNSAFE", "/", "reviewer"),
     ("*", "/", "viewer"),
@@ -69,10 +74,18 @@ def allowed_hosts(settings) -> set[str]:
 
 def role_needed(method: str, path: str) -> str | None:
     for methods, prefix, role in POLICY:
-        if path == prefix.rstrip("/") or path.startswith(prefix):
+        if _covers(prefix, path):
             if methods == "*" or methods == method or (methods == "UNSAFE" and method in UNSAFE):
                 return role
     return "admin"
+
+
+def _covers(prefix: str, path: str) -> bool:
+    """Whether a POLICY prefix covers `path`: the path itself or anything under it."""
+    if "*" not in prefix:
+        return path == prefix.rstrip("/") or path.startswith(prefix)
+    wanted, given = prefix.split("/"), path.split("/")
+    return len(given) >= len(wanted) and all(w == g or (w == "*" and g) for w, g in zip(wanted, given))
 
 
 def sign(key: bytes, value: str) -> str:
