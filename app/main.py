@@ -6,6 +6,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from app.services import accounts
@@ -103,7 +104,6 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
                                             events, users)]
     for router in routers:
         app.include_router(router)
-    app.state.route_methods = [(route.path_regex, route.methods) for router in routers for route in router.routes]
 
     @app.get(PLOTLY_JS_URL, include_in_schema=False)
     def plotly_js():
@@ -123,6 +123,11 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     @app.get("/api/health", tags=["meta"])
     def health():
         return {"status": "ok", "db": lake.shown(settings.db)}
+
+    # The app's route table, whole (FastAPI keeps included routers apart): what a 405 lists, what tests walk.
+    app.state.route_table = [*(route for router in routers for route in router.routes),
+                             *(route for route in app.router.routes if isinstance(route, APIRoute))]
+    app.state.route_methods = [(route.path_regex, route.methods) for route in app.state.route_table]
 
     return app
 

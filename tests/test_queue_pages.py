@@ -47,17 +47,25 @@ def test_a_refused_queue_shows_the_form_again_with_the_reason(client):
     assert "matches no event" in BeautifulSoup(response.text, "html.parser").select_one(".notice.error").text
 
 
-def test_next_opens_the_item_on_the_trace_page_and_a_dispute_is_adjudicated_on_the_queue_page(client):
+def test_the_workspace_takes_an_item_saves_once_and_a_dispute_is_adjudicated_on_the_queue_page(client):
     assert post_json(client, make_trace("p1")).status_code == 201
     location = make(client)
-    queue_id = location.rsplit("/", 1)[1]
-    for name, credit in (("ada", 1), ("bo", -1)):
+    assert client.get(f"{location}/next", follow_redirects=False).headers["location"] == f"{location}/review"
+    for name, credit in (("ada", "1"), ("bo", "-1")):
         client.cookies.set(REVIEWER_COOKIE, name)
-        response = client.get(f"{location}/next", follow_redirects=False)
-        assert response.status_code == 303
-        assert response.headers["location"] == f"/traces/p1?event=e1&queue={queue_id}"
-        body = {"trace_id": "p1", "event_id": "e1", "reviewer": name, "queue_id": queue_id, "credit": credit}
-        assert client.post("/api/annotations", json=body).status_code == 201
+        headers = {"HX-Request": "true", "X-CSRF-Token": csrf_token(client)}
+        workspace = BeautifulSoup(client.post(f"{location}/review/next", headers=headers).text, "html.parser")
+        form = workspace.select_one("#queue-workspace #label-form")
+        assert workspace.select_one("#queue-workspace")["data-event-id"] == "e1"
+        data = {"client_request_id": form.select_one("[name=client_request_id]")["value"], "credit": credit,
+                "asked": form.select_one("[name=asked]")["value"]}
+        for _ in range(2):  # Enter pressed twice: one version
+            answer = client.post(f"{location}/items/1/label", data=data, headers=headers)
+            assert answer.status_code == 200, answer.text
+        following = BeautifulSoup(answer.text, "html.parser").select_one("#queue-workspace")
+        assert following["data-event-id"] == "e5" and "Saved item 1 (v1)" in following.text
+        versions = client.get("/api/annotations", params={"reviewer": name, "history": "true"}).json()["items"]
+        assert [v["version"] for v in versions] == [1]
     disputes = page(client, location).select(".dispute")
     assert len(disputes) == 1 and disputes[0]["id"] == "item-1"
     form = {"csrf_token": csrf_token(client), "credit": "0.25", "counterfactual": "partly", "reason": "split"}

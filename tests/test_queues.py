@@ -69,8 +69,8 @@ def test_two_blind_reviewers_with_overlap_two_label_every_item_once_each(lab):
     seen = {"rita": [], "rob": []}
     for round_ in range(4):
         for name in ("rita", "rob"):
-            item = lab[name].get(f"/api/queues/{queue['id']}/next").json()
-            again = lab[name].get(f"/api/queues/{queue['id']}/next").json()
+            item = lab[name].post(f"/api/queues/{queue['id']}/next").json()
+            again = lab[name].post(f"/api/queues/{queue['id']}/next").json()
             assert again == item  # until labelled, `next` is the same item, not a new one
             seen[name].append(item["item_id"])
             if name == "rob":  # blind: rita labelled this item already, rob does not see it before saving
@@ -85,7 +85,7 @@ def test_two_blind_reviewers_with_overlap_two_label_every_item_once_each(lab):
                 assert {label_["reviewer"] for label_ in mine_then_hers} == {"rita", "rob"}
     for name in seen:
         assert sorted(seen[name]) == [1, 2, 3, 4]  # every item, none twice
-        assert lab[name].get(f"/api/queues/{queue['id']}/next").status_code == 204
+        assert lab[name].post(f"/api/queues/{queue['id']}/next").status_code == 204
     progress = lab["ada"].get(f"/api/queues/{queue['id']}").json()
     assert progress["done"] == 4 and progress["by_reviewer"] == {"rita": 4, "rob": 4}
     assert progress["disputed"] == 2  # credits 0.5 against -0.5 on the last two items
@@ -95,8 +95,8 @@ def test_two_blind_reviewers_with_overlap_two_label_every_item_once_each(lab):
 
 def test_overlap_one_shares_the_items_out_and_a_queue_label_needs_the_required_fields(lab):
     queue = make_queue(lab["ada"], overlap=1, blind=False).json()
-    first = lab["rita"].get(f"/api/queues/{queue['id']}/next").json()
-    second = lab["rob"].get(f"/api/queues/{queue['id']}/next").json()
+    first = lab["rita"].post(f"/api/queues/{queue['id']}/next").json()
+    second = lab["rob"].post(f"/api/queues/{queue['id']}/next").json()
     assert first["item_id"] != second["item_id"]
     missing = label(lab["rita"], first, queue_id=queue["id"], counterfactual="yes")
     assert missing.status_code == 422 and missing.json()["field"] == "credit"
@@ -109,8 +109,8 @@ def test_overlap_one_shares_the_items_out_and_a_queue_label_needs_the_required_f
 
 def test_an_admin_adjudicates_a_disputed_item_and_the_resolved_versions_are_kept(lab):
     queue = make_queue(lab["ada"], blind=False).json()
-    item = lab["rita"].get(f"/api/queues/{queue['id']}/next").json()
-    assert lab["rob"].get(f"/api/queues/{queue['id']}/next").json() == item
+    item = lab["rita"].post(f"/api/queues/{queue['id']}/next").json()
+    assert lab["rob"].post(f"/api/queues/{queue['id']}/next").json() == item
     label(lab["rita"], item, queue_id=queue["id"], credit=1, counterfactual="yes")
     label(lab["rob"], item, queue_id=queue["id"], credit=-1, counterfactual="no")
     path = f"/api/queues/{queue['id']}/items/{item['item_id']}/adjudicate"
@@ -138,7 +138,7 @@ def test_a_seeded_sample_is_the_same_every_time_and_stratified_by_trace(lab):
     other_seed = make_queue(lab["ada"], **(body | {"sample": {"n": 4, "seed": 8}})).json()
     listed = lab["ada"].get(f"/api/queues/{other_seed['id']}/items").json()["items"]
     assert listed[0]["labels"] == {} and listed[0]["done"] is False
-    rita = [lab["rita"].get(f"/api/queues/{first['id']}/next").json()]
+    rita = [lab["rita"].post(f"/api/queues/{first['id']}/next").json()]
     label(lab["rita"], rita[0], queue_id=first["id"], credit=0.1)
-    rita.append(lab["rita"].get(f"/api/queues/{first['id']}/next").json())
+    rita.append(lab["rita"].post(f"/api/queues/{first['id']}/next").json())
     assert rita[0]["item_id"] == 1 and rita[1]["item_id"] == 2

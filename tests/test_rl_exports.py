@@ -138,7 +138,7 @@ def test_a_queue_scoped_export_uses_its_labels_and_an_adjudicated_credit_wins(cl
         assert client.post("/api/annotations", json=label).status_code == 201
     (episode,) = export(client, "rllm", queue_id=queue["id"])
     first = episode["trajectories"][0]["steps"][0]
-    assert (first["reward"], first["info"]["reward_source"]) == (0.0, "human")  # the queue's two labels only
+    assert (first["reward"], first["info"]["reward_source"]) == (0.0, "disputed")  # two labels, 1 and -1, unsettled
     worker_return = episode["trajectories"][1]["steps"][1]
     assert worker_return["info"]["reward_source"] == "computed"  # ada's -0.5 on e5 was not saved in the queue
     settle = {"label": {"credit": 0.25}, "note": "half"}

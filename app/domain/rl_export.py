@@ -1,7 +1,8 @@
 """Labelled traces in the shapes RL trainers read: rLLM episodes, TRL stepwise supervision, and a flat credit table.
 
 Each exported step's reward is an admin's adjudicated credit on its event when a review queue settled it,
-else the reviewers' mean credit when the event is labelled, else the computed credit (a reward channel spread
+else the reviewers' mean credit when the event is labelled (`disputed` rather than `human` while their credits
+disagree and no admin settled it: never a plain human label), else the computed credit (a reward channel spread
 over the events by a rule, app.domain.credit); `reward_source` says which. A trace holds no token ids, so rLLM's token fields are present and empty.
 
 rLLM (rllm.agents.agent): an `Episode` per trace (`id` is "task_id:trace_id", as rLLM's "task_id:rollout"),
@@ -22,16 +23,16 @@ ACTION_KEYS = ("type", "to", "from", "tool", "decision", "child_role")
 
 
 def step_rewards(n_events: int, human: dict[int, float], computed: list[float] | None,
-                 adjudicated: dict[int, float] | None = None) -> tuple[list, list]:
+                 adjudicated: dict[int, float] | None = None, disputed: frozenset = frozenset()) -> tuple[list, list]:
     """Per event: the reward (adjudicated credit, else human mean credit, else computed credit, else 0) and
-    where it came from."""
+    where it came from (`disputed` for a human mean of reviewers who disagree)."""
     rewards, sources = [], []
     adjudicated = adjudicated or {}
     for seq in range(n_events):
         if seq in adjudicated:
             rewards.append(adjudicated[seq]), sources.append("adjudicated")
         elif seq in human:
-            rewards.append(human[seq]), sources.append("human")
+            rewards.append(human[seq]), sources.append("disputed" if seq in disputed else "human")
         elif computed is not None:
             rewards.append(computed[seq]), sources.append("computed")
         else:
@@ -117,9 +118,10 @@ def trl_stepwise_rows(trace: dict, rewards: list[float]) -> list[dict]:
 
 
 def credit_rows(trace: dict, labels_by_event: dict[str, list[dict]], computed: list[float] | None,
-                adjudicated: dict[str, dict] | None = None) -> list[dict]:
-    """One row per labelled event: its labels' credit (mean and per reviewer), computed credit, answers, and
-    the final label an admin set in a review queue (null when none)."""
+                adjudicated: dict[str, dict] | None = None, disputed: frozenset = frozenset()) -> list[dict]:
+    """One row per labelled event: its labels' credit (mean and per reviewer), computed credit, answers, the
+    final label an admin set in a review queue (null when none), and `reward_source`: `adjudicated`, else
+    `disputed` when the reviewers' credits disagree, else `human`."""
     rows, adjudicated = [], adjudicated or {}
     for seq, event in enumerate(trace["events"]):
         labels = labels_by_event.get(event["id"])
@@ -137,6 +139,8 @@ def credit_rows(trace: dict, labels_by_event: dict[str, list[dict]], computed: l
                                if label["counterfactual"] is not None},
             "stop": {label["reviewer"]: label["stop"] for label in labels if label["stop"] is not None},
             "adjudicated": adjudicated.get(event["id"]),
+            "reward_source": "adjudicated" if event["id"] in adjudicated else
+            "disputed" if event["id"] in disputed else "human",
         })
     return rows
 

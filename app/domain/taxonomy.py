@@ -93,7 +93,8 @@ PAPER_FIELDS = {
 EXCLUSION_COLUMNS = ("record_id", "source", "query_family", "screening_label", "identifier", "url",
                      "date_screened", "stage", "exclusion_reason")
 
-# Event labels (annotations): the taxonomy fields a reviewer sets, and the credit range.
+# Event labels (annotations): the vocabularies of their fields (declared in app.domain.label_fields), and the
+# credit range.
 # Had this event not happened (or said something else), would the outcome differ?
 COUNTERFACTUAL_ANSWERS = ("no", "partly", "yes", "cannot tell")
 # Was stopping here (or not stopping) right? Asked of the events that decide to stop or go on.
@@ -102,17 +103,8 @@ STOP_EVENT_TYPES = ("orchestrator_decision", "despawn")
 # The event types that carry each sub-decision's evidence (the table above), for picking events to label.
 SUBDECISION_EVENT_TYPES = {"O1": ("orchestrator_decision",), "O2": ("spawn", "message"), "O3": ("message",),
                            "O4": ("aggregate", "return"), "O5": ("orchestrator_decision", "despawn", "aggregate")}
-# The label fields reviewers' agreement is measured on, with the level of measurement of each.
-AGREEMENT_LEVELS = {"credit": "interval", "reward_family": "nominal", "credit_unit": "nominal",
-                    "subdecision": "nominal", "counterfactual": "nominal", "stop": "nominal"}
-# What a label can say, in the order forms and exports show it.
-LABEL_FIELDS = ("credit", "reward_family", "credit_unit", "subdecision", "safety", "tags", "note", "paper",
-                "counterfactual", "stop")
 # The answers as numbers for a graph overlay ("cannot tell" has none): how much the event mattered, and how
 # early (-1) or late (+1) the stop came.
 COUNTERFACTUAL_SCORES = {"no": 0.0, "partly": 0.5, "yes": 1.0}
 STOP_SCORES = {"stop_too_early": -1.0, "right": 0.0, "stop_too_late": 1.0}
-LABEL_TAXONOMY_FIELDS = {"reward_family": tuple(REWARD_FAMILIES), "credit_unit": CREDIT_UNITS,
-                         "subdecision": tuple(SUBDECISIONS), "counterfactual": COUNTERFACTUAL_ANSWERS,
-                         "stop": STOP_ANSWERS}
 CREDIT_RANGE = (-1.0, 1.0)

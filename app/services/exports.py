@@ -1,17 +1,74 @@
-"""Exports for RL trainers (app.domain.rl_export): rLLM episodes, TRL stepwise rows and the credit table, as
-JSON Lines written one trace at a time, so an export of every trace never holds more than one in memory."""
+"""Every export of labels, one function for the API and the command line: labels as CSV or JSON, a queue's
+final labels, and for RL trainers (app.domain.rl_export) rLLM episodes, TRL stepwise rows and the credit table,
+as JSON Lines written one trace at a time, so an export of every trace never holds more than one in memory."""
 
+import json
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from app.domain import rl_export
 from app.domain.jsontext import dumps_bytes
-from app.services import analysis, labels
+from app.domain.label_fields import disagree
+from app.domain.refusals import NotFound, Refusal
+from app.services import analysis, labels, queues
 from app.services.cache import TraceCache
+from app.store import labels as label_store
 from app.store import queries
 from app.store.db import Database
 
 RL_FORMATS = ("rllm", "trl_stepwise", "credit_jsonl")
+FORMATS = ("csv", "json", *RL_FORMATS)
+MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "json": "application/json", **dict.fromkeys(RL_FORMATS,
+                                                                                             "application/jsonl")}
+
+
+@dataclass(frozen=True)
+class Export:
+    """An export ready to send or write: its media type, a file name, and its bytes in chunks."""
+
+    media_type: str
+    filename: str
+    chunks: Iterator[bytes]
+
+
+class ExportRefused(Refusal):
+    """An export asked in a way that cannot be answered (the message says what to give)."""
+
+    status = 422
+
+
+def label_export(db: Database, cache: TraceCache, viewer: str | None, fmt: str, trace_id: str | None = None,
+                 queue_id: str | None = None, final: bool = False, history: bool = False, rule: str = "causal",
+                 channel: str | None = None) -> Export:
+    """The labels `viewer` may see as `fmt` (FORMATS): of one trace, of a review queue, or of everything; with
+    `final`, a queue's items with their final labels. Raises NotFound for an unknown trace or queue."""
+    if queue_id is not None:
+        queues.load(db, queue_id)
+    if final:
+        if queue_id is None or fmt not in ("csv", "json"):
+            raise ExportRefused("final=true exports one review queue: give queue_id, with format csv or json")
+        queue, rows = queues.final_rows(db, queue_id, viewer)
+        if fmt == "json":
+            body = dumps_bytes(rows)
+        else:
+            columns, flat = queues.final_table(queue, rows)
+            body = labels.to_csv(flat, columns).encode()
+        return Export(MEDIA_TYPES[fmt], f"final-{queue_id}.{fmt}", iter([body]))
+    if fmt in RL_FORMATS:  # (labels, unlike these, stay exportable after their trace is deleted)
+        if trace_id is not None and not queries.trace_exists(db, trace_id):
+            raise NotFound(f"no trace with id '{trace_id}'")
+        if queue_id is not None:
+            ids = [t for t in queries.queue_trace_ids(db, queue_id) if trace_id in (None, t)]
+        else:
+            ids = [trace_id] if trace_id else (label_store.labelled_trace_ids(db, viewer) if fmt == "credit_jsonl"
+                                               else queries.trace_ids(db))
+        name = f"{fmt}{'-' + trace_id if trace_id else ''}{'-' + queue_id if queue_id else ''}.jsonl"
+        return Export(MEDIA_TYPES[fmt], name, rl_lines(db, cache, viewer, fmt, ids, rule, channel, queue_id))
+    rows = labels.list_labels(db, viewer, trace_id, None, None, history, queue_id)
+    name = f"annotations{'-' + trace_id if trace_id else ''}{'-history' if history else ''}.{fmt}"
+    body = dumps_bytes(labels.export_rows(rows)) if fmt == "json" else labels.to_csv(labels.export_rows(rows)).encode()
+    return Export(MEDIA_TYPES[fmt], name, iter([body]))
 DEFAULT_CHANNEL = "team"  # the reward channel computed credit spreads, when the trace has it
 
 
@@ -24,32 +81,37 @@ def reward_channel(trace: dict, channel: str | None) -> str | None:
     return next(iter(trace["rewards"]), None)
 
 
-def rl_lines(db: Database, cache: TraceCache, fmt: str, trace_ids: list[str], rule: str = "causal",
-             channel: str | None = None, queue_id: str | None = None) -> Iterator[bytes]:
-    """JSON Lines of `fmt` for these traces; computed credit by `rule` over `channel` (see reward_channel); with
-    `queue_id`, only the labels and adjudications of that review queue."""
+def rl_lines(db: Database, cache: TraceCache, viewer: str | None, fmt: str, trace_ids: list[str],
+             rule: str = "causal", channel: str | None = None, queue_id: str | None = None) -> Iterator[bytes]:
+    """JSON Lines of `fmt` for these traces, with the labels `viewer` may see; computed credit by `rule` over
+    `channel` (see reward_channel); with `queue_id`, only the labels and adjudications of that review queue.
+    Events whose reviewers' credits disagree, unsettled by an admin, are marked `disputed`."""
     for trace_id in trace_ids:
         trace = analysis.stored_trace(db, cache, trace_id)
         if trace is None:  # deleted while the export ran
             continue
         name = reward_channel(trace, channel)
         computed = analysis.computed_credit(db, cache, trace_id, rule, name) if name is not None else None
-        final = queries.adjudicated_labels(db, trace_id, queue_id)
+        final = {event_id: json.loads(label) for event_id, (label, _note, _by)
+                 in label_store.adjudicated_labels(db, viewer, trace_id, queue_id).items()}
+        by_event: dict[str, list[dict]] = defaultdict(list)
+        for label in labels.list_labels(db, viewer, trace_id, queue_id=queue_id):
+            if not label["empty"]:
+                by_event[label["event_id"]].append(label)
+        disputed = frozenset(event_id for event_id, given in by_event.items()  # two credits or more, apart
+                             if disagree([label for label in given if label["credit"] is not None], ["credit"]))
         if fmt == "credit_jsonl":
-            by_event: dict[str, list[dict]] = defaultdict(list)
-            for label in labels.list_labels(db, trace_id, queue_id=queue_id):
-                if not label["empty"]:
-                    by_event[label["event_id"]].append(label)
-            rows = rl_export.credit_rows(trace, by_event, computed, final)
+            rows = rl_export.credit_rows(trace, by_event, computed, final, disputed)
         else:
             credits: dict[int, list[float]] = defaultdict(list)
-            for row in queries.human_credit(db, trace_id, queue_id):
+            for row in label_store.human_credit(db, viewer, trace_id, queue_id):
                 credits[row["seq"]].append(row["credit"])
             human = {seq: sum(values) / len(values) for seq, values in credits.items()}
             seq_of = {event["id"]: seq for seq, event in enumerate(trace["events"])}
             settled = {seq_of[event_id]: label["credit"] for event_id, label in final.items()
                        if event_id in seq_of and label.get("credit") is not None}
-            rewards, sources = rl_export.step_rewards(len(trace["events"]), human, computed, settled)
+            rewards, sources = rl_export.step_rewards(len(trace["events"]), human, computed, settled,
+                                                      frozenset(seq_of[e] for e in disputed if e in seq_of))
             rows = ([rl_export.rllm_episode(trace, rewards, sources)] if fmt == "rllm"
                     else rl_export.trl_stepwise_rows(trace, rewards))
         for row in rows:

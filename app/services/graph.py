@@ -15,6 +15,7 @@ from app.domain.overlays import event_channels
 from app.domain.taxonomy import COUNTERFACTUAL_SCORES, STOP_SCORES
 from app.services.analysis import computed_credit, parse_computed
 from app.services.cache import TraceCache
+from app.store import labels as label_store
 from app.store import queries
 from app.store.db import Database
 from app.store.writes import trace_locks
@@ -48,7 +49,8 @@ def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | No
             skeleton, owners = _skeleton(db, cache, trace_id, version)
             payload = build_overview(trace_id, skeleton, owners, n_events, group, expand, collapse)
             t0, t1 = queries.time_span(db, trace_id)
-            payload.update(_window(db, cache, trace_id, version, (group, expand, collapse), t0, t1, None, px, None))
+            payload.update(_window(db, cache, None, trace_id, version, (group, expand, collapse), t0, t1, None, px,
+                                   None))
             return orjson.dumps(payload)
         trace = {"trace_id": trace_id, "events": queries.read_event_cores(db, trace_id),
                  "edges": queries.read_edges(db, trace_id)}
@@ -58,15 +60,17 @@ def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | No
     return cache.get_or_build(("figure", trace_id, version, group, expand, collapse, key_px), build)
 
 
-def window_json(db: Database, cache: TraceCache, trace_id: str, group: bool | None, expand: frozenset[str],
-                t0: float, t1: float, lanes: tuple[float, float] | None, px: tuple[int, int],
+def window_json(db: Database, cache: TraceCache, viewer: str | None, trace_id: str, group: bool | None,
+                expand: frozenset[str], t0: float, t1: float, lanes: tuple[float, float] | None, px: tuple[int, int],
                 channel: str | None, collapse: frozenset[str] = frozenset()) -> bytes | None:
     """What a zoomed or panned view shows of [t0, t1] (and of the lanes in view): the events one by one when
-    they are at most EXACT_LIMIT, else bins and edge bundles; coloured by `channel` when given."""
+    they are at most EXACT_LIMIT, else bins and edge bundles; coloured by `channel` (as `viewer` may see a
+    human channel) when given."""
     version = queries.trace_version(db, trace_id)
     if version is None:
         return None
-    return orjson.dumps(_window(db, cache, trace_id, version, (group, expand, collapse), t0, t1, lanes, px, channel))
+    return orjson.dumps(_window(db, cache, viewer, trace_id, version, (group, expand, collapse), t0, t1, lanes, px,
+                                channel))
 
 
 def ensure_lod(db: Database, trace_id: str) -> None:
@@ -97,12 +101,13 @@ def _skeleton(db: Database, cache: TraceCache, trace_id: str, version) -> tuple[
     return cache.get_or_build(("skeleton", trace_id, version), build)
 
 
-def _window(db: Database, cache: TraceCache, trace_id: str, version, layout: tuple, t0: float, t1: float,
+def _window(db: Database, cache: TraceCache, viewer: str | None, trace_id: str, version, layout: tuple, t0: float,
+            t1: float,
             lanes_in_view, px: tuple[int, int], channel: str | None) -> dict:
     """`layout`: (group, expand, collapse) as lane_layout takes them."""
     skeleton, owners = _skeleton(db, cache, trace_id, version)
     lanes, lane_of, _ = lane_layout(skeleton, owners, *layout)
-    values = overlay_channel(db, cache, trace_id, channel) if channel else None
+    values = overlay_channel(db, cache, viewer, trace_id, channel) if channel else None
     if channel and values is None:
         raise ValueError(f"trace '{trace_id}' has no numeric channel '{channel}'")
     count = queries.window_count(db, trace_id, t0, t1)
@@ -144,28 +149,28 @@ HUMAN_COUNTERFACTUAL = "human counterfactual (mean: no 0, partly 0.5, yes 1)"
 HUMAN_STOP = "human stop (mean: too early -1, right 0, too late 1)"
 
 
-def overlay_channel(db: Database, cache: TraceCache, trace_id: str, name: str) -> list | None:
+def overlay_channel(db: Database, cache: TraceCache, viewer: str | None, trace_id: str, name: str) -> list | None:
     """One overlay channel's values: stored or human channels, or computed credit built on request."""
     computed = parse_computed(name)
     if computed:
         return computed_credit(db, cache, trace_id, *computed)
-    return (overlay_channels(db, cache, trace_id) or {}).get(name)
+    return (overlay_channels(db, cache, viewer, trace_id) or {}).get(name)
 
 
-def overlay_channels(db: Database, cache: TraceCache, trace_id: str) -> dict[str, list] | None:
-    """The trace's own numeric channels plus reviewers' current labels: credit (mean and per reviewer), and the
-    mean counterfactual and stop answers as numbers."""
+def overlay_channels(db: Database, cache: TraceCache, viewer: str | None, trace_id: str) -> dict[str, list] | None:
+    """The trace's own numeric channels plus the current labels `viewer` may see: credit (mean and per
+    reviewer), and the mean counterfactual and stop answers as numbers."""
     stored = channels(db, cache, trace_id)
     if stored is None:
         return None
     n_events = queries.event_count(db, trace_id)
     per_reviewer: dict[str, list] = {}
     credits: dict[int, list[float]] = {}
-    for row in queries.human_credit(db, trace_id):
+    for row in label_store.human_credit(db, viewer, trace_id):
         column = per_reviewer.setdefault(HUMAN_PREFIX + row["reviewer"], [None] * n_events)
         column[row["seq"]] = row["credit"]
         credits.setdefault(row["seq"], []).append(row["credit"])
-    answers = queries.human_answers(db, trace_id)
+    answers = label_store.human_answers(db, viewer, trace_id)
     human = {HUMAN_MEAN: credits,
              HUMAN_COUNTERFACTUAL: _scores(answers, "counterfactual", COUNTERFACTUAL_SCORES),
              HUMAN_STOP: _scores(answers, "stop", STOP_SCORES)}

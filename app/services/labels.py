@@ -1,57 +1,40 @@
 """Event labels: append-only versions, optimistic concurrency, idempotent saves, export and import.
 
 A label belongs to (trace_id, event_id, reviewer). Every save, clear or undo writes a new version;
-nothing is updated in place or deleted, so the whole history stays exportable.
+nothing is updated in place or deleted, so the whole history stays exportable. Its fields are declared once
+in app.domain.label_fields. Every read takes `viewer`, the reviewer asking: blind review queues hide other
+reviewers' labels from them (app.store.labels.VISIBLE) on every path that reads labels through here.
 """
 
 import csv
 import io
 import json
-import math
 from collections import namedtuple
 
-from sqlmodel import Session, select
-
 from app.domain import csvsafe
-from app.domain.jsontext import KeyedTwice, escaped
+from app.domain.jsontext import KeyedTwice
+from app.domain.label_fields import BY_NAME, EMPTY, FIELDS, NAMES, LabelError, clean_values
 from app.domain.refusals import NotFound, Refusal
-from app.domain.taxonomy import CREDIT_RANGE, LABEL_FIELDS, LABEL_TAXONOMY_FIELDS, STOP_EVENT_TYPES
 from app.domain.validation import is_text
 from app.ingest.documents import strict_loads
 from app.services import queues
 from app.store import keys, queries, writes
+from app.store import labels as store
 from app.store.db import Database, iso_utc, stored_utc, utc_now
-from app.store.models import Annotation, Reviewer
 
 # The values of a label that says nothing: what clearing sets, and what a first version changes from.
-EMPTY_LABEL = {"credit": None, "reward_family": None, "credit_unit": None, "subdecision": None,
-               "safety": False, "tags": [], "note": "", "paper": None, "counterfactual": None, "stop": None}
-EXPORT_COLUMNS = ("trace_id", "event_id", "event_type", "agent", "role", "reviewer", "credit", "reward_family",
-                  "credit_unit", "subdecision", "safety", "tags", "note", "paper", "annotator_kind", "version",
-                  "created_at", "counterfactual", "stop", "queue_id")
-# Columns an exported CSV may lack: it was written before they existed.
-LATER_COLUMNS = ("counterfactual", "stop", "queue_id")
+EMPTY_LABEL = EMPTY
+# The columns every export has had, in their order; fields declared later follow them (a file exported before
+# a field existed lacks its column, read as empty), then the queue a label was saved in.
+FIRST_EXPORT_COLUMNS = ("trace_id", "event_id", "event_type", "agent", "role", "reviewer", "credit", "reward_family",
+                        "credit_unit", "subdecision", "safety", "tags", "note", "paper", "annotator_kind", "version",
+                        "created_at")
+EXPORT_COLUMNS = (*FIRST_EXPORT_COLUMNS, *(name for name in NAMES if name not in FIRST_EXPORT_COLUMNS), "queue_id")
 ANNOTATOR_KINDS = ("human", "model", "rule", "import")
-TAG_SEPARATOR = ";"
-MAX_TEXT = 10_000
 MAX_VERSION = 2**31 - 1  # a 32-bit INTEGER column
 # Label versions read with plain SQL come back as these records (what to_dict needs): an ORM object costs
 # about 50 us a row to build, more than the query; saves and label reads are the busiest requests.
-LabelRow = namedtuple("LabelRow", [*Annotation.model_fields, "empty"])  # a row of queries.LABEL_COLUMNS
-
-
-class LabelError(Refusal, ValueError):
-    """A value a label cannot hold; `field` names it and the message lists what is allowed (lone surrogates
-    written as escapes, so the refusal itself can always be sent)."""
-
-    status = 422
-
-    def __init__(self, field: str, message: str):
-        self.field = escaped(str(field))
-        super().__init__(f"{self.field}: {escaped(message)}")
-
-    def details(self) -> dict:
-        return {"field": self.field}
+LabelRow = namedtuple("LabelRow", [*store.ROW_FIELDS, "empty"])  # a row of store.LABEL_COLUMNS
 
 
 class StaleVersion(Refusal):
@@ -83,61 +66,6 @@ def check_request(data: dict) -> None:
             raise LabelError(field, "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not text")
 
 
-def clean_values(data: dict) -> dict:
-    """The label fields present in `data`, checked and normalised; raises LabelError naming the field."""
-    values = {}
-    for field in LABEL_FIELDS:
-        if field not in data:
-            continue
-        value = data[field]
-        if field == "credit":
-            value = _credit(value)
-        elif field in LABEL_TAXONOMY_FIELDS:
-            allowed = LABEL_TAXONOMY_FIELDS[field]
-            if value == "":
-                value = None
-            if value is not None and value not in allowed:
-                raise LabelError(field, f"{value!r} is not one of {', '.join(allowed)} (or null)")
-        elif field == "safety":
-            if not isinstance(value, bool):
-                raise LabelError(field, f"{value!r} is not true or false")
-        elif field == "tags":
-            value = _tags(value)
-        elif field == "note":
-            value = "" if value is None else value
-            if not isinstance(value, str) or len(value) > MAX_TEXT:
-                raise LabelError(field, f"must be text of at most {MAX_TEXT} characters")
-        elif field == "paper":
-            if value == "":
-                value = None
-            if value is not None and not isinstance(value, str):
-                raise LabelError(field, "must be a paper key (text) or null")
-        values[field] = value
-    return values
-
-
-def _credit(value):
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise LabelError("credit", f"{value!r} is not a number in [{CREDIT_RANGE[0]:g}, {CREDIT_RANGE[1]:g}] or null")
-    if not CREDIT_RANGE[0] <= value <= CREDIT_RANGE[1]:
-        raise LabelError("credit", f"{value} is outside [{CREDIT_RANGE[0]:g}, {CREDIT_RANGE[1]:g}]")
-    return float(value)
-
-
-def _tags(value) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-        raise LabelError("tags", "must be a list of strings")
-    tags = [t.strip() for t in value if t.strip()]
-    for tag in tags:
-        if TAG_SEPARATOR in tag:
-            raise LabelError("tags", f"{tag!r} contains '{TAG_SEPARATOR}', which separates tags in CSV exports")
-    return list(dict.fromkeys(tags))
-
-
 def clean_reviewer(value) -> str:
     if not isinstance(value, str) or not value.strip():
         raise LabelError("reviewer", "must be a non-empty name")
@@ -148,15 +76,12 @@ def clean_reviewer(value) -> str:
     return value.strip()
 
 
-def to_dict(row: Annotation) -> dict:
+def to_dict(row: LabelRow) -> dict:
     """A label version as the API shows it."""
     return {
         "annotation_id": row.annotation_id, "trace_id": row.trace_id, "event_id": row.event_id,
         "event_type": row.event_type, "agent": row.agent, "role": row.role, "reviewer": row.reviewer,
-        "credit": row.credit, "reward_family": row.reward_family, "credit_unit": row.credit_unit,
-        "subdecision": row.subdecision, "safety": row.safety, "tags": json.loads(row.tags), "note": row.note,
-        "paper": row.paper, "counterfactual": row.counterfactual, "stop": row.stop, "queue_id": row.queue_id,
-        "annotator_kind": row.annotator_kind, "version": row.version,
+        **_values_of(row), "queue_id": row.queue_id, "annotator_kind": row.annotator_kind, "version": row.version,
         "created_at": iso_utc(row.created_at), "empty": row.empty,
     }
 
@@ -192,16 +117,16 @@ def save_label(db: Database, data: dict) -> tuple[dict, bool]:
     if queue_id is not None and not isinstance(queue_id, str):
         raise LabelError("queue_id", "must be a queue id (text) or null")
     snapshot = _event_snapshot(db, trace_id, event_id)
-    if values.get("stop") is not None and snapshot["event_type"] not in STOP_EVENT_TYPES:
-        raise LabelError("stop", f"is asked of {' and '.join(STOP_EVENT_TYPES)} events; this is a "
-                                 f"{snapshot['event_type']}")
+    for name, value in values.items():
+        declared = BY_NAME[name]
+        if not declared.is_empty(value) and not declared.applies(snapshot["event_type"]):
+            raise LabelError(name, f"is asked of {' and '.join(declared.applies_to)} events; this is a "
+                                   f"{snapshot['event_type']}")
     # Plain SQL on one cursor: the ORM took twice the statements, each compiled anew, and saves queue on this lock.
     def save(cur) -> tuple[dict, bool]:
         # The current version, and the one this request made before if it is a retry.
-        rows = [LabelRow._make(row) for row in cur.execute(
-            f"SELECT {queries.LABEL_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
-            "QUALIFY version = max(version) OVER () OR client_request_id = ?",
-            [trace_id, event_id, reviewer, request_id]).fetchall()]
+        rows = [LabelRow._make(row) for row in store.own_current_or_retry(cur, trace_id, event_id, reviewer,
+                                                                           request_id)]
         done = next((row for row in rows if request_id and row.client_request_id == request_id), None)
         if done is not None:
             return to_dict(done), False
@@ -213,7 +138,7 @@ def save_label(db: Database, data: dict) -> tuple[dict, bool]:
         if queue_id is not None:
             queues.check_label(db, queue_id, trace_id, event_id, reviewer, merged)
         stamp = now()
-        annotation_id = keys.new_row_id(lambda taken: queries.annotation_id_taken(cur, taken),
+        annotation_id = keys.new_row_id(lambda taken: store.annotation_id_taken(cur, taken),
                                         trace_id, event_id, reviewer, have + 1)
         new = {"annotation_id": annotation_id, "trace_id": trace_id, "event_id": event_id, "reviewer": reviewer,
                "version": have + 1,
@@ -221,7 +146,7 @@ def save_label(db: Database, data: dict) -> tuple[dict, bool]:
                "queue_id": queue_id, **snapshot, **_columns(merged)}
         # No RETURNING: a DuckLake table takes none; the row is read back as stored (types as the columns make them).
         writes.insert_row(cur, "annotations", new)
-        row = LabelRow._make(queries.label_version(cur, trace_id, event_id, reviewer, have + 1))
+        row = LabelRow._make(store.label_version(cur, trace_id, event_id, reviewer, have + 1))
         writes.add_reviewer(cur, reviewer, stamp)
         return to_dict(row), True
 
@@ -239,7 +164,7 @@ def undo_label(db: Database, data: dict) -> tuple[dict, bool]:
     check_request(data)
     reviewer = clean_reviewer(data.get("reviewer"))
     trace_id, event_id = str(data.get("trace_id") or ""), str(data.get("event_id") or "")
-    latest = [LabelRow._make(row) for row in queries.last_label_versions(db, trace_id, event_id, reviewer, 2)]
+    latest = [LabelRow._make(row) for row in store.last_label_versions(db, trace_id, event_id, reviewer, 2)]
     if not latest:
         raise NotFound(f"{reviewer} has no label on event '{event_id}' of trace '{trace_id}' to undo")
     current = latest[0]
@@ -248,29 +173,34 @@ def undo_label(db: Database, data: dict) -> tuple[dict, bool]:
     return save_label(db, {**data, **restored, "base_version": data.get("base_version", current.version)})
 
 
-def _values_of(row: Annotation | None) -> dict:
+def _values_of(row: LabelRow | None) -> dict:
+    """The declared fields of a stored version (tags are stored as JSON text)."""
     if row is None:
         return dict(EMPTY_LABEL)
-    return {"credit": row.credit, "reward_family": row.reward_family, "credit_unit": row.credit_unit,
-            "subdecision": row.subdecision, "safety": row.safety, "tags": json.loads(row.tags),
-            "note": row.note, "paper": row.paper, "counterfactual": row.counterfactual, "stop": row.stop}
+    return {name: json.loads(getattr(row, name)) if BY_NAME[name].kind == "tags" else getattr(row, name)
+            for name in NAMES}
 
 
 def _columns(values: dict) -> dict:
-    return {**values, "tags": json.dumps(values["tags"])}
+    return {name: json.dumps(value) if BY_NAME[name].kind == "tags" else value for name, value in values.items()}
 
 
-def list_labels(db: Database, trace_id=None, event_id=None, reviewer=None, history=False,
+def list_labels(db: Database, viewer: str | None, trace_id=None, event_id=None, reviewer=None, history=False,
                 queue_id=None) -> list[dict]:
-    """Current labels (or every version) matching the filters, in trace, event, reviewer, version order; with
-    `queue_id`, the labels saved in that review queue."""
+    """Current labels (or every version) that `viewer` may see, matching the filters, in trace, event,
+    reviewer, version order; with `queue_id`, the labels saved in that review queue."""
     return [to_dict(LabelRow._make(row))
-            for row in queries.read_labels(db, trace_id, event_id, reviewer, history, queue_id)]
+            for row in store.read_labels(db, viewer, trace_id, event_id, reviewer, history, queue_id)]
+
+
+def others_on_event(db: Database, viewer: str | None, trace_id: str, event_id: str) -> list[dict]:
+    """Other reviewers' current labels on an event, as far as `viewer` may see them (shown beside theirs)."""
+    return [label for label in list_labels(db, viewer, trace_id, event_id)
+            if label["reviewer"] != viewer and not label["empty"]]
 
 
 def reviewers(db: Database) -> list[str]:
-    with Session(db.engine) as session:
-        return list(session.exec(select(Reviewer.name).order_by(Reviewer.name)).all())
+    return queries.reviewer_names(db)
 
 
 def add_reviewer(db: Database, name: str) -> str:
@@ -285,24 +215,24 @@ def export_rows(labels: list[dict]) -> list[dict]:
     return [{column: label[column] for column in EXPORT_COLUMNS} for label in labels]
 
 
-def to_csv(labels: list[dict]) -> str:
-    """RFC 4180 CSV (CRLF, quotes doubled), tags joined by ';', empty cells for nulls, formula-like cells
-    neutralised (app.csvsafe)."""
+def to_csv(rows: list[dict], columns=EXPORT_COLUMNS) -> str:
+    """RFC 4180 CSV (CRLF, quotes doubled) of `columns`: declared fields as their cells (tags joined by ';'),
+    empty cells for nulls, formula-like cells neutralised (app.csvsafe)."""
     out = io.StringIO()
     writer = csvsafe.writer(out, lineterminator="\r\n")
-    writer.writerow(EXPORT_COLUMNS)
-    for row in export_rows(labels):
-        writer.writerow([_csv_cell(column, row[column]) for column in EXPORT_COLUMNS])
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([csv_cell(column, row.get(column)) for column in columns])
     return out.getvalue()
 
 
-def _csv_cell(column: str, value) -> str:
+def csv_cell(column: str, value) -> str:
+    """A cell: a declared field as it declares, anything else as text (empty for null)."""
+    declared = BY_NAME.get(column)
+    if declared is not None:
+        return declared.to_text(value)
     if value is None:
         return ""
-    if column == "tags":
-        return TAG_SEPARATOR.join(value)
-    if column == "safety":
-        return "true" if value else "false"
     return repr(value) if isinstance(value, float) else str(value)
 
 
@@ -344,7 +274,7 @@ def parse_import(body: bytes, content_type: str) -> list[tuple[str, dict]]:
         if repeated:
             raise LabelImportError([{"where": "line 1", "message": f"column(s) {', '.join(repeated)} given more "
                                                                    "than once in the header"}], 400)
-        missing = [c for c in EXPORT_COLUMNS if c not in header and c not in LATER_COLUMNS]
+        missing = [c for c in FIRST_EXPORT_COLUMNS if c not in header]
         if missing:
             raise LabelImportError([{"where": "line 1", "message": f"missing column(s): {', '.join(missing)}"}], 400)
         for cells in reader:
@@ -362,13 +292,13 @@ def parse_import(body: bytes, content_type: str) -> list[tuple[str, dict]]:
 
 
 def _from_csv(row: dict) -> dict:
+    """A CSV row's cells as values: declared fields as they declare (a missing column, from an export made
+    before the field existed, as empty), the other optional columns as null when empty."""
     out = dict(row)
-    out["credit"] = row["credit"]
-    for column in ("reward_family", "credit_unit", "subdecision", "paper", "event_type", "agent", "role",
-                   *LATER_COLUMNS):
+    for declared in FIELDS:
+        out[declared.name] = declared.from_text(row.get(declared.name))
+    for column in ("event_type", "agent", "role", "queue_id"):
         out[column] = row.get(column) or None
-    out["tags"] = [t for t in row["tags"].split(TAG_SEPARATOR) if t] if row["tags"] else []
-    out["safety"] = {"true": True, "false": False}.get(row["safety"].lower(), row["safety"])
     return out
 
 
@@ -383,24 +313,24 @@ def import_labels(db: Database, rows: list[tuple[str, dict]], imported_by: str |
             errors.append({"where": where, "message": str(exc)})
     if errors:
         raise LabelImportError(errors)
-    reviewers = {row.reviewer for _, row in cleaned}
+    reviewers = {row["reviewer"] for _, row in cleaned}
 
     def merge(cur) -> dict:
         inserted = skipped = 0
         conflicts = []
         for where, row in cleaned:
-            stored = queries.label_version(cur, row.trace_id, row.event_id, row.reviewer, row.version)
+            stored = store.label_version(cur, row["trace_id"], row["event_id"], row["reviewer"], row["version"])
             if stored is None:
-                annotation_id = keys.new_row_id(lambda taken: queries.annotation_id_taken(cur, taken),
-                                                row.trace_id, row.event_id, row.reviewer, row.version)
+                annotation_id = keys.new_row_id(lambda taken: store.annotation_id_taken(cur, taken), row["trace_id"],
+                                                row["event_id"], row["reviewer"], row["version"])
                 writes.insert_row(cur, "annotations",
-                                  row.model_dump() | {"annotation_id": annotation_id, "imported_by": imported_by})
+                                  row | {"annotation_id": annotation_id, "imported_by": imported_by})
                 inserted += 1
             elif _same(LabelRow._make(stored), row):
                 skipped += 1
             else:
-                conflicts.append({"where": where, "message": f"version {row.version} of {row.reviewer}'s label on "
-                                  f"{row.trace_id}/{row.event_id} differs from the stored one"})
+                conflicts.append({"where": where, "message": f"version {row['version']} of {row['reviewer']}'s label "
+                                  f"on {row['trace_id']}/{row['event_id']} differs from the stored one"})
         if conflicts:
             raise LabelImportError(conflicts, 409)
         for name in sorted(reviewers):
@@ -410,7 +340,8 @@ def import_labels(db: Database, rows: list[tuple[str, dict]], imported_by: str |
     return db.write(merge, map(writes.reviewer_lock, reviewers))
 
 
-def _import_row(raw: dict) -> Annotation:
+def _import_row(raw: dict) -> dict:
+    """An exported label version as the row to store; raises LabelError naming the field."""
     if not isinstance(raw, dict):
         raise ValueError("a label must be an object")
     check_request(raw)
@@ -420,10 +351,8 @@ def _import_row(raw: dict) -> Annotation:
             credit = float(credit) if credit.strip() else None
         except ValueError as exc:
             raise LabelError("credit", f"{credit!r} is not a number") from exc
-    values = clean_values({**{f: raw.get(f) for f in LABEL_FIELDS}, "credit": credit})
-    values.setdefault("safety", False)
-    if values.get("safety") is None:
-        values["safety"] = False
+    values = clean_values({**{f.name: f.empty if raw.get(f.name) is None else raw[f.name] for f in FIELDS},
+                           "credit": credit})
     version = _version(raw["version"])
     kind = raw.get("annotator_kind") or "human"
     if kind not in ANNOTATOR_KINDS:
@@ -431,11 +360,11 @@ def _import_row(raw: dict) -> Annotation:
     for field in ("trace_id", "event_id"):
         if not raw.get(field):
             raise LabelError(field, "must not be empty")
-    return Annotation(
-        trace_id=str(raw["trace_id"]), event_id=str(raw["event_id"]), reviewer=clean_reviewer(raw.get("reviewer")),
-        version=version, annotator_kind=kind, event_type=raw.get("event_type") or None,
-        agent=raw.get("agent") or None, role=raw.get("role") or None, queue_id=raw.get("queue_id") or None,
-        created_at=stored_utc(str(raw["created_at"])), **_columns(values))
+    return {"trace_id": str(raw["trace_id"]), "event_id": str(raw["event_id"]),
+            "reviewer": clean_reviewer(raw.get("reviewer")), "version": version, "annotator_kind": kind,
+            "event_type": raw.get("event_type") or None, "agent": raw.get("agent") or None,
+            "role": raw.get("role") or None, "queue_id": raw.get("queue_id") or None,
+            "created_at": stored_utc(str(raw["created_at"])), **_columns(values)}
 
 
 def _version(value) -> int:
@@ -447,11 +376,11 @@ def _version(value) -> int:
     return value
 
 
-def _same(a: LabelRow, b: Annotation) -> bool:
-    return all(getattr(a, f) == getattr(b, f) for f in (*LABEL_FIELDS, "annotator_kind", "created_at", "queue_id"))
+def _same(a: LabelRow, b: dict) -> bool:
+    return all(getattr(a, f) == b[f] for f in (*NAMES, "annotator_kind", "created_at", "queue_id"))
 
 
-def progress(db: Database, trace_id: str, reviewer: str | None) -> dict:
-    """Events of the trace, how many the reviewer labelled, and how many anyone did."""
+def progress(db: Database, trace_id: str, viewer: str | None) -> dict:
+    """Events of the trace, how many `viewer` labelled, and how many anyone they may see did."""
     total = queries.event_count(db, trace_id)
-    return {"total": total, **queries.trace_label_counts(db, trace_id, reviewer)}
+    return {"total": total, **store.trace_label_counts(db, viewer, trace_id)}

@@ -1,7 +1,9 @@
 """Review queues: an admin picks events by a filter (in order, or a seeded random or stratified sample), the
 rubric (which label fields are asked, which required), the reviewers, an overlap k and blindness. `next` hands
 each reviewer their next item, each item to at most k reviewers and never twice to one; an item is done at k
-labels; items the reviewers disagree on go to an admin, whose final label is kept with what it resolved."""
+labels; items the reviewers disagree on go to an admin, whose final label is kept with what it resolved. A
+reviewer may skip an item: it comes back to them after everything else. What a caller sees of the labels is
+what app.store.labels lets `viewer` see (blind queues hide others' labels until the viewer saved theirs)."""
 
 import json
 import random
@@ -9,8 +11,10 @@ import secrets
 from collections import Counter, defaultdict
 
 from app.domain.agreement import agreement
+from app.domain.label_fields import AGREEMENT_LEVELS, BY_NAME, NAMES, disagree
 from app.domain.refusals import NotFound, Refusal
-from app.domain.taxonomy import AGREEMENT_LEVELS, LABEL_FIELDS, SUBDECISION_EVENT_TYPES, SUBDECISIONS
+from app.domain.taxonomy import SUBDECISION_EVENT_TYPES, SUBDECISIONS
+from app.store import labels as label_store
 from app.store import queries
 from app.store.db import Database, iso_utc, utc_now
 
@@ -18,9 +22,10 @@ FILTER_KEYS = ("trace_ids", "systems", "topologies", "tasks", "findings", "event
                "subdecisions")
 STRATA = ("trace_id", "system", "topology", "task_id", "type", "role", "agent", "tool")
 DEFAULT_FIELDS = ("credit", "counterfactual", "stop", "note")
-# Reviewers disagree on an item when their credits differ by more than this, or a nominal answer differs.
-CREDIT_SPREAD = 0.5
 MAX_ITEMS = 100_000
+# What an item's final label is, for the final export: settled by an admin, agreed by its k reviewers, disputed
+# and waiting for an admin, or still open (fewer than k labels).
+STATUSES = ("agreed", "adjudicated", "disputed", "open")
 
 
 class QueueError(Refusal, ValueError):
@@ -72,11 +77,12 @@ def clean_spec(body: dict) -> dict:
     fields = _strings(body.get("fields"), "fields") or list(DEFAULT_FIELDS)
     required = _strings(body.get("required"), "required")
     for key, values in (("fields", fields), ("required", required)):
-        bad = [f for f in values if f not in LABEL_FIELDS]
+        bad = [f for f in values if f not in NAMES]
         if bad:
-            raise QueueError(key, f"{', '.join(bad)}: not a label field ({', '.join(LABEL_FIELDS)})")
+            raise QueueError(key, f"{', '.join(bad)}: not a label field ({', '.join(NAMES)})")
     if not set(required) <= set(fields):
         raise QueueError("required", "names a field the queue does not ask")
+    required = required or default_required(fields)
     reviewers = list(dict.fromkeys(_strings(body.get("reviewers"), "reviewers")))
     if not reviewers:
         raise QueueError("reviewers", "name at least one reviewer")
@@ -126,51 +132,60 @@ def create_queue(db: Database, body: dict, created_by: str | None) -> dict:
     queue_id = "q-" + secrets.token_hex(6)
     db.write(lambda cur: queries.insert_queue(cur, queue_id, spec["name"], json.dumps(spec), created_by, utc_now(),
                                               [(row["trace_id"], row["event_id"]) for row in items]))
-    return summary(db, queue_id)
+    return summary(db, queue_id, None)
+
+
+def default_required(fields: list[str]) -> list[str]:
+    """A queue always requires one field at least, so an untouched item cannot be saved: credit when asked,
+    else the first field it asks."""
+    return ["credit"] if "credit" in fields else fields[:1]
 
 
 def load(db: Database, queue_id: str) -> dict:
     row = queries.read_queue(db, queue_id)
     if row is None:
         raise NotFound(f"no queue with id '{queue_id}'", what=f"queue '{queue_id}'")
+    spec = json.loads(row["spec"])
+    spec["required"] = spec["required"] or default_required(spec["fields"])  # queues made before the rule
     return {"id": row["queue_id"], "created_by": row["created_by"], "created_at": iso_utc(row["created_at"]),
-            **json.loads(row["spec"])}
+            **spec}
 
 
-def item_states(db: Database, queue: dict) -> dict[int, dict]:
-    """Per item with any label in the queue: the labels by reviewer, and whether it is done and disputed."""
+def item_states(db: Database, queue: dict, viewer: str | None) -> dict[int, dict]:
+    """Per item with any label in the queue that `viewer` may see: the labels by reviewer, whether it is done
+    and disputed, and its adjudication."""
     states: dict[int, dict] = {}
-    for row in queries.queue_labels(db, queue["id"]):
+    for row in label_store.queue_labels(db, viewer, queue["id"]):
         state = states.setdefault(row["item_id"], {"trace_id": row["trace_id"], "event_id": row["event_id"],
                                                    "labels": {}})
-        state["labels"][row["reviewer"]] = {key: row[key] for key in
-                                            ("version", "annotation_id", *LABEL_FIELDS)} | {
-            "tags": json.loads(row["tags"])}
-    adjudicated = {row["item_id"]: row for row in queries.queue_adjudications(db, queue["id"])}
-    for item_id, state in states.items():
+        state["labels"][row["reviewer"]] = {key: row[key] for key in ("version", "annotation_id", *NAMES)} | {
+            name: json.loads(row[name]) for name in NAMES if BY_NAME[name].kind == "tags"}
+    for row in label_store.queue_adjudications(db, viewer, queue["id"]):
+        state = states.setdefault(row["item_id"], {"trace_id": row["trace_id"], "event_id": row["event_id"],
+                                                   "labels": {}})
+        state["adjudicated"] = {"by": row["adjudicator"], "label": json.loads(row["label"]), "note": row["note"],
+                                "resolved": json.loads(row["resolved"]), "at": iso_utc(row["created_at"])}
+    for state in states.values():
+        state.setdefault("adjudicated", None)
         state["done"] = len(state["labels"]) >= queue["overlap"]
         state["disputed"] = len(state["labels"]) >= 2 and disagree(list(state["labels"].values()), queue["fields"])
-        final = adjudicated.get(item_id)
-        state["adjudicated"] = None if final is None else {
-            "by": final["adjudicator"], "label": json.loads(final["label"]), "note": final["note"],
-            "resolved": json.loads(final["resolved"]), "at": iso_utc(final["created_at"])}
     return states
 
 
-def disagree(labels: list[dict], fields: list[str]) -> bool:
-    """Whether reviewers' labels on one item differ on an asked field: credits more than CREDIT_SPREAD
-    apart, or different nominal answers (tags, notes and the safety flag are never a disagreement)."""
-    credits = [label["credit"] for label in labels if label["credit"] is not None]
-    if "credit" in fields and len(credits) >= 2 and max(credits) - min(credits) > CREDIT_SPREAD:
-        return True
-    return any(len({label[f] for label in labels if label[f] is not None}) > 1
-               for f in fields if AGREEMENT_LEVELS.get(f) == "nominal")
+def status_of(state: dict) -> str:
+    """One of STATUSES for an item's state."""
+    if state["adjudicated"] is not None:
+        return "adjudicated"
+    if state["disputed"]:
+        return "disputed"
+    return "agreed" if state["done"] else "open"
 
 
-def summary(db: Database, queue_id: str) -> dict:
-    """The queue with its progress: items, done, labelled per reviewer, disputed, adjudicated, agreement."""
+def summary(db: Database, queue_id: str, viewer: str | None) -> dict:
+    """The queue with its progress as `viewer` may see it: items, done, labelled per reviewer, disputed,
+    adjudicated, agreement."""
     queue = load(db, queue_id)
-    states = item_states(db, queue)
+    states = item_states(db, queue, viewer)
     by_reviewer = Counter(reviewer for state in states.values() for reviewer in state["labels"])
     ratings = {field: {item: {r: label[field] for r, label in state["labels"].items()}
                        for item, state in states.items()}
@@ -187,8 +202,9 @@ def summary(db: Database, queue_id: str) -> dict:
 
 
 def next_item(db: Database, queue_id: str, reviewer: str) -> dict | None:
-    """The reviewer's next item: the one `next` gave them that they have not labelled yet, else a new one
-    (the first given to fewer than `overlap` reviewers and never to them); None when nothing is left."""
+    """The reviewer's next item: the one `next` gave them that they have neither labelled nor skipped, else a
+    new one (the first given to fewer than `overlap` reviewers and never to them), else the item they skipped
+    longest ago; None when nothing is left."""
     queue = load(db, queue_id)
     if reviewer not in queue["reviewers"]:
         raise QueueError("reviewer", f"'{reviewer}' is not a reviewer of this queue")
@@ -199,10 +215,24 @@ def next_item(db: Database, queue_id: str, reviewer: str) -> dict | None:
             item = queries.next_unassigned(cur, queue_id, reviewer, queue["overlap"])
             if item is not None:
                 queries.assign(cur, queue_id, item["item_id"], reviewer, utc_now())
-        return item
+        return item or queries.skipped_assignment(cur, queue_id, reviewer)
 
     # One hand-out per queue at a time, across instances too: an item goes to at most `overlap` reviewers.
     return db.write(hand_out, [("queue", queue_id)])
+
+
+def peek_item(db: Database, queue_id: str, reviewer: str) -> dict | None:
+    """The item next_item would give the reviewer now, keeping nothing."""
+    queue = load(db, queue_id)
+    if reviewer not in queue["reviewers"]:
+        raise QueueError("reviewer", f"'{reviewer}' is not a reviewer of this queue")
+    cur = db.cursor()
+    try:
+        return (queries.open_assignment(cur, queue_id, reviewer)
+                or queries.next_unassigned(cur, queue_id, reviewer, queue["overlap"])
+                or queries.skipped_assignment(cur, queue_id, reviewer))
+    finally:
+        cur.close()
 
 
 def check_label(db: Database, queue_id: str, trace_id: str, event_id: str, reviewer: str, values: dict) -> None:
@@ -213,9 +243,18 @@ def check_label(db: Database, queue_id: str, trace_id: str, event_id: str, revie
         raise QueueError("queue_id", f"event '{event_id}' of trace '{trace_id}' is not in queue '{queue_id}'")
     if reviewer not in queue["reviewers"]:
         raise QueueError("reviewer", f"'{reviewer}' is not a reviewer of queue '{queue_id}'")
-    missing = [f for f in queue["required"] if values.get(f) in (None, "", [], False)]
+    missing = [f for f in queue["required"] if BY_NAME[f].is_empty(values.get(f))]
     if missing:
         raise QueueError(missing[0], f"is required in queue '{queue['name']}'")
+
+
+def skip_item(db: Database, queue_id: str, item_id: int, reviewer: str) -> None:
+    """The reviewer puts an item given to them aside: `next` gives it again after everything else."""
+    queue = load(db, queue_id)
+    if reviewer not in queue["reviewers"]:
+        raise QueueError("reviewer", f"'{reviewer}' is not a reviewer of this queue")
+    if not db.write(lambda cur: queries.skip(cur, queue_id, item_id, reviewer, utc_now()), [("queue", queue_id)]):
+        raise NotFound(f"item {item_id} of queue '{queue_id}' was not given to '{reviewer}'")
 
 
 def adjudicate(db: Database, queue_id: str, item_id: int, adjudicator: str, label: dict, note: str) -> dict:
@@ -227,25 +266,86 @@ def adjudicate(db: Database, queue_id: str, item_id: int, adjudicator: str, labe
     unknown = sorted(set(label) - set(queue["fields"]))
     if unknown:
         raise QueueError("label", f"{', '.join(unknown)}: not asked by this queue ({', '.join(queue['fields'])})")
-    state = item_states(db, queue).get(item_id)
-    if state is None:
+    state = item_states(db, queue, None).get(item_id)
+    if state is None or not state["labels"]:
         raise QueueError("item", "no reviewer has labelled this item yet: there is nothing to adjudicate")
     resolved = [{"reviewer": r, "version": v["version"], "annotation_id": v["annotation_id"]}
                 for r, v in state["labels"].items()]
-    db.write(lambda cur: queries.insert_adjudication(cur, queue_id, item_id, adjudicator, json.dumps(label),
-                                                     json.dumps(resolved), note, utc_now()))
-    return item_states(db, queue)[item_id] | {"item_id": item_id}
+    db.write(lambda cur: label_store.insert_adjudication(cur, queue_id, item_id, adjudicator, json.dumps(label),
+                                                         json.dumps(resolved), note, utc_now()))
+    return item_states(db, queue, None)[item_id] | {"item_id": item_id}
 
 
-def items(db: Database, queue_id: str) -> list[dict]:
-    """Every item in queue order with its state (an item nobody labelled yet: no labels, not done)."""
+def items(db: Database, queue_id: str, viewer: str | None) -> list[dict]:
+    """Every item in queue order with its state as `viewer` may see it (an item nobody labelled yet: no
+    labels, not done), and its status."""
     queue = load(db, queue_id)
-    states = item_states(db, queue)
+    states = item_states(db, queue, viewer)
     empty = {"labels": {}, "done": False, "disputed": False, "adjudicated": None}
-    return [item | {key: value for key, value in states.get(item["item_id"], empty).items()
-                    if key not in ("trace_id", "event_id")}
-            for item in queries.list_queue_items(db, queue_id)]
+    rows = []
+    for item in queries.list_queue_items(db, queue_id):
+        state = states.get(item["item_id"], empty)
+        rows.append(item | {key: value for key, value in state.items() if key not in ("trace_id", "event_id")}
+                    | {"status": status_of(state)})
+    return rows
 
 
-def list_all(db: Database) -> list[dict]:
-    return [summary(db, row["queue_id"]) for row in queries.list_queues(db)]
+def final_rows(db: Database, queue_id: str, viewer: str | None) -> tuple[dict, list[dict]]:
+    """The queue and one row per item with its final label: the adjudication where an admin settled it, the
+    reviewers' consensus where they agreed (numbers averaged, flags any, tags joined, notes kept by name),
+    none while disputed or open; with who adjudicated, why, and each reviewer's label."""
+    queue = load(db, queue_id)
+    rows = []
+    for item in items(db, queue_id, viewer):
+        adjudicated = item["adjudicated"]
+        final = (adjudicated["label"] if adjudicated else
+                 consensus(item["labels"], queue["fields"]) if item["status"] == "agreed" else {})
+        rows.append({"item_id": item["item_id"], "trace_id": item["trace_id"], "event_id": item["event_id"],
+                     "status": item["status"], "final": {f: final.get(f) for f in queue["fields"]},
+                     "adjudicated_by": adjudicated["by"] if adjudicated else None,
+                     "adjudication_note": adjudicated["note"] if adjudicated else None,
+                     "labels": {reviewer: {f: label[f] for f in queue["fields"]}
+                                for reviewer, label in item["labels"].items()}})
+    return queue, rows
+
+
+def consensus(labels: dict[str, dict], fields: list[str]) -> dict:
+    """The agreed value of each field among reviewers who agree: the mean of numbers, the common answer,
+    any flag, the union of tags, the notes each under its reviewer's name."""
+    out = {}
+    for name in fields:
+        declared = BY_NAME[name]
+        given = {reviewer: label[name] for reviewer, label in labels.items() if not declared.is_empty(label[name])}
+        values = list(given.values())
+        if declared.kind == "number":
+            out[name] = sum(values) / len(values) if values else None
+        elif declared.kind == "flag":
+            out[name] = any(values)
+        elif declared.kind == "tags":
+            out[name] = list(dict.fromkeys(tag for tags in values for tag in tags))
+        elif declared.kind == "text":
+            out[name] = values[0] if len(given) == 1 else " | ".join(f"{r}: {v}" for r, v in given.items())
+        else:
+            out[name] = values[0] if values else None
+    return out
+
+
+def list_all(db: Database, viewer: str | None) -> list[dict]:
+    return [summary(db, row["queue_id"], viewer) for row in queries.list_queues(db)]
+
+
+def final_table(queue: dict, rows: list[dict]) -> tuple[list[str], list[dict]]:
+    """final_rows flattened for a CSV: `final.<field>` columns, then `<reviewer>.<field>` for each of the
+    queue's reviewers, every cell as the field writes it."""
+    fields = queue["fields"]
+    columns = ["item_id", "trace_id", "event_id", "status", *(f"final.{f}" for f in fields), "adjudicated_by",
+               "adjudication_note", *(f"{r}.{f}" for r in queue["reviewers"] for f in fields)]
+    flat = []
+    for row in rows:
+        cells = {key: row[key] for key in ("item_id", "trace_id", "event_id", "status", "adjudicated_by",
+                                           "adjudication_note")}
+        cells |= {f"final.{f}": BY_NAME[f].to_text(row["final"][f]) for f in fields}
+        for reviewer, label in row["labels"].items():
+            cells |= {f"{reviewer}.{f}": BY_NAME[f].to_text(label[f]) for f in fields}
+        flat.append(cells)
+    return columns, flat

@@ -29,45 +29,6 @@ class Trace(SQLModel, table=True):
     ingested_at: NaiveDatetime  # UTC
 
 
-class Annotation(SQLModel, table=True):
-    """One version of a reviewer's label on an event; the highest version is the current label."""
-
-    __tablename__ = "annotations"
-
-    annotation_id: int | None = Field(default=None, primary_key=True)
-    trace_id: str
-    event_id: str
-    reviewer: str
-    version: int
-    credit: float | None = None
-    reward_family: str | None = None
-    credit_unit: str | None = None
-    subdecision: str | None = None
-    safety: bool = False
-    tags: str = "[]"  # JSON array of strings
-    note: str = ""
-    paper: str | None = None
-    annotator_kind: str = "human"
-    event_type: str | None = None
-    agent: str | None = None
-    role: str | None = None
-    client_request_id: str | None = None
-    created_at: NaiveDatetime  # UTC
-    imported_by: str | None = None  # the account that imported this version, if it was imported
-    counterfactual: str | None = None  # taxonomy.COUNTERFACTUAL_ANSWERS
-    stop: str | None = None  # taxonomy.STOP_ANSWERS
-    queue_id: str | None = None  # the review queue the label was saved in
-
-
-class Reviewer(SQLModel, table=True):
-    """A reviewer name, created once and then picked from a list."""
-
-    __tablename__ = "reviewers"
-
-    name: str = Field(primary_key=True)
-    created_at: NaiveDatetime  # UTC
-
-
 class Paper(SQLModel, table=True):
     """A row of the paper pool, every cell kept as its CSV text; `position` is the import order."""
 

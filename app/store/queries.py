@@ -9,7 +9,7 @@ from app.domain.jsontext import loads
 from app.store.db import Database, iso_utc
 from app.store.gcpause import paused_gc
 from app.store.lists import registered
-from app.store.models import Annotation, PaperTag
+from app.store.models import PaperTag
 
 # Who counts as an agent, everywhere a page or the API says "agents": a team member, the `agent` of an event
 # that is neither a tool answering a call (tool_result) nor a person (a human_intervention, or anything said
@@ -103,12 +103,8 @@ def read_trace_summary(db: Database, trace_id: str) -> dict | None:
     return _summary(row) if row else None
 
 
-def trace_ids(db: Database, labelled_only: bool = False) -> list[str]:
-    """Every stored trace's id (or only those with a current label that says something), in id order."""
-    if labelled_only:
-        return [row[0] for row in db.execute(
-            "SELECT DISTINCT trace_id FROM (" + CURRENT_LABELS + ") WHERE " + NON_EMPTY +
-            " AND trace_id IN (SELECT trace_id FROM traces) ORDER BY trace_id").fetchall()]
+def trace_ids(db: Database) -> list[str]:
+    """Every stored trace's id, in id order."""
     return [row[0] for row in db.execute("SELECT trace_id FROM traces ORDER BY trace_id").fetchall()]
 
 
@@ -505,47 +501,6 @@ def event_facets(db: Database, trace_id: str) -> dict:
     return {"type": counts("type"), "agent": agents, "role": counts("role")}
 
 
-# Labels. The current label of an (event, reviewer) is its highest version; a label says something unless
-# every field is empty (a cleared label does not count as labelled). Both rules are written here only: the
-# services, the pages and the browser read them as the `empty` column of every label row.
-
-CURRENT = " QUALIFY version = max(version) OVER (PARTITION BY trace_id, event_id, reviewer)"
-CURRENT_LABELS = "SELECT * FROM annotations" + CURRENT
-NON_EMPTY = """(credit IS NOT NULL OR reward_family IS NOT NULL OR credit_unit IS NOT NULL
-    OR subdecision IS NOT NULL OR safety OR tags <> '[]' OR note <> '' OR paper IS NOT NULL
-    OR counterfactual IS NOT NULL OR stop IS NOT NULL)"""
-LABEL_COLUMNS = ", ".join(Annotation.model_fields) + ", NOT " + NON_EMPTY + " AS empty"
-
-
-def read_labels(db: Database, trace_id=None, event_id=None, reviewer=None, history=False,
-                queue_id=None) -> list[tuple]:
-    """Current labels (every version with history) matching the filters, in trace, event, reviewer, version
-    order: rows of LABEL_COLUMNS. With `queue_id`, the labels saved in that queue (their current version
-    there)."""
-    filters = {column: value for column, value in (("trace_id", trace_id), ("event_id", event_id),
-                                                   ("reviewer", reviewer), ("queue_id", queue_id)) if value}
-    where = " WHERE " + " AND ".join(f"{column} = ?" for column in filters) if filters else ""
-    return db.execute(f"SELECT {LABEL_COLUMNS} FROM annotations{where}{'' if history else CURRENT} "
-                      "ORDER BY trace_id, event_id, reviewer, version", list(filters.values())).fetchall()
-
-
-def last_label_versions(db: Database, trace_id: str, event_id: str, reviewer: str, count: int) -> list[tuple]:
-    """The `count` highest versions of a reviewer's label on an event, highest first: rows of LABEL_COLUMNS."""
-    return db.execute(f"SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
-                      "ORDER BY version DESC LIMIT ?", [trace_id, event_id, reviewer, count]).fetchall()
-
-
-def label_version(cur, trace_id: str, event_id: str, reviewer: str, version: int) -> tuple | None:
-    """One version of a reviewer's label on an event, on the cursor of a write: a row of LABEL_COLUMNS."""
-    return cur.execute(f"SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
-                       "AND version = ?", [trace_id, event_id, reviewer, version]).fetchone()
-
-
-def annotation_id_taken(cur, annotation_id: int) -> bool:
-    """Whether a label version holds this id (app/store/keys.py), on the cursor of a write."""
-    return cur.execute("SELECT count(*) FROM annotations WHERE annotation_id = ?", [annotation_id]).fetchone()[0] > 0
-
-
 def key_positions(cur, table: str, key: str) -> dict[str, int]:
     """{key: position} of the paper pool or the exclusion log (`table`), on the cursor of a write."""
     return dict(cur.execute(f"SELECT {key}, position FROM {table}").fetchall())
@@ -566,70 +521,6 @@ def current_tag(cur, key: str, reviewer: str) -> dict | None:
 def tag_id_taken(cur, tag_id: int) -> bool:
     """Whether a paper tag version holds this id (app/store/keys.py), on the cursor of a write."""
     return cur.execute("SELECT count(*) FROM paper_tags WHERE tag_id = ?", [tag_id]).fetchone()[0] > 0
-
-
-def label_count(db: Database, trace_id: str) -> int:
-    """Label versions stored for a trace (any reviewer, any event, orphaned included)."""
-    return db.scalar("SELECT count(*) FROM annotations WHERE trace_id = ?", [trace_id])
-
-
-def trace_label_counts(db: Database, trace_id: str, reviewer: str | None) -> dict:
-    """Events of a trace with a current label that says something: by `reviewer` (`mine`) and by anyone."""
-    return db.fetchone(
-        "SELECT count(DISTINCT event_id) FILTER (WHERE reviewer = ?) AS mine, count(DISTINCT event_id) AS anyone "
-        "FROM (SELECT * FROM annotations WHERE trace_id = ?" + CURRENT + ") WHERE " + NON_EMPTY,
-        [reviewer, trace_id])
-
-
-def event_label_versions(db: Database, trace_id: str, event_id: str) -> int:
-    """Label versions stored for one event, by every reviewer."""
-    return db.scalar("SELECT count(*) FROM annotations WHERE trace_id = ? AND event_id = ?", [trace_id, event_id])
-
-
-def label_progress(db: Database, reviewer: str | None) -> dict[str, dict]:
-    """Per trace: events labelled by anyone, and by `reviewer`."""
-    rows = db.fetchall(
-        "SELECT trace_id, count(DISTINCT event_id) AS anyone, "
-        "count(DISTINCT event_id) FILTER (WHERE reviewer = ?) AS you "
-        "FROM (" + CURRENT_LABELS + ") WHERE " + NON_EMPTY + " GROUP BY trace_id", [reviewer])
-    return {row["trace_id"]: row for row in rows}
-
-
-def orphaned_labels(db: Database, trace_id: str | None = None) -> list[dict]:
-    """Current labels whose event no longer exists (its trace was replaced without it, or deleted)."""
-    return db.fetchall(
-        "SELECT l.trace_id, l.event_id, l.reviewer, l.version FROM (" + CURRENT_LABELS + ") l "
-        "LEFT JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
-        "WHERE e.event_id IS NULL AND (?::VARCHAR IS NULL OR l.trace_id = ?) "
-        "ORDER BY l.trace_id, l.event_id, l.reviewer", [trace_id, trace_id])
-
-
-def human_answers(db: Database, trace_id: str) -> list[dict]:
-    """Current counterfactual and stop answers of a trace's labels with each event's position."""
-    return db.fetchall(
-        "SELECT e.seq, l.counterfactual, l.stop FROM (" + CURRENT_LABELS + ") l "
-        "JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
-        "WHERE l.trace_id = ? AND (l.counterfactual IS NOT NULL OR l.stop IS NOT NULL) ORDER BY e.seq", [trace_id])
-
-
-def human_credit(db: Database, trace_id: str, queue_id: str | None = None) -> list[dict]:
-    """Current numeric credit labels of a trace with each event's position (with `queue_id`, those saved in
-    that queue)."""
-    return db.fetchall(
-        "SELECT e.seq, l.reviewer, l.credit FROM (SELECT * FROM annotations WHERE trace_id = $trace "
-        "AND ($queue::VARCHAR IS NULL OR queue_id = $queue)" + CURRENT + ") l "
-        "JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
-        "WHERE l.credit IS NOT NULL ORDER BY e.seq, l.reviewer", {"trace": trace_id, "queue": queue_id})
-
-
-def adjudicated_labels(db: Database, trace_id: str, queue_id: str | None = None) -> dict[str, dict]:
-    """The final label an admin set on each event of a trace (the latest, in any queue or in `queue_id`)."""
-    rows = db.execute(
-        "SELECT i.event_id, a.label FROM queue_adjudications a JOIN queue_items i USING (queue_id, item_id) "
-        "WHERE i.trace_id = ? AND (?::VARCHAR IS NULL OR a.queue_id = ?) "
-        "QUALIFY a.created_at = max(a.created_at) OVER (PARTITION BY i.event_id)",
-        [trace_id, queue_id, queue_id]).fetchall()
-    return {event_id: json.loads(label) for event_id, label in rows}
 
 
 def queue_trace_ids(db: Database, queue_id: str) -> list[str]:
@@ -677,13 +568,6 @@ def list_papers(db: Database, filters: dict[str, list[str]], q: str | None, sort
 
 def read_paper(db: Database, key: str) -> dict | None:
     return db.fetchone("SELECT * FROM papers WHERE key = ?", [key])
-
-
-def events_labelled_with_paper(db: Database, key: str) -> list[dict]:
-    """Current event labels that name this paper as an example."""
-    return db.fetchall(
-        "SELECT trace_id, event_id, event_type, reviewer, credit FROM (" + CURRENT_LABELS + ") "
-        "WHERE paper = ? ORDER BY trace_id, event_id, reviewer", [key])
 
 
 def list_excluded(db: Database, stage=None, source=None, query_family=None) -> list[dict]:
@@ -878,23 +762,6 @@ def list_queues(db: Database) -> list[dict]:
     return db.fetchall("SELECT queue_id, name, spec, created_by, created_at FROM queues ORDER BY created_at DESC")
 
 
-QUEUE_LABELS = """
-    SELECT i.item_id, i.trace_id, i.event_id, l.reviewer, l.version, l.annotation_id, l.credit, l.reward_family,
-           l.credit_unit, l.subdecision, l.safety, l.tags, l.note, l.paper, l.counterfactual, l.stop
-    FROM queue_items i
-    JOIN (SELECT * FROM annotations WHERE queue_id = $queue
-          QUALIFY version = max(version) OVER (PARTITION BY trace_id, event_id, reviewer)) l
-      ON l.trace_id = i.trace_id AND l.event_id = i.event_id
-    WHERE i.queue_id = $queue
-    ORDER BY i.item_id, l.reviewer
-"""
-
-
-def queue_labels(db: Database, queue_id: str) -> list[dict]:
-    """Each reviewer's current label saved in the queue, per item."""
-    return db.fetchall(QUEUE_LABELS, {"queue": queue_id})
-
-
 def list_queue_items(db: Database, queue_id: str) -> list[dict]:
     return db.fetchall("SELECT item_id, trace_id, event_id FROM queue_items WHERE queue_id = ? ORDER BY item_id",
                        [queue_id])
@@ -915,52 +782,59 @@ def queue_items_of_event(db: Database, trace_id: str, event_id: str) -> list[dic
                        [trace_id, event_id])
 
 
+# An assignment the reviewer has labelled in the queue, or skipped, is not open.
+_UNLABELLED = ("NOT EXISTS (SELECT 1 FROM annotations l WHERE l.queue_id = a.queue_id AND l.trace_id = i.trace_id "
+               "AND l.event_id = i.event_id AND l.reviewer = a.reviewer)")
+
+
 def open_assignment(cur, queue_id: str, reviewer: str) -> dict | None:
-    """The item `next` gave the reviewer that they have not labelled in the queue yet (the earliest)."""
+    """The earliest item `next` gave the reviewer that they have neither labelled in the queue nor skipped."""
     row = cur.execute(
         "SELECT a.item_id, i.trace_id, i.event_id FROM queue_assignments a "
         "JOIN queue_items i ON i.queue_id = a.queue_id AND i.item_id = a.item_id "
-        "WHERE a.queue_id = ? AND a.reviewer = ? AND NOT EXISTS (SELECT 1 FROM annotations l WHERE "
-        "l.queue_id = a.queue_id AND l.trace_id = i.trace_id AND l.event_id = i.event_id AND l.reviewer = a.reviewer) "
-        "ORDER BY a.item_id LIMIT 1", [queue_id, reviewer]).fetchone()
+        "WHERE a.queue_id = ? AND a.reviewer = ? AND a.skipped_at IS NULL AND " + _UNLABELLED +
+        " ORDER BY a.item_id LIMIT 1", [queue_id, reviewer]).fetchone()
+    return dict(zip(("item_id", "trace_id", "event_id"), row)) if row else None
+
+
+def skipped_assignment(cur, queue_id: str, reviewer: str) -> dict | None:
+    """The reviewer's unlabelled item skipped longest ago: what `next` gives once nothing else is left."""
+    row = cur.execute(
+        "SELECT a.item_id, i.trace_id, i.event_id FROM queue_assignments a "
+        "JOIN queue_items i ON i.queue_id = a.queue_id AND i.item_id = a.item_id "
+        "WHERE a.queue_id = ? AND a.reviewer = ? AND a.skipped_at IS NOT NULL AND " + _UNLABELLED +
+        " ORDER BY a.skipped_at, a.item_id LIMIT 1", [queue_id, reviewer]).fetchone()
     return dict(zip(("item_id", "trace_id", "event_id"), row)) if row else None
 
 
 def next_unassigned(cur, queue_id: str, reviewer: str, overlap: int) -> dict | None:
-    """The first item in queue order given to fewer than `overlap` reviewers and never to this one."""
+    """The first item in queue order given to fewer than `overlap` reviewers, never to this one, and not
+    labelled by them in the queue already (from the trace page)."""
     row = cur.execute(
         "SELECT i.item_id, i.trace_id, i.event_id FROM queue_items i "
         "LEFT JOIN queue_assignments a ON a.queue_id = i.queue_id AND a.item_id = i.item_id "
-        "WHERE i.queue_id = ? GROUP BY i.item_id, i.trace_id, i.event_id "
-        "HAVING count(a.reviewer) < ? AND count(a.reviewer) FILTER (WHERE a.reviewer = ?) = 0 "
-        "ORDER BY i.item_id LIMIT 1", [queue_id, overlap, reviewer]).fetchone()
+        "WHERE i.queue_id = $queue AND NOT EXISTS (SELECT 1 FROM annotations l WHERE l.queue_id = i.queue_id "
+        "AND l.trace_id = i.trace_id AND l.event_id = i.event_id AND l.reviewer = $reviewer) "
+        "GROUP BY i.item_id, i.trace_id, i.event_id "
+        "HAVING count(a.reviewer) < $overlap AND count(a.reviewer) FILTER (WHERE a.reviewer = $reviewer) = 0 "
+        "ORDER BY i.item_id LIMIT 1", {"queue": queue_id, "overlap": overlap, "reviewer": reviewer}).fetchone()
     return dict(zip(("item_id", "trace_id", "event_id"), row)) if row else None
 
 
+def skip(cur, queue_id: str, item_id: int, reviewer: str, skipped_at) -> bool:
+    """Mark the reviewer's assignment of an item skipped; False when the item was never given to them."""
+    found = cur.execute("SELECT count(*) FROM queue_assignments WHERE queue_id = ? AND item_id = ? AND reviewer = ?",
+                        [queue_id, item_id, reviewer]).fetchone()[0]
+    if found:
+        cur.execute("UPDATE queue_assignments SET skipped_at = ? WHERE queue_id = ? AND item_id = ? AND reviewer = ?",
+                    [skipped_at, queue_id, item_id, reviewer])
+    return bool(found)
+
+
+def reviewer_names(db: Database) -> list[str]:
+    return [row[0] for row in db.execute("SELECT name FROM reviewers ORDER BY name").fetchall()]
+
+
 def assign(cur, queue_id: str, item_id: int, reviewer: str, assigned_at) -> None:
-    cur.execute("INSERT INTO queue_assignments VALUES (?, ?, ?, ?)", [queue_id, item_id, reviewer, assigned_at])
-
-
-def insert_adjudication(cur, queue_id: str, item_id: int, adjudicator: str, label: str, resolved: str, note: str,
-                        created_at) -> None:
-    cur.execute("INSERT INTO queue_adjudications VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [queue_id, item_id, adjudicator, label, resolved, note, created_at])
-
-
-def queue_adjudications(db: Database, queue_id: str) -> list[dict]:
-    """The latest adjudication of each adjudicated item of the queue."""
-    return db.fetchall(
-        "SELECT item_id, adjudicator, label, resolved, note, created_at FROM queue_adjudications WHERE queue_id = ? "
-        "QUALIFY created_at = max(created_at) OVER (PARTITION BY item_id) ORDER BY item_id", [queue_id])
-
-
-def blind_hidden_events(db: Database, reviewer: str) -> set[tuple[str, str]]:
-    """Events in a blind queue of this reviewer's on which they have saved no label yet: others' labels there
-    stay hidden from them."""
-    rows = db.execute(
-        "SELECT DISTINCT i.trace_id, i.event_id FROM queues q JOIN queue_items i USING (queue_id) "
-        "WHERE json_extract(q.spec, '$.blind')::BOOLEAN "
-        "AND list_contains(json_extract_string(q.spec, '$.reviewers[*]'), ?) "
-        "AND NOT EXISTS (SELECT 1 FROM annotations l WHERE l.trace_id = i.trace_id AND l.event_id = i.event_id "
-        "AND l.reviewer = ?)", [reviewer, reviewer]).fetchall()
-    return {(trace_id, event_id) for trace_id, event_id in rows}
+    cur.execute("INSERT INTO queue_assignments (queue_id, item_id, reviewer, assigned_at) VALUES (?, ?, ?, ?)",
+                [queue_id, item_id, reviewer, assigned_at])

@@ -10,6 +10,7 @@ from app.services.live import LiveTraces
 from app.settings import Settings
 from app.store import queries
 from app.store.db import Database
+from app.web.browser import reviewer_of
 
 
 def get_db(request: Request) -> Database:
@@ -46,3 +47,11 @@ def existing_trace(trace_id: str, db: DbDep) -> str:
 
 
 TraceId = Annotated[str, Depends(existing_trace)]
+
+
+def label_viewer(request: Request) -> str | None:
+    """Whose eyes label reads are for: the reviewer asking (blind review queues hide others' labels from them)."""
+    return reviewer_of(request)
+
+
+Viewer = Annotated[str | None, Depends(label_viewer)]

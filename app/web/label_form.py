@@ -1,19 +1,15 @@
-"""The label form's context, shared by the trace page (the selected event) and the labelling routes."""
+"""The label form's context, shared by the trace page (the selected event), the labelling routes and the queue
+workspace: which declared fields it asks (all, or a queue's rubric), and what the reviewer may see beside it."""
 
 import uuid
 
+from app.domain.label_fields import FIELDS, LabelError
 from app.domain.refusals import NotFound
-from app.domain.taxonomy import (
-    COUNTERFACTUAL_ANSWERS,
-    CREDIT_UNITS,
-    LABEL_FIELDS,
-    REWARD_FAMILIES,
-    STOP_ANSWERS,
-    STOP_EVENT_TYPES,
-    SUBDECISIONS,
-)
 from app.services import labels, queues
+from app.store import labels as label_store
 from app.store import queries
+
+FORM_TAG_SEPARATOR = ","  # the tags box takes comma-separated tags
 
 
 def queue_context(db, queue_id: str | None, trace_id: str, event_id: str) -> dict | None:
@@ -30,30 +26,42 @@ def queue_context(db, queue_id: str | None, trace_id: str, event_id: str) -> dic
     if item is None:
         return None
     return {"id": queue["id"], "name": queue["name"], "fields": queue["fields"], "required": queue["required"],
-            "item_id": item["item_id"], "items": queries.queue_item_count(db, queue_id)}
+            "item_id": item["item_id"], "items": queries.queue_item_count(db, queue_id), "blind": queue["blind"]}
 
 
 def label_context(db, trace_id: str, event_id: str, reviewer: str | None, queue_id: str | None = None,
                   **extra) -> dict:
-    """What the label form needs: the reviewer's current label, the fields to ask (all, or a queue's rubric),
-    vocabularies, a fresh request id, progress."""
-    current = labels.list_labels(db, trace_id, event_id, reviewer) if reviewer else []
+    """What the label form needs: the reviewer's current label, the declared fields it asks (those that apply
+    to the event, of the queue's rubric in a queue), other reviewers' labels as far as the reviewer may see
+    them, a fresh request id, progress."""
+    current = labels.list_labels(db, reviewer, trace_id, event_id, reviewer) if reviewer else []
     queue = queue_context(db, queue_id, trace_id, event_id)
     identity = queries.event_identity(db, trace_id, event_id)
+    event_type = identity["type"] if identity else None
+    asked = queue["fields"] if queue else [f.name for f in FIELDS]
     return {
         "label": current[0] if current else None,
         "label_is_empty": current[0]["empty"] if current else True,
         "label_event": event_id,
         "label_trace": trace_id,
-        "label_versions": queries.event_label_versions(db, trace_id, event_id),
-        "reward_families": REWARD_FAMILIES,
-        "credit_units": CREDIT_UNITS,
-        "subdecisions": SUBDECISIONS,
-        "counterfactual_answers": COUNTERFACTUAL_ANSWERS,
-        "stop_answers": STOP_ANSWERS,
-        "stop_applies": identity is not None and identity["type"] in STOP_EVENT_TYPES,
+        "label_versions": label_store.event_label_versions(db, reviewer, trace_id, event_id),
+        "fields": [f for f in FIELDS if f.name in asked and f.in_form and f.applies(event_type)],
+        "others": labels.others_on_event(db, reviewer, trace_id, event_id),
         "queue": queue,
-        "asked": queue["fields"] if queue else LABEL_FIELDS,
         "request_id": uuid.uuid4().hex,
         "progress": labels.progress(db, trace_id, reviewer),
     } | extra
+
+
+def form_values(form) -> dict:
+    """The declared fields the form showed (its `asked` list), read from their controls, so a field it did not
+    show keeps its value; a number that is not one is a field error, not a 500."""
+    asked = set((form.get("asked") or "").split(",")) if form.get("asked") else {f.name for f in FIELDS if f.in_form}
+    values = {}
+    for declared in FIELDS:
+        if declared.name in asked:
+            raw = form.get(declared.name)
+            values[declared.name] = declared.from_text(raw if isinstance(raw, str) else None, FORM_TAG_SEPARATOR)
+            if declared.kind == "number" and isinstance(values[declared.name], str):
+                raise LabelError(declared.name, f"{values[declared.name]!r} is not a number")
+    return values

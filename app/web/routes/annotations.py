@@ -2,15 +2,16 @@
 
 from typing import Literal
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.domain.agreement import agreement
-from app.domain.refusals import NotFound
-from app.domain.taxonomy import AGREEMENT_LEVELS, PAPER_FIELDS
-from app.services import exports, papers, queues
+from app.domain.label_fields import AGREEMENT_LEVELS
+from app.domain.taxonomy import PAPER_FIELDS
+from app.services import exports, papers
 from app.services import labels as annotations
+from app.store import labels as label_store
 from app.store import queries
 from app.web.apidoc import (
     BINARY,
@@ -26,15 +27,13 @@ from app.web.apidoc import (
     object_schema,
     reply,
 )
-from app.web.browser import reviewer_of
-from app.web.deps import CacheDep, DbDep, TraceId
+from app.web.deps import CacheDep, DbDep, TraceId, Viewer
 from app.web.downloads import attachment
 from app.web.requests import json_object, read_uploads
 from app.web.responses import JsonBody
 from app.web.security import acting_reviewer, current_user
 
 router = APIRouter(prefix="/api", tags=["annotations"])
-
 
 
 def saved(label: dict, created: bool) -> JSONResponse:
@@ -78,19 +77,13 @@ async def undo_annotation(request: Request, db: DbDep):
 
 
 @router.get("/annotations")
-def read_annotations(request: Request, db: DbDep, trace_id: str | None = None, event_id: str | None = None,
+def read_annotations(db: DbDep, viewer: Viewer, trace_id: str | None = None, event_id: str | None = None,
                      reviewer: str | None = None, history: bool = False, orphaned: bool = False):
     """Current labels (every version with history=true); orphaned=true lists labels of vanished events. On an
     item of a blind queue, other reviewers' labels stay hidden from a reviewer until they saved theirs."""
     if orphaned:
-        return JsonBody({"items": queries.orphaned_labels(db, trace_id)})
-    items = annotations.list_labels(db, trace_id, event_id, reviewer, history)
-    me = reviewer_of(request)
-    hidden = queries.blind_hidden_events(db, me) if me else set()
-    if hidden:
-        items = [label for label in items
-                 if label["reviewer"] == me or (label["trace_id"], label["event_id"]) not in hidden]
-    return JsonBody({"items": items})
+        return JsonBody({"items": label_store.orphaned_labels(db, viewer, trace_id)})
+    return JsonBody({"items": annotations.list_labels(db, viewer, trace_id, event_id, reviewer, history)})
 
 
 @router.get("/annotations/export", responses=READ_REFUSALS | INVALID | {
@@ -98,35 +91,22 @@ def read_annotations(request: Request, db: DbDep, trace_id: str | None = None, e
                          "credit_jsonl: JSON Lines for RL trainers (README, 'Exports for RL trainers')",
           "content": {"text/csv": {"schema": CSV}, "application/json": {"schema": {"type": "array"}},
                       "application/jsonl": {"schema": {"type": "string"}}}},
-    404: reply("no trace or queue with this id")})
-def export_annotations(db: DbDep, cache: CacheDep,
+    404: reply("no trace or queue with this id"),
+    422: reply("final=true without a queue_id, or with a format other than csv or json", PROBLEMS)})
+def export_annotations(db: DbDep, cache: CacheDep, viewer: Viewer,
                        format: Literal["csv", "json", "rllm", "trl_stepwise", "credit_jsonl"] = "csv",
                        history: bool = False, trace_id: str | None = None,
                        rule: Literal["uniform", "causal", "critical_path"] = "causal", channel: str | None = None,
-                       queue_id: str | None = None):
-    """Labels as CSV or JSON (one row per label, per version with history=true), or for RL trainers: `rllm`
-    (an rLLM Episode per trace), `trl_stepwise` (TRL stepwise-supervision rows per agent), `credit_jsonl` (a row
-    per labelled event); their rewards are reviewers' mean credit, else credit computed by `rule` over the
-    reward `channel` (default `team`, else the trace's first); an admin's adjudicated credit wins where a review
-    queue settled an event. With `queue_id`: that queue's traces, labels and adjudications only."""
-    if queue_id is not None:
-        queues.load(db, queue_id)  # 404 for an unknown queue
-    if format in exports.RL_FORMATS:  # (labels, unlike these, stay exportable after their trace is deleted)
-        if trace_id is not None and not queries.trace_exists(db, trace_id):
-            raise NotFound(f"no trace with id '{trace_id}'")
-        if queue_id is not None:
-            ids = [t for t in queries.queue_trace_ids(db, queue_id) if trace_id in (None, t)]
-        else:
-            ids = [trace_id] if trace_id else queries.trace_ids(db, labelled_only=format == "credit_jsonl")
-        name = f"{format}{'-' + trace_id if trace_id else ''}{'-' + queue_id if queue_id else ''}.jsonl"
-        return StreamingResponse(exports.rl_lines(db, cache, format, ids, rule, channel, queue_id),
-                                 media_type="application/jsonl", headers=attachment(name))
-    labels = annotations.list_labels(db, trace_id, None, None, history, queue_id)
-    name = f"annotations{'-' + trace_id if trace_id else ''}{'-history' if history else ''}.{format}"
-    headers = attachment(name)
-    if format == "json":
-        return JSONResponse(annotations.export_rows(labels), headers=headers)
-    return Response(annotations.to_csv(labels), media_type="text/csv; charset=utf-8", headers=headers)
+                       queue_id: str | None = None, final: bool = False):
+    """Labels as CSV or JSON (one row per label, per version with history=true; with `final=true` and
+    `queue_id`, one row per queue item with its final label and status), or for RL trainers: `rllm` (an rLLM
+    Episode per trace), `trl_stepwise` (TRL stepwise-supervision rows per agent), `credit_jsonl` (a row per
+    labelled event); their rewards are reviewers' mean credit (`disputed` while their credits disagree), else
+    credit computed by `rule` over the reward `channel` (default `team`, else the trace's first); an admin's
+    adjudicated credit wins where a review queue settled an event. With `queue_id`: that queue's traces, labels
+    and adjudications only."""
+    export = exports.label_export(db, cache, viewer, format, trace_id, queue_id, final, history, rule, channel)
+    return StreamingResponse(export.chunks, media_type=export.media_type, headers=attachment(export.filename))
 
 
 @router.post("/annotations/import", openapi_extra={"requestBody": {"required": True, "content": {
@@ -151,11 +131,11 @@ async def import_annotations(request: Request, db: DbDep):
 
 
 @router.get("/traces/{trace_id}/annotated", responses=READ_REFUSALS | {404: reply("no such trace")})
-def read_annotated_trace(trace_id: TraceId, db: DbDep):
+def read_annotated_trace(trace_id: TraceId, db: DbDep, viewer: Viewer):
     """The trace with an `annotations` list (current labels) on each labelled event."""
     trace = queries.read_trace(db, trace_id)
     by_event: dict[str, list] = {}
-    for label in annotations.list_labels(db, trace_id):
+    for label in annotations.list_labels(db, viewer, trace_id):
         by_event.setdefault(label["event_id"], []).append(
             {k: v for k, v in label.items() if k not in ("trace_id", "event_id", "event_type", "agent", "role")})
     for event in trace["events"]:
@@ -167,8 +147,8 @@ def read_annotated_trace(trace_id: TraceId, db: DbDep):
 @router.get("/agreement", responses=READ_REFUSALS | {
     200: reply("the agreement coefficient with the units and ratings it was computed on", OBJECT),
     422: reply("fewer than two reviewers, a field agreement is not computed on, or an invalid parameter", PROBLEMS)})
-def read_agreement(db: DbDep, field: str, reviewers: str, target: Literal["events", "papers"] = "events",
-                   trace_id: str | None = None):
+def read_agreement(db: DbDep, viewer: Viewer, field: str, reviewers: str,
+                   target: Literal["events", "papers"] = "events", trace_id: str | None = None):
     """Agreement between reviewers on one field: event labels (interval alpha for credit, nominal
     otherwise) or paper tags (nominal; `pool` stands for the pool's own tags)."""
     names = [name.strip() for name in reviewers.split(",") if name.strip()]
@@ -180,7 +160,7 @@ def read_agreement(db: DbDep, field: str, reviewers: str, target: Literal["event
     if target == "papers":
         return agreement(papers.ratings(db, field, names), names, "nominal")
     ratings: dict = {}
-    for label in annotations.list_labels(db, trace_id):
+    for label in annotations.list_labels(db, viewer, trace_id):
         if label["reviewer"] in names:
             ratings.setdefault((label["trace_id"], label["event_id"]), {})[label["reviewer"]] = label[field]
     return agreement(ratings, names, AGREEMENT_LEVELS[field])

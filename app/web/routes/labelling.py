@@ -7,42 +7,21 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 
 from app.domain.agreement import agreement
-from app.domain.taxonomy import AGREEMENT_LEVELS, REWARD_FAMILIES
+from app.domain.label_fields import AGREEMENT_LEVELS, NAMES, LabelError
+from app.domain.taxonomy import REWARD_FAMILIES
 from app.services import labels as annotations
 from app.services import queues
+from app.store import labels as label_store
 from app.store import queries
 from app.web.browser import COOKIE_MAX_AGE_S, REVIEWER_COOKIE, local_url, require_csrf, reviewer_of
-from app.web.deps import DbDep, TraceId
-from app.web.label_form import label_context
+from app.web.deps import DbDep, TraceId, Viewer
+from app.web.label_form import form_values, label_context
 from app.web.render import render
 from app.web.security import current_user, role_needed
 
 router = APIRouter(include_in_schema=False)
 DISAGREEMENT_ROWS = 50
 LABEL_IMPORT = ("POST", "/api/annotations/import")  # where the labels page's import form posts
-
-
-def form_values(form) -> dict:
-    """The label fields the form showed (its `asked` list; a queue's rubric may show a few), so a field it
-    did not show keeps its value; credit stays text-checked so a typo is a field error, not a 500."""
-    credit = (form.get("credit") or "").strip()
-    try:
-        credit_value = float(credit) if credit else None
-    except ValueError:
-        raise annotations.LabelError("credit", f"{credit!r} is not a number in [-1, 1]") from None
-    values = {
-        "credit": credit_value,
-        "reward_family": form.get("reward_family") or None,
-        "credit_unit": form.get("credit_unit") or None,
-        "subdecision": form.get("subdecision") or None,
-        "safety": form.get("safety") in ("on", "true", "1"),
-        "tags": [t.strip() for t in (form.get("tags") or "").split(",") if t.strip()],
-        "note": form.get("note") or "",
-        "counterfactual": form.get("counterfactual") or None,
-        "stop": form.get("stop") or None,
-    }
-    asked = (form.get("asked") or "").split(",")
-    return {field: value for field, value in values.items() if field in asked} if form.get("asked") else values
 
 
 def form_base_version(form) -> int | None:
@@ -55,7 +34,7 @@ def form_base_version(form) -> int | None:
         return int(base)
     except (TypeError, ValueError):  # an uploaded file, or text such as "abc"
         message = f"{base!r} is not a whole number (0 for a first label)"
-        raise annotations.LabelError("base_version", message) from None
+        raise LabelError("base_version", message) from None
 
 
 @router.post("/traces/{trace_id}/events/{event_id}/label", dependencies=[Depends(require_csrf)])
@@ -67,7 +46,7 @@ async def save_label_form(request: Request, trace_id: str, event_id: str, db: Db
     status, code, conflict, mine = None, 200, None, None
     try:
         if reviewer is None:
-            raise annotations.LabelError("reviewer", "pick a reviewer name first (top right)")
+            raise LabelError("reviewer", "pick a reviewer name first (top right)")
         data = {"trace_id": trace_id, "event_id": event_id, "reviewer": reviewer,
                 "base_version": form_base_version(form),
                 "client_request_id": form.get("client_request_id") or None, "queue_id": queue_id}
@@ -83,7 +62,7 @@ async def save_label_form(request: Request, trace_id: str, event_id: str, db: Db
             mine = form_values(form)
             label, created = await run_in_threadpool(annotations.save_label, db, data | mine)
             status = f"saved v{label['version']}" if created else f"already saved v{label['version']}"
-    except (annotations.LabelError, queues.QueueError) as exc:
+    except (LabelError, queues.QueueError) as exc:
         status, code = str(exc), 422
     except annotations.StaleVersion as exc:
         status, code, conflict = str(exc), 409, {"current": exc.current, "mine": mine}
@@ -95,14 +74,15 @@ async def save_label_form(request: Request, trace_id: str, event_id: str, db: Db
 
 
 @router.get("/traces/{trace_id}/events/{event_id}/history")
-def read_label_history(request: Request, trace_id: str, event_id: str, db: DbDep):
-    """Every version of every reviewer's label on an event, with what each one changed."""
-    versions = annotations.list_labels(db, trace_id, event_id, None, history=True)
+def read_label_history(request: Request, trace_id: str, event_id: str, db: DbDep, viewer: Viewer):
+    """Every version of every reviewer's label on an event (that the reviewer may see), with what each one
+    changed."""
+    versions = annotations.list_labels(db, viewer, trace_id, event_id, None, history=True)
     previous: dict[str, dict] = {}
     rows = []
     for version in versions:
         before = previous.get(version["reviewer"], annotations.EMPTY_LABEL)
-        changed = [f for f in annotations.LABEL_FIELDS if version[f] != before[f]]
+        changed = [f for f in NAMES if version[f] != before[f]]
         rows.append({"label": version, "changed": changed})
         previous[version["reviewer"]] = version
     return render(request, "_label_history.html", {"rows": rows, "event_id": event_id, "trace_id": trace_id})
@@ -126,7 +106,7 @@ async def set_reviewer(request: Request, db: DbDep):
     next_url = local_url(form.get("next") or "/")
     try:
         name = annotations.add_reviewer(db, raw)
-    except annotations.LabelError as exc:
+    except LabelError as exc:
         context = {"names": annotations.reviewers(db), "next": next_url, "error": str(exc)}
         return render(request, "reviewer.html", context, status_code=422)
     response = RedirectResponse(next_url, status_code=303)
@@ -135,17 +115,16 @@ async def set_reviewer(request: Request, db: DbDep):
 
 
 @router.get("/annotations")
-def read_labels_page(request: Request, db: DbDep, trace_id: str | None = None, reviewer: str | None = None,
-                     reward_family: str | None = None, history: bool = False):
-    labels = annotations.list_labels(db, trace_id or None, None, reviewer or None, history)
+def read_labels_page(request: Request, db: DbDep, viewer: Viewer, trace_id: str | None = None,
+                     reviewer: str | None = None, reward_family: str | None = None, history: bool = False):
+    labels = annotations.list_labels(db, viewer, trace_id or None, None, reviewer or None, history)
     if reward_family:
         labels = [label for label in labels if label["reward_family"] == reward_family]
     context = {"labels": labels, "filters": {"trace_id": trace_id or "", "reviewer": reviewer or "",
                                              "reward_family": reward_family or "", "history": history},
                "names": annotations.reviewers(db), "reward_families": REWARD_FAMILIES,
-               "traces": [row["trace_id"] for row in db.fetchall(
-                   "SELECT DISTINCT trace_id FROM annotations ORDER BY trace_id")],
-               "orphans": queries.orphaned_labels(db, trace_id or None),
+               "traces": label_store.traces_with_labels(db, viewer),
+               "orphans": label_store.orphaned_labels(db, viewer, trace_id or None),
                "import_url": LABEL_IMPORT[1], "may_import": may_post(request, *LABEL_IMPORT)}
     return render(request, "annotations.html", context, fragments=("_labels_table.html",))
 
@@ -160,10 +139,11 @@ def may_post(request: Request, method: str, path: str) -> bool:
 
 
 @router.get("/traces/{trace_id}/agreement")
-def read_agreement_page(request: Request, trace_id: TraceId, db: DbDep, reviewers: str | None = None):
-    """Agreement per field among the trace's reviewers, and the events they disagree on most."""
+def read_agreement_page(request: Request, trace_id: TraceId, db: DbDep, viewer: Viewer, reviewers: str | None = None):
+    """Agreement per field among the trace's reviewers, and the events they disagree on most (as far as the
+    reviewer asking may see their labels)."""
     summary = queries.read_trace_summary(db, trace_id)
-    labels = annotations.list_labels(db, trace_id)
+    labels = annotations.list_labels(db, viewer, trace_id)
     everyone = sorted({label["reviewer"] for label in labels})
     chosen = [r for r in (reviewers.split(",") if reviewers else everyone) if r in everyone]
     by_event: dict[str, dict] = {}

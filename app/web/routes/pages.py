@@ -17,10 +17,12 @@ from app.domain.refusals import Refusal, status_of
 from app.domain.taxonomy import EVENT_TYPES
 from app.ingest.pipeline import InvalidTraces, ingest
 from app.services import analysis, graph, labels
+from app.store import labels as label_store
 from app.store import queries
 from app.store.writes import TracesExist
 from app.web.browser import require_csrf, reviewer_of
-from app.web.deps import CacheDep, DbDep, SettingsDep, TraceId
+from app.web.deps import CacheDep, DbDep, SettingsDep, TraceId, Viewer
+from app.web.event_view import content_view
 from app.web.label_form import label_context
 from app.web.render import is_htmx, render
 from app.web.requests import read_uploads
@@ -42,7 +44,7 @@ def trace_list_context(db, q, system, topology, sort, page, reviewer=None) -> di
         page, TRACES_PER_PAGE, lambda limit, offset: queries.list_traces(db, topology, system, q, sort, limit, offset))
     return {"items": items, "total": total, "page": page, "pages": pages,
             "sort": sort, "filters": {"q": q or "", "system": system or "", "topology": topology or ""},
-            "facets": queries.trace_facets(db), "labelled": queries.label_progress(db, reviewer),
+            "facets": queries.trace_facets(db), "labelled": label_store.label_progress(db, reviewer),
             "receiving": queries.receiving_trace_ids(db, [t["trace_id"] for t in items])}
 
 
@@ -54,7 +56,7 @@ def read_trace_list(request: Request, db: DbDep, cache: CacheDep, q: str | None 
     analysis.ensure_all(db, cache)  # metric columns need every trace analysed (stored; once per ingest)
     context = trace_list_context(db, q, system, topology, sort, page, reviewer_of(request))
     if deleted and not queries.trace_exists(db, deleted):
-        context["deleted"] = {"trace_id": deleted, "labels": queries.label_count(db, deleted)}
+        context["deleted"] = {"trace_id": deleted, "labels": label_store.label_count(db, deleted)}
     return render(request, "trace_list.html", context, fragments=("_trace_table.html",))
 
 
@@ -80,7 +82,8 @@ async def create_upload(request: Request, db: DbDep, settings: SettingsDep, repl
         result["errors"] = exc.errors if isinstance(exc, InvalidTraces) else []
         result["taken"] = exc.trace_ids if isinstance(exc, TracesExist) else []
     if replace:  # labels of events the new version lacks are kept, orphaned: say so
-        result["orphaned"] = [o for trace_id in result["ingested"] for o in queries.orphaned_labels(db, trace_id)]
+        result["orphaned"] = [o for trace_id in result["ingested"]
+                              for o in label_store.orphaned_labels(db, reviewer_of(request), trace_id)]
     context = trace_list_context(db, None, None, None, DEFAULT_TRACE_SORT, 1, reviewer_of(request))
     context["upload"] = result
     return render(request, "trace_list.html", context, fragments=("_upload_result.html",), status_code=status)
@@ -130,8 +133,9 @@ def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: Cache
         "selected_edges": queries.read_event_edges(db, trace_id, event) if selected else None,
         "selected_neighbours": queries.lane_neighbours(db, trace_id, event) if selected else None,
         "missing_event": event if event and not selected else None,
+        "content": content_view(selected["event"]) if selected else None,
         # a large trace's channels come after its graph (trace.js): reading every event's properties takes seconds
-        "channels": describe(graph.overlay_channels(db, cache, trace_id))
+        "channels": describe(graph.overlay_channels(db, cache, reviewer, trace_id))
         if summary["events"] <= graph.LOD_ABOVE else None,
         "computed_channels": analysis.computed_channel_names(summary["rewards"]),
         "progress": labels.progress(db, trace_id, reviewer),
@@ -141,7 +145,7 @@ def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: Cache
                                     {row["value"]: row["n"] for row in facets["agent"]})),
     }
     if may_delete(request, trace_id):
-        context["label_versions"] = queries.label_count(db, trace_id)
+        context["label_versions"] = label_store.label_count(db, trace_id)
     if selected:
         context |= label_context(db, trace_id, selected["event"]["id"], reviewer, queue)
     return render(request, "trace_detail.html", context,
@@ -172,8 +176,8 @@ def read_analysis_panel(request: Request, trace_id: TraceId, db: DbDep, cache: C
 
 
 @router.get("/traces/{trace_id}/credit")
-def read_credit_panel(request: Request, trace_id: TraceId, db: DbDep, cache: CacheDep, rule: str = "causal",
-                      channel: str | None = None):
+def read_credit_panel(request: Request, trace_id: TraceId, db: DbDep, cache: CacheDep, viewer: Viewer,
+                      rule: str = "causal", channel: str | None = None):
     """Computed credit rolled up to the eight credit units, beside the reviewers' mean credit."""
     if not is_htmx(request):
         return panel_on_page(trace_id, "credit-panel")
@@ -184,7 +188,7 @@ def read_credit_panel(request: Request, trace_id: TraceId, db: DbDep, cache: Cac
                "channels": channels, "channel": channel, "figures": {}}
     if channel is not None:
         values = analysis.computed_credit(db, cache, trace_id, context["rule"], channel)
-        human = (graph.overlay_channels(db, cache, trace_id) or {}).get(graph.HUMAN_MEAN)
+        human = (graph.overlay_channels(db, cache, viewer, trace_id) or {}).get(graph.HUMAN_MEAN)
         report = analysis.credit_report(db, cache, trace_id, values, human)
         context |= report
         context["figures"] = {f"rollup-{unit}": charts.rollup_chart(f"credit by {unit}", report["rollup"][unit])

@@ -11,6 +11,7 @@ from app.domain.paging import fetch_page
 from app.domain.taxonomy import PAPER_FIELDS
 from app.services import papers
 from app.services.labels import LabelError
+from app.store import labels as label_store
 from app.store import queries
 from app.web.browser import require_csrf, reviewer_of
 from app.web.deps import DbDep
@@ -77,7 +78,7 @@ def paper_context(db, key: str, reviewer: str | None, **extra) -> dict | None:
     return {"paper": paper, "fields": PAPER_FIELDS, "tags": current, "mine": shown_tags(mine),
             "history": tag_changes(papers.tag_history(db, key)),
             "url_ok": urlparse(paper["url"]).scheme in ("http", "https"),
-            "events": queries.events_labelled_with_paper(db, key)} | extra
+            "events": label_store.events_labelled_with_paper(db, reviewer, key)} | extra
 
 
 @router.get("/papers/{key}")

@@ -18,7 +18,7 @@ from app.web.apidoc import (
     reply,
 )
 from app.web.browser import reviewer_of
-from app.web.deps import DbDep
+from app.web.deps import DbDep, Viewer
 from app.web.requests import json_object
 from app.web.responses import JsonBody
 from app.web.security import current_user
@@ -47,35 +47,64 @@ async def create_queue(request: Request, db: DbDep):
 
 @router.get("", responses=READ_REFUSALS | {200: reply("every queue with its progress", object_schema(
     {"queues": {"type": "array", "items": QUEUE}}, "queues"))})
-def read_queues(db: DbDep):
-    return JsonBody({"queues": queues.list_all(db)})
+def read_queues(db: DbDep, viewer: Viewer):
+    return JsonBody({"queues": queues.list_all(db, viewer)})
 
 
 @router.get("/{queue_id}", responses=READ_REFUSALS | NO_QUEUE | {200: reply("the queue with its progress", QUEUE)})
-def read_queue(queue_id: str, db: DbDep):
-    """The queue: its rubric, reviewers, items, done, labelled per reviewer, disputed, adjudicated, agreement."""
-    return JsonBody(queues.summary(db, queue_id))
+def read_queue(queue_id: str, db: DbDep, viewer: Viewer):
+    """The queue: its rubric, reviewers, items, done, labelled per reviewer, disputed, adjudicated, agreement
+    (in a blind queue, a reviewer's figures count only the items they have labelled)."""
+    return JsonBody(queues.summary(db, queue_id, viewer))
 
 
 @router.get("/{queue_id}/items", responses=READ_REFUSALS | NO_QUEUE | {200: reply(
     "every item in order: its event, labels by reviewer, done, disputed and the adjudication", OBJECT)})
-def read_queue_items(queue_id: str, db: DbDep):
-    return JsonBody({"items": queues.items(db, queue_id)})
+def read_queue_items(queue_id: str, db: DbDep, viewer: Viewer):
+    """Every item with its status and the labels the caller may see (blind: others' only once theirs is saved)."""
+    return JsonBody({"items": queues.items(db, queue_id, viewer)})
 
 
-@router.get("/{queue_id}/next", responses=READ_REFUSALS | NO_QUEUE | {
-    200: reply("the caller's next item", object_schema({"item_id": COUNT, "trace_id": TEXT, "event_id": TEXT},
-                                                       "item_id", "trace_id", "event_id")),
-    204: {"description": "nothing is left for the caller"},
-    422: reply("the caller is not a reviewer of this queue (or no reviewer is known)", FIELD_ERROR)})
-async def read_next_item(queue_id: str, request: Request, db: DbDep, reviewer: str | None = None):
-    """The caller's next item: the one given before and not yet labelled, else a new one. The caller is the
-    logged-in user; in open single-user mode, `reviewer` (or the reviewer picked on the pages)."""
+def _caller(request: Request, reviewer: str | None) -> str:
+    """The reviewer asking: the logged-in user; in open single-user mode, `reviewer` or the one picked."""
     me = reviewer_of(request) if current_user(request) else (reviewer or reviewer_of(request))
     if me is None:
         raise queues.QueueError("reviewer", "no reviewer: log in, or in open mode pass ?reviewer=NAME")
-    item = await run_in_threadpool(queues.next_item, db, queue_id, me)
+    return me
+
+
+NEXT_ANSWERS = NO_QUEUE | {
+    200: reply("the caller's next item", object_schema({"item_id": COUNT, "trace_id": TEXT, "event_id": TEXT},
+                                                       "item_id", "trace_id", "event_id")),
+    204: {"description": "nothing is left for the caller"},
+    422: reply("the caller is not a reviewer of this queue (or no reviewer is known)", FIELD_ERROR)}
+
+
+@router.post("/{queue_id}/next", responses=WRITE_REFUSALS | NEXT_ANSWERS)
+async def take_next_item(queue_id: str, request: Request, db: DbDep, reviewer: str | None = None):
+    """Give the caller their next item and keep it for them: the one given before and neither labelled nor
+    skipped, else a new one, else the item they skipped longest ago. The caller is the logged-in user; in open
+    single-user mode, `reviewer` (or the reviewer picked on the pages)."""
+    item = await run_in_threadpool(queues.next_item, db, queue_id, _caller(request, reviewer))
     return Response(status_code=204) if item is None else JsonBody(item)
+
+
+@router.get("/{queue_id}/next", responses=READ_REFUSALS | NEXT_ANSWERS)
+def read_next_item(queue_id: str, request: Request, db: DbDep, reviewer: str | None = None):
+    """The item `POST .../next` would give the caller now, without keeping it for them (a read changes
+    nothing: a link or an image elsewhere cannot take items for a reviewer)."""
+    item = queues.peek_item(db, queue_id, _caller(request, reviewer))
+    return Response(status_code=204) if item is None else JsonBody(item)
+
+
+@router.post("/{queue_id}/items/{item_id}/skip", status_code=204, responses=WRITE_REFUSALS | NO_QUEUE | {
+    204: {"description": "skipped: `next` gives it to the caller again after every other item"},
+    404: reply("no queue with this id, or the item was not given to the caller"),
+    422: reply("the caller is not a reviewer of this queue (or no reviewer is known)", FIELD_ERROR)})
+async def skip_item(queue_id: str, item_id: int, request: Request, db: DbDep, reviewer: str | None = None):
+    """Put an item given to the caller aside without labelling it."""
+    await run_in_threadpool(queues.skip_item, db, queue_id, item_id, _caller(request, reviewer))
+    return Response(status_code=204)
 
 
 @router.post("/{queue_id}/items/{item_id}/adjudicate", status_code=201, openapi_extra=json_body(

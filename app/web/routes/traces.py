@@ -15,6 +15,7 @@ from app.domain.paging import MAX_OFFSET
 from app.ingest.importers import FORMATS
 from app.ingest.pipeline import ingest
 from app.services import analysis, graph
+from app.store import labels as label_store
 from app.store import queries
 from app.store.db import iso_utc
 from app.store.writes import delete_trace
@@ -34,7 +35,7 @@ from app.web.apidoc import (
     object_schema,
     reply,
 )
-from app.web.deps import CacheDep, DbDep, SettingsDep, TraceId
+from app.web.deps import CacheDep, DbDep, SettingsDep, TraceId, Viewer
 from app.web.requests import read_uploads
 from app.web.responses import JsonBody
 
@@ -100,7 +101,7 @@ async def create_traces(request: Request, db: DbDep, settings: SettingsDep, back
     background.add_task(graph.prepare_lod, db, stored)
     answer = {"ingested": stored, "warnings": warnings}
     if replace:  # labels of events that vanished with the replacement are kept and reported
-        orphans = [o for trace_id in stored for o in queries.orphaned_labels(db, trace_id)]
+        orphans = [o for trace_id in stored for o in label_store.orphaned_labels(db, None, trace_id)]
         answer["orphaned_labels"] = orphans
     return answer
 
@@ -169,7 +170,7 @@ def read_figure(trace_id: TraceId, db: DbDep, cache: CacheDep, group: Grouping =
     200: reply("the window's Plotly traces, exact or binned", object_schema(
         {"mode": {"enum": ["exact", "bins"]}, "traces": {"type": "array"}, "count": COUNT,
          "events": {"type": ["object", "null"]}}, "mode", "traces", "count"))})
-def read_window(trace_id: TraceId, db: DbDep, cache: CacheDep, t0: float, t1: float,
+def read_window(trace_id: TraceId, db: DbDep, cache: CacheDep, viewer: Viewer, t0: float, t1: float,
                 group: Grouping = "auto", expand: list[str] = Query([]), collapse: list[str] = Query([]),
                 lane0: float | None = None,
                 lane1: float | None = None, width: PlotWidth = graph.DEFAULT_PX[0],
@@ -181,7 +182,7 @@ def read_window(trace_id: TraceId, db: DbDep, cache: CacheDep, t0: float, t1: fl
         raise HTTPException(422, f"t0 and t1 must be finite numbers with t0 <= t1 (got t0={t0}, t1={t1})")
     lanes = None if lane0 is None or lane1 is None else (min(lane0, lane1), max(lane0, lane1))
     try:
-        body = graph.window_json(db, cache, trace_id, GROUPINGS[group], frozenset(expand), t0, t1, lanes,
+        body = graph.window_json(db, cache, viewer, trace_id, GROUPINGS[group], frozenset(expand), t0, t1, lanes,
                                  (width, height), channel, frozenset(collapse))
     except ValueError as exc:  # an unknown computed channel
         raise HTTPException(404, str(exc)) from exc
@@ -218,9 +219,9 @@ def search_trace(trace_id: TraceId, db: DbDep, q: str = Query(min_length=1, max_
 @router.get("/{trace_id}/overlays", responses=READ_REFUSALS | NO_TRACE | {
     200: reply("the numeric channels", object_schema({"channels": {"type": "array", "items": object_schema(
         {"name": TEXT, "count": COUNT, "min": NUMBER, "max": NUMBER}, "name", "count", "min", "max")}}, "channels"))})
-def read_overlays(trace_id: TraceId, db: DbDep, cache: CacheDep):
+def read_overlays(trace_id: TraceId, db: DbDep, cache: CacheDep, viewer: Viewer):
     """The numeric per-event channels a graph can be coloured by."""
-    channels = graph.overlay_channels(db, cache, trace_id)
+    channels = graph.overlay_channels(db, cache, viewer, trace_id)
     return JsonBody({"channels": describe(channels)})
 
 
@@ -228,10 +229,10 @@ def read_overlays(trace_id: TraceId, db: DbDep, cache: CacheDep):
     200: reply("the channel's value per event", object_schema(
         {"channel": TEXT, "values": {"type": "array", "items": {"type": ["number", "null"]}}}, "channel", "values")),
     404: reply("no trace with this id, or no numeric channel of this name")})
-def read_overlay(trace_id: TraceId, channel: str, db: DbDep, cache: CacheDep):
+def read_overlay(trace_id: TraceId, channel: str, db: DbDep, cache: CacheDep, viewer: Viewer):
     """One channel's value per event, in event order (null where an event has none)."""
     try:
-        values = graph.overlay_channel(db, cache, trace_id, channel)
+        values = graph.overlay_channel(db, cache, viewer, trace_id, channel)
     except ValueError as exc:
         raise HTTPException(404, str(exc)) from exc
     if values is None:
@@ -263,7 +264,7 @@ def read_audit(trace_id: TraceId, db: DbDep, cache: CacheDep):
         {"rule": TEXT, "channel": TEXT, "total": NUMBER, "events": {"type": "array", "items": object_schema(
             {"id": TEXT, "credit": NUMBER}, "id", "credit")}, "rollup": OBJECT}, "rule", "channel", "total", "events")),
     422: reply("no reward channel of this name, or an invalid parameter", PROBLEMS)})
-def read_credit(trace_id: TraceId, db: DbDep, cache: CacheDep, channel: str,
+def read_credit(trace_id: TraceId, db: DbDep, cache: CacheDep, viewer: Viewer, channel: str,
                 rule: Literal["uniform", "causal", "critical_path"] = "causal"):
     """A reward channel assigned to events by a rule, rolled up to the eight credit units, and its
     correlation with the reviewers' mean credit."""
@@ -271,7 +272,7 @@ def read_credit(trace_id: TraceId, db: DbDep, cache: CacheDep, channel: str,
         values = analysis.computed_credit(db, cache, trace_id, rule, channel)
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
-    human = (graph.overlay_channels(db, cache, trace_id) or {}).get(graph.HUMAN_MEAN)
+    human = (graph.overlay_channels(db, cache, viewer, trace_id) or {}).get(graph.HUMAN_MEAN)
     ids = queries.event_ids(db, trace_id)
     report = analysis.credit_report(db, cache, trace_id, values, human)
     return JsonBody({"rule": rule, "channel": channel, "total": sum(values),
@@ -284,7 +285,7 @@ def read_credit(trace_id: TraceId, db: DbDep, cache: CacheDep, channel: str,
     409: reply("the trace has labels: add force=true")})
 def remove_trace(trace_id: TraceId, db: DbDep, force: bool = False):
     """Remove a trace; one with labels needs force=true, and its labels stay (orphaned, exportable)."""
-    labels = queries.label_count(db, trace_id)
+    labels = label_store.label_count(db, trace_id)
     if labels and not force:
         raise HTTPException(409, f"trace '{trace_id}' has {labels} label version(s); "
                                  "add ?force=true to delete it (the labels are kept and stay exportable)")

@@ -1,0 +1,211 @@
+"""Label SQL: versions, current labels, what a caller may see of them, and queue adjudications.
+
+Every read that shows label values or counts takes `viewer`, the name of the reviewer asking (None for the
+app's own bookkeeping and for callers who review nothing), and reads labels from VISIBLE: the one place that
+says what blind review hides. A new query over labels starts from VISIBLE and so hides what it must.
+"""
+
+from app.domain.label_fields import FIELDS, FLAG, TAGS, TEXT
+from app.store.db import Database
+
+# A row of `annotations` as label services read it: identity, the declared fields, provenance.
+ROW_FIELDS = ("annotation_id", "trace_id", "event_id", "reviewer", "version", *(f.name for f in FIELDS),
+              "annotator_kind", "event_type", "agent", "role", "client_request_id", "created_at", "imported_by",
+              "queue_id")
+
+
+def _said(kind: str, column: str) -> str:
+    return {FLAG: column, TAGS: f"{column} <> '[]'", TEXT: f"{column} <> ''"}.get(kind, f"{column} IS NOT NULL")
+
+
+# A label says something unless every declared field is empty (a cleared label does not count as labelled).
+NON_EMPTY = "(" + " OR ".join(_said(f.kind, f.name) for f in FIELDS) + ")"
+LABEL_COLUMNS = ", ".join(ROW_FIELDS) + ", NOT " + NON_EMPTY + " AS empty"
+# The current label of an (event, reviewer) is its highest version.
+CURRENT = " QUALIFY version = max(version) OVER (PARTITION BY trace_id, event_id, reviewer)"
+
+# Blind review, the one rule: the items of a blind queue that names $viewer as a reviewer, on which $viewer
+# has saved no label in that queue yet. Other reviewers' labels on those events, and their adjudications,
+# are withheld from $viewer until then.
+HIDDEN = """
+    SELECT i.trace_id, i.event_id FROM queue_items i JOIN queues q ON q.queue_id = i.queue_id
+    WHERE $viewer::VARCHAR IS NOT NULL AND json_extract(q.spec, '$.blind')::BOOLEAN
+      AND list_contains(json_extract_string(q.spec, '$.reviewers[*]'), $viewer::VARCHAR)
+      AND NOT EXISTS (SELECT 1 FROM annotations m WHERE m.queue_id = i.queue_id AND m.trace_id = i.trace_id
+                      AND m.event_id = i.event_id AND m.reviewer = $viewer::VARCHAR)"""
+VISIBLE = f"""(SELECT * FROM annotations a WHERE a.reviewer IS NOT DISTINCT FROM $viewer::VARCHAR
+    OR NOT EXISTS (SELECT 1 FROM ({HIDDEN}) h WHERE h.trace_id = a.trace_id AND h.event_id = a.event_id))"""
+VISIBLE_CURRENT = f"(SELECT * FROM {VISIBLE} v{CURRENT})"
+
+
+def read_labels(db: Database, viewer: str | None, trace_id=None, event_id=None, reviewer=None, history=False,
+                queue_id=None) -> list[tuple]:
+    """Current labels (every version with history) that `viewer` may see, matching the filters, in trace,
+    event, reviewer, version order: rows of LABEL_COLUMNS. With `queue_id`, those saved in that queue."""
+    filters = {column: value for column, value in (("trace_id", trace_id), ("event_id", event_id),
+                                                   ("reviewer", reviewer), ("queue_id", queue_id)) if value}
+    where = " WHERE " + " AND ".join(f"{column} = ${column}" for column in filters) if filters else ""
+    return db.execute(f"SELECT {LABEL_COLUMNS} FROM {VISIBLE} v{where}{'' if history else CURRENT} "
+                      "ORDER BY trace_id, event_id, reviewer, version", {"viewer": viewer, **filters}).fetchall()
+
+
+def own_current_or_retry(cur, trace_id: str, event_id: str, reviewer: str, request_id: str | None) -> list[tuple]:
+    """A reviewer's current version of a label and the one `request_id` made before (a retry), on the cursor
+    of the write that saves the next version: rows of LABEL_COLUMNS."""
+    return cur.execute(
+        f"SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
+        "QUALIFY version = max(version) OVER () OR client_request_id = ?",
+        [trace_id, event_id, reviewer, request_id]).fetchall()
+
+
+def last_label_versions(db: Database, trace_id: str, event_id: str, reviewer: str, count: int) -> list[tuple]:
+    """The `count` highest versions of a reviewer's own label on an event, highest first."""
+    return db.execute(f"SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
+                      "ORDER BY version DESC LIMIT ?", [trace_id, event_id, reviewer, count]).fetchall()
+
+
+def label_version(cur, trace_id: str, event_id: str, reviewer: str, version: int) -> tuple | None:
+    """One version of a reviewer's label on an event, on the cursor of a write (a save, an import)."""
+    return cur.execute(f"SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
+                       "AND version = ?", [trace_id, event_id, reviewer, version]).fetchone()
+
+
+def annotation_id_taken(cur, annotation_id: int) -> bool:
+    """Whether a label version holds this id (app/store/keys.py), on the cursor of a write."""
+    return cur.execute("SELECT count(*) FROM annotations WHERE annotation_id = ?", [annotation_id]).fetchone()[0] > 0
+
+
+def label_count(db: Database, trace_id: str) -> int:
+    """Label versions stored for a trace (any reviewer, any event, orphaned included): what deleting it keeps."""
+    return db.scalar("SELECT count(*) FROM annotations WHERE trace_id = ?", [trace_id])
+
+
+def trace_label_counts(db: Database, viewer: str | None, trace_id: str) -> dict:
+    """Events of a trace with a current label that says something: by `viewer` (`mine`) and by anyone they
+    may see."""
+    return db.fetchone(
+        "SELECT count(DISTINCT event_id) FILTER (WHERE reviewer = $viewer) AS mine, count(DISTINCT event_id) AS anyone "
+        f"FROM {VISIBLE_CURRENT} l WHERE trace_id = $trace AND {NON_EMPTY}", {"viewer": viewer, "trace": trace_id})
+
+
+def event_label_versions(db: Database, viewer: str | None, trace_id: str, event_id: str) -> int:
+    """Label versions of one event that `viewer` may see, by every reviewer."""
+    return db.scalar(f"SELECT count(*) FROM {VISIBLE} v WHERE trace_id = $trace AND event_id = $event",
+                     {"viewer": viewer, "trace": trace_id, "event": event_id})
+
+
+def label_progress(db: Database, viewer: str | None) -> dict[str, dict]:
+    """Per trace: events labelled by anyone `viewer` may see, and by `viewer`."""
+    rows = db.fetchall(
+        "SELECT trace_id, count(DISTINCT event_id) AS anyone, "
+        "count(DISTINCT event_id) FILTER (WHERE reviewer = $viewer) AS you "
+        f"FROM {VISIBLE_CURRENT} l WHERE {NON_EMPTY} GROUP BY trace_id", {"viewer": viewer})
+    return {row["trace_id"]: row for row in rows}
+
+
+def labelled_trace_ids(db: Database, viewer: str | None) -> list[str]:
+    """Stored traces with a current label that says something and that `viewer` may see, in id order."""
+    return [row[0] for row in db.execute(
+        f"SELECT DISTINCT trace_id FROM {VISIBLE_CURRENT} l WHERE {NON_EMPTY} "
+        "AND trace_id IN (SELECT trace_id FROM traces) ORDER BY trace_id", {"viewer": viewer}).fetchall()]
+
+
+def traces_with_labels(db: Database, viewer: str | None) -> list[str]:
+    """Ids of every trace with a label version `viewer` may see, stored or deleted since, in id order."""
+    return [row[0] for row in db.execute(f"SELECT DISTINCT trace_id FROM {VISIBLE} v ORDER BY trace_id",
+                                         {"viewer": viewer}).fetchall()]
+
+
+def orphaned_labels(db: Database, viewer: str | None, trace_id: str | None = None) -> list[dict]:
+    """Current labels whose event no longer exists (its trace was replaced without it, or deleted)."""
+    return db.fetchall(
+        f"SELECT l.trace_id, l.event_id, l.reviewer, l.version FROM {VISIBLE_CURRENT} l "
+        "LEFT JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
+        "WHERE e.event_id IS NULL AND ($trace::VARCHAR IS NULL OR l.trace_id = $trace) "
+        "ORDER BY l.trace_id, l.event_id, l.reviewer", {"viewer": viewer, "trace": trace_id})
+
+
+def human_answers(db: Database, viewer: str | None, trace_id: str) -> list[dict]:
+    """Current counterfactual and stop answers of a trace's labels with each event's position."""
+    return db.fetchall(
+        f"SELECT e.seq, l.counterfactual, l.stop FROM {VISIBLE_CURRENT} l "
+        "JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
+        "WHERE l.trace_id = $trace AND (l.counterfactual IS NOT NULL OR l.stop IS NOT NULL) ORDER BY e.seq",
+        {"viewer": viewer, "trace": trace_id})
+
+
+def human_credit(db: Database, viewer: str | None, trace_id: str, queue_id: str | None = None) -> list[dict]:
+    """Current numeric credit labels of a trace with each event's position (with `queue_id`, those saved in
+    that queue)."""
+    return db.fetchall(
+        f"SELECT e.seq, l.reviewer, l.credit FROM (SELECT * FROM {VISIBLE} v WHERE trace_id = $trace "
+        "AND ($queue::VARCHAR IS NULL OR queue_id = $queue)" + CURRENT + ") l "
+        "JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
+        "WHERE l.credit IS NOT NULL ORDER BY e.seq, l.reviewer", {"viewer": viewer, "trace": trace_id,
+                                                                 "queue": queue_id})
+
+
+def events_labelled_with_paper(db: Database, viewer: str | None, key: str) -> list[dict]:
+    """Current event labels that name this paper as an example."""
+    return db.fetchall(
+        f"SELECT trace_id, event_id, event_type, reviewer, credit FROM {VISIBLE_CURRENT} l "
+        "WHERE paper = $key ORDER BY trace_id, event_id, reviewer", {"viewer": viewer, "key": key})
+
+
+QUEUE_LABELS = f"""
+    SELECT i.item_id, i.trace_id, i.event_id, l.reviewer, l.version, l.annotation_id, l.created_at,
+           {', '.join('l.' + f.name for f in FIELDS)}
+    FROM queue_items i
+    JOIN (SELECT * FROM {VISIBLE} v WHERE queue_id = $queue{CURRENT}) l
+      ON l.trace_id = i.trace_id AND l.event_id = i.event_id
+    WHERE i.queue_id = $queue
+    ORDER BY i.item_id, l.reviewer
+"""
+
+
+def queue_labels(db: Database, viewer: str | None, queue_id: str) -> list[dict]:
+    """Each reviewer's current label saved in the queue, per item, as far as `viewer` may see them."""
+    return db.fetchall(QUEUE_LABELS, {"viewer": viewer, "queue": queue_id})
+
+
+# An adjudication is shown with the labels it settles: never on an item hidden from the viewer.
+ADJUDICATIONS = f"""
+    SELECT a.queue_id, a.item_id, i.trace_id, i.event_id, a.adjudicator, a.label, a.resolved, a.note, a.created_at
+    FROM queue_adjudications a JOIN queue_items i ON i.queue_id = a.queue_id AND i.item_id = a.item_id
+    WHERE NOT EXISTS (SELECT 1 FROM ({HIDDEN}) h WHERE h.trace_id = i.trace_id AND h.event_id = i.event_id)
+"""
+
+
+def queue_adjudications(db: Database, viewer: str | None, queue_id: str) -> list[dict]:
+    """The latest adjudication of each adjudicated item of the queue that `viewer` may see."""
+    return db.fetchall(
+        f"SELECT * FROM ({ADJUDICATIONS}) WHERE queue_id = $queue "
+        "QUALIFY created_at = max(created_at) OVER (PARTITION BY item_id) ORDER BY item_id",
+        {"viewer": viewer, "queue": queue_id})
+
+
+def adjudicated_labels(db: Database, viewer: str | None, trace_id: str, queue_id: str | None = None) -> dict:
+    """The final label an admin set on each event of a trace (the latest, in any queue or in `queue_id`), as
+    {event_id: (label JSON text, note, adjudicator)}."""
+    rows = db.execute(
+        f"SELECT event_id, label, note, adjudicator FROM ({ADJUDICATIONS}) WHERE trace_id = $trace "
+        "AND ($queue::VARCHAR IS NULL OR queue_id = $queue) "
+        "QUALIFY created_at = max(created_at) OVER (PARTITION BY event_id)",
+        {"viewer": viewer, "trace": trace_id, "queue": queue_id}).fetchall()
+    return {event_id: (label, note, by) for event_id, label, note, by in rows}
+
+
+def insert_adjudication(cur, queue_id: str, item_id: int, adjudicator: str, label: str, resolved: str, note: str,
+                        created_at) -> None:
+    cur.execute("INSERT INTO queue_adjudications VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [queue_id, item_id, adjudicator, label, resolved, note, created_at])
+
+
+def queue_progress(db: Database, queue_id: str, reviewer: str) -> dict:
+    """A reviewer's own progress in a queue: items they labelled there, items given to them, items in all."""
+    return db.fetchone(
+        "SELECT (SELECT count(DISTINCT i.item_id) FROM queue_items i JOIN annotations l ON l.queue_id = i.queue_id "
+        "        AND l.trace_id = i.trace_id AND l.event_id = i.event_id AND l.reviewer = $reviewer "
+        "        WHERE i.queue_id = $queue) AS mine, "
+        "(SELECT count(*) FROM queue_assignments WHERE queue_id = $queue AND reviewer = $reviewer) AS given, "
+        "(SELECT count(*) FROM queue_items WHERE queue_id = $queue) AS items", {"queue": queue_id, "reviewer": reviewer})
