@@ -253,7 +253,7 @@ def test_the_users_page_is_for_admins_and_its_forms_manage_accounts(lab):
     added = admin.post("/users", data={"name": "mia", "role": "viewer", "password": PASSWORD, "csrf_token": csrf},
                        follow_redirects=False)
     assert added.status_code == 303 and added.headers["location"] == "/users?user=mia&done=added#manage"
-    assert "added mia" in admin.get(added.headers["location"]).text
+    assert "Added mia, a viewer." in admin.get(added.headers["location"]).text
     assert admin.post("/users", data={"name": "mia", "role": "viewer", "password": PASSWORD,
                                       "csrf_token": csrf}).status_code == 409
     assert admin.post("/users/mia", data={"role": "reviewer", "csrf_token": csrf}).status_code == 200

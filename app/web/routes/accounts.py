@@ -18,9 +18,10 @@ router = APIRouter(include_in_schema=False)
 
 SESSION_MAX_AGE_S = accounts.SESSION_DAYS * 24 * 3600
 # What the users page says after a change (`?done=`); the key is the form's field.
-DONE = {"added": "added {name}", "role": "{name}'s role is now {role}", "disabled": "{name} is disabled: their "
-        "sessions ended and their tokens are refused", "enabled": "{name} is enabled again",
-        "password": "new password set for {name}; their sessions ended", "revoked": "a token of {name} is revoked"}
+DONE = {"added": "Added {name}, a {role}.", "role": "{name}'s role is now {role}.",
+        "disabled": "{name} is disabled: their sessions ended and their tokens are refused.",
+        "enabled": "{name} is enabled again.", "password": "New password set for {name}.",
+        "revoked": "A token of {name} is revoked."}
 OPEN_MODE_HAS_NO_ACCOUNT = "open single-user mode has no accounts: add one with `orchestrace users add`"
 
 
