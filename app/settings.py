@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from app.ingest.importers.common import CONTENT_CAP_BYTES, KEEP, ContentPolicy
 from app.store.lake import is_lake_url
 
 PACKAGE = Path(__file__).resolve().parent
@@ -38,6 +39,11 @@ class Settings(BaseModel):
     allowed_hosts: str = Field(
         "", description="Comma-separated Host names the server answers to (against DNS rebinding); by default "
                         "the bind address, localhost, 127.0.0.1 and ::1.")
+    content: ContentPolicy = Field(
+        KEEP, description="What importers keep of the messages, tool arguments and results a source carried "
+                          "(uploads, `POST /api/traces`, `/v1/traces`, `/v1/traces/ingest`): `keep` keeps them as "
+                          f"the event property `content` (at most {CONTENT_CAP_BYTES // 1024} KiB an event, cut "
+                          "beyond), `hash` only their `content_ref` hashes, whatever a request asks.")
     secret_key: str | None = Field(
         None, description="Key that signs session cookies and form tokens; by default one is made on first start "
                           "and kept in the database.")

@@ -149,22 +149,44 @@ def test_tool_calls_results_and_edges(parallel):
         {("sa-004", "agent-aaa1111.jsonl:4")}
 
 
-def test_keep_content_off_and_on():
-    private = json.dumps(load(PARALLEL).traces[0])
+def test_content_is_kept_unless_the_policy_is_hash():
+    hashed = load(PARALLEL, content_policy="hash").traces[0]
+    private = json.dumps(hashed)
     for secret in ("Compare the parser", "Summarise parser.py", "Explore parser", "pytest -q", "All tests pass"):
         assert secret not in private
     assert '"content":' not in private
-    kept = load(PARALLEL, keep_content=True).traces[0]
+    kept = load(PARALLEL).traces[0]
     assert_well_formed(kept)
     events = {e["id"]: e for e in kept["events"]}
     assert [e["content"] for e in events.values() if e["agent"] == "user"] == \
         ["Compare the parser and the lexer modules."]
     spawn = next(e for e in events.values() if e["type"] == "spawn")
-    assert (spawn["prompt"], spawn["description"]) == ("Summarise parser.py", "Explore parser")
+    assert spawn["content"] == {"description": "Explore parser", "prompt": "Summarise parser.py",
+                                "subagent_type": "Explore"}  # the Task call's input
     assert next(e for e in events.values() if e["type"] == "tool_call" and e["tool"] == "Bash")["content"] == \
         {"command": "pytest -q", "description": "Run tests"}
-    refs = [e.get("content_ref") for e in load(PARALLEL).traces[0]["events"]]
-    assert refs == [e.get("content_ref") for e in kept["events"]]
+    decision = next(e for e in events.values() if e.get("message_id") == "msg_A")
+    assert decision["type"] == "orchestrator_decision"
+    assert decision["content"]["output"]["role"] == "assistant"  # the response's blocks, over all its lines
+    assert [(b["type"], b.get("text") or b.get("input", {}).get("prompt")) for b in
+            decision["content"]["output"]["content"]] == [("text", "I'll look at both modules in parallel."),
+                                                          ("tool_use", "Summarise parser.py"),
+                                                          ("tool_use", "Summarise lexer.py")]
+    assert [e.get("content_ref") for e in hashed["events"]] == [e.get("content_ref") for e in kept["events"]]
+    assert [{k: v for k, v in e.items() if k != "content"} for e in kept["events"]] == hashed["events"]
+
+
+def test_a_response_keeps_its_thinking_with_its_text():
+    main, subagents, metas = load_session_dir(PARALLEL)
+    records = [json.loads(line) for line in main.splitlines() if line.strip()]
+    first = next(r for r in records if r.get("uuid") == "a-001")
+    thinking = {"type": "thinking", "thinking": "Two modules: read both at once.", "signature": "c2ln"}
+    first["message"]["content"].insert(0, thinking)
+    kept = import_session("\n".join(json.dumps(r) for r in records), subagents, metas).traces[0]
+    decision = next(e for e in kept["events"] if e.get("message_id") == "msg_A")
+    assert decision["content"]["output"]["content"][:2] == [
+        thinking, {"type": "text", "text": "I'll look at both modules in parallel."}]
+    assert "thinking" not in decision  # with the text it belongs to, not beside it
 
 
 def test_unknown_record_types_warn_and_are_skipped():

@@ -314,19 +314,38 @@ def test_a_tool_running_two_agents_aggregates_and_rewards_come_from_custom_spans
     assert trace["costs"]["tokens"] == 4 * (TOKENS_IN + TOKENS_OUT)  # the critics' runs count too
 
 
-def test_content_is_private_unless_kept():
+def test_content_is_kept_unless_the_policy_is_hash():
     doc = recorded("agent_as_tool")
-    private = only_trace(import_agents(doc))
-    assert "results for x" in json.dumps(doc) and "results for x" not in json.dumps(private)
-    assert all("content" not in e for e in private["events"])
-    results = [e for e in private["events"] if e["type"] == "tool_result"]
+    hashed = only_trace(import_agents(doc, "hash"))
+    assert "results for x" in json.dumps(doc) and "results for x" not in json.dumps(hashed)
+    assert all("content" not in e for e in hashed["events"])
+    results = [e for e in hashed["events"] if e["type"] == "tool_result"]
     assert all(e["content_ref"].startswith("sha256:") for e in results)
-    kept = only_trace(import_agents(doc, keep_content=True))
+    kept = only_trace(import_agents(doc))
     search = one(e for e in kept["events"] if e["type"] == "tool_result" and e["tool"] == "search")
     assert search["content"] == "results for x"
     assert one(e for e in kept["events"] if e["type"] == "tool_call" and e["tool"] == "search")["content"] == \
-        '{"q":"x"}'
-    assert [{k: v for k, v in e.items() if k != "content"} for e in kept["events"]] == private["events"]
+        '{"q":"x"}'  # as the SDK recorded it
+    generations = [r["span_data"] for r in doc["data"] if r.get("span_data", {}).get("type") == "generation"]
+    calls = [e for e in kept["events"] if e.get("span_type") == "generation"]
+    assert sorted(json.dumps(e["content"], sort_keys=True) for e in calls) == \
+        sorted(json.dumps({"input": g["input"], "output": g["output"]}, sort_keys=True) for g in generations)
+    assert [{k: v for k, v in e.items() if k != "content"} for e in kept["events"]] == hashed["events"]
+
+
+def test_a_handoff_s_spawn_keeps_the_transfer_call_s_arguments():
+    doc = recorded("handoff_guardrails")
+    spawn = one(e for e in only_trace(import_agents(doc))["events"] if e["type"] == "spawn")
+    assert spawn["handoff"] is True and spawn["content"] == "{}"  # transfer_to_billing's arguments, as sent
+    assert "content" not in one(e for e in only_trace(import_agents(doc, "hash"))["events"] if e["type"] == "spawn")
+    records = copy.deepcopy(doc)
+    for record in records["data"]:
+        data = record.get("span_data", {})
+        for item in data.get("output") or () if data.get("type") == "generation" else ():
+            if item.get("name") == "transfer_to_billing":
+                item["arguments"] = '{"reason": "a refund"}'
+    spawn = one(e for e in only_trace(import_agents(records))["events"] if e["type"] == "spawn")
+    assert spawn["content"] == '{"reason": "a refund"}'
 
 
 def test_record_lists_in_any_order_give_the_same_trace():
@@ -455,7 +474,7 @@ def test_detectors_tell_the_formats_apart():
 def test_the_document_is_left_as_it_was():
     doc = recorded("handoff_guardrails")
     before = copy.deepcopy(doc)
-    import_agents(doc, keep_content=True)
+    import_agents(doc)
     assert doc == before
 
 

@@ -18,7 +18,7 @@ import pytest
 from imported import edges, first_event, one, only_trace, otlp_json_of, timeline_pairs
 
 from app.domain.validation import validate_trace
-from app.ingest.importers.common import ImportFailed
+from app.ingest.importers.common import CONTENT_CAP_BYTES, ImportFailed
 from app.ingest.importers.openai_agents import looks_like_openai_agents
 from app.ingest.importers.otlp import NO_AGENT_SPAN, import_otlp, looks_like_otlp
 
@@ -239,24 +239,30 @@ def test_fan_out_ends_in_an_aggregate_and_two_levels_are_hierarchical():
     assert {e["role"] for e in events if e["type"] == "orchestrator_decision"} == {"lead", "critic"}
 
 
-def test_content_is_private_unless_kept(recorded_doc):
-    private = only_trace(import_otlp(recorded_doc))
-    text = json.dumps(private)
+def test_content_is_kept_unless_the_policy_is_hash(recorded_doc):
+    hashed = only_trace(import_otlp(recorded_doc, "hash"))
+    text = json.dumps(hashed)
     assert "results for" in json.dumps(recorded_doc) and "results for" not in text
-    assert "content" not in {key for e in private["events"] for key in e}
-    refs = [e["content_ref"] for e in private["events"] if e["type"] in ("message", "tool_result", "return")
+    assert not {"content", "content_cut"} & {key for e in hashed["events"] for key in e}
+    refs = [e["content_ref"] for e in hashed["events"] if e["type"] in ("message", "tool_result", "return")
             and "content_ref" in e]
     assert refs and all(ref.startswith("sha256:") for ref in refs)
-    call = next(e for e in private["events"] if e["type"] == "tool_call")
+    call = next(e for e in hashed["events"] if e["type"] == "tool_call")
     assert call["content_ref"] == call["tool_call_id"]  # a tool call points at its call id (spec)
 
-    kept = only_trace(import_otlp(recorded_doc, keep_content=True))
+    kept = only_trace(import_otlp(recorded_doc))
+    assert kept == only_trace(import_otlp(recorded_doc, "keep"))  # keeping is the default
     search = one(e for e in kept["events"] if e["type"] == "tool_result" and e["tool"] == "search")
     assert search["content"] == "results for a"
     assert one(e for e in kept["events"] if e["type"] == "tool_call" and e["tool"] == "search")["content"] == {"q": "a"}
     decision = next(e for e in kept["events"] if e["type"] == "orchestrator_decision")
-    assert decision["content"][0]["parts"][0]["type"] == "tool_call"  # JSON attributes arrive parsed
-    assert [{k: v for k, v in e.items() if k != "content"} for e in kept["events"]] == private["events"]
+    assert decision["content"]["input"] == [{"role": "user", "parts": [{"type": "text", "content": "write a report"}]}]
+    assert decision["content"]["output"][0]["parts"][0]["type"] == "tool_call"  # JSON attributes arrive parsed
+    # pydantic-ai writes no input on its agent spans: the run's input is what its history starts with
+    assert first_event(kept, "user")["content"] == [{"role": "user", "parts": [{"type": "text",
+                                                                                 "content": "write a report"}]}]
+    assert all("content" in e for e in kept["events"])  # every span of this run carried content
+    assert [{k: v for k, v in e.items() if k != "content"} for e in kept["events"]] == hashed["events"]
 
 
 # ---- hand-written spans: the odd cases ---------------------------------------------------------
@@ -456,6 +462,93 @@ def test_missing_parents_and_duplicates_are_warnings_cycles_are_refused():
     with pytest.raises(ImportFailed, match=r"spans\[0\] \(spanId 0000000000000001\): parentSpanId "
                                            r"0000000000000004 is part of a cycle"):
         import_otlp(document(*looped))
+
+
+def test_each_convention_s_content_is_kept_as_it_carried_it():
+    """GenAI system instructions; OpenLLMetry's numbered prompts and `traceloop.entity.*`; OpenInference's
+    flattened messages and tool call arguments: each read where its convention writes it."""
+    spans = [
+        span(1, "support.agent", 0, 0, 10, traceloop__span__kind="agent", gen_ai__agent__name="support",
+             traceloop__entity__input={"inputs": {"question": "where is my order?"}},
+             traceloop__entity__output={"answer": "in Leeds"}),
+        span(2, "openai.chat", 1, 1, 2, gen_ai__operation__name="chat", gen_ai__request__model="m",
+             gen_ai__system_instructions=[{"type": "text", "content": "Be brief."}],
+             gen_ai__prompt__0__role="user", gen_ai__prompt__0__content="where is my order?",
+             gen_ai__completion__0__role="assistant", gen_ai__completion__0__tool_calls__0__id="c1",
+             gen_ai__completion__0__tool_calls__0__name="lookup",
+             gen_ai__completion__0__tool_calls__0__arguments='{"order": "A-1"}'),
+        span(3, "lookup.tool", 1, 3, 4, traceloop__span__kind="tool", gen_ai__tool__name="lookup",
+             traceloop__entity__input={"order": "A-1"}, traceloop__entity__output="in Leeds"),
+        span(4, "ChatModel", 1, 5, 6, openinference__span__kind="LLM", llm__model_name="m",
+             input__value="raw request", llm__input_messages__0__message__role="user",
+             llm__input_messages__0__message__content="where is my order?",
+             llm__output_messages__0__message__role="assistant",
+             llm__output_messages__0__message__contents__0__message_content__type="text",
+             llm__output_messages__0__message__contents__0__message_content__text="In Leeds."),
+        span(5, "search", 1, 7, 8, openinference__span__kind="TOOL", tool__name="search",
+             tool_call__function__arguments='{"q": "Leeds"}', input__value="ignored: the call's arguments win",
+             output__value="Leeds depot"),
+    ]
+    trace = only_trace(import_otlp(document(*spans)))
+    events = {(e["type"], int(e["span_id"], 16)): e for e in trace["events"]}
+    assert events[("message", 1)]["content"] == {"inputs": {"question": "where is my order?"}}
+    assert events[("return", 1)]["content"] == {"answer": "in Leeds"}
+    assert events[("message", 2)]["content"] == {
+        "system": [{"type": "text", "content": "Be brief."}],
+        "input": [{"role": "user", "content": "where is my order?"}],
+        "output": [{"role": "assistant",
+                    "tool_calls": [{"id": "c1", "name": "lookup", "arguments": '{"order": "A-1"}'}]}]}
+    assert events[("tool_call", 3)]["content"] == {"order": "A-1"}
+    assert events[("tool_result", 3)]["content"] == "in Leeds"
+    assert events[("message", 4)]["content"] == {
+        "input": [{"message": {"role": "user", "content": "where is my order?"}}],
+        "output": [{"message": {"role": "assistant", "contents": [
+            {"message_content": {"type": "text", "text": "In Leeds."}}]}}]}
+    assert events[("tool_call", 5)]["content"] == {"q": "Leeds"}
+    assert events[("tool_result", 5)]["content"] == "Leeds depot"
+    assert all("content_ref" in e for e in trace["events"] if "content" in e)
+
+
+def test_content_over_the_cap_is_cut_keeping_its_shape_and_says_from_what_size():
+    dump = {"rows": [{"id": i, "text": f"row {i} " + "x" * 2000} for i in range(100)], "total": 100}
+    huge_arguments = {"query": "q" * (3 * CONTENT_CAP_BYTES), "limit": 5}
+    spans = [
+        span(1, "invoke_agent a", 0, 0, 10, gen_ai__operation__name="invoke_agent", gen_ai__agent__name="a"),
+        span(2, "execute_tool dump", 1, 1, 2, gen_ai__operation__name="execute_tool", gen_ai__tool__name="dump",
+             gen_ai__tool__call__arguments=huge_arguments, gen_ai__tool__call__result=dump),
+        span(3, "execute_tool small", 1, 3, 4, gen_ai__operation__name="execute_tool", gen_ai__tool__name="small",
+             gen_ai__tool__call__result="fine"),
+    ]
+    trace = only_trace(import_otlp(document(*spans)))
+    result = one(e for e in trace["events"] if e["type"] == "tool_result" and e["tool"] == "dump")
+    size = len(json.dumps(dump, separators=(",", ":")).encode())
+    assert result["content_cut"] == {"limit_bytes": CONTENT_CAP_BYTES, "original_bytes": size} and size > 200_000
+    kept = result["content"]
+    assert len(json.dumps(kept, separators=(",", ":"), ensure_ascii=False).encode()) <= CONTENT_CAP_BYTES
+    assert kept["total"] == 100 and len(kept["rows"]) == 100  # the same shape: every row, each one shorter
+    assert all(row["id"] == i and row["text"].startswith(f"row {i} x") and row["text"].endswith("…")
+               for i, row in enumerate(kept["rows"]))
+    call = one(e for e in trace["events"] if e["type"] == "tool_call" and e["tool"] == "dump")
+    assert call["content"]["limit"] == 5 and call["content"]["query"].startswith("qqq")
+    assert call["content_cut"]["original_bytes"] > 3 * CONTENT_CAP_BYTES
+    assert call["content_ref"] == one(e for e in only_trace(import_otlp(document(*spans), "hash"))["events"]
+                                      if e["type"] == "tool_call" and e["tool"] == "dump")["content_ref"]
+    small = one(e for e in trace["events"] if e["type"] == "tool_result" and e["tool"] == "small")
+    assert small["content"] == "fine" and "content_cut" not in small
+
+
+def test_content_nested_deeper_than_an_event_property_may_be_keeps_its_depths_as_text():
+    deep = "leaf"
+    for _ in range(100):
+        deep = {"next": deep}
+    trace = only_trace(import_otlp(document(
+        span(1, "invoke_agent a", 0, 0, 10, gen_ai__operation__name="invoke_agent", gen_ai__agent__name="a"),
+        span(2, "execute_tool walk", 1, 1, 2, gen_ai__operation__name="execute_tool", gen_ai__tool__name="walk",
+             gen_ai__tool__call__result=deep))))  # valid: a content nested 100 levels would not be
+    kept, source = one(e for e in trace["events"] if e["type"] == "tool_result")["content"], deep
+    for _ in range(64):
+        kept, source = kept["next"], source["next"]
+    assert json.loads(kept) == source  # the 65th level on, as JSON text
 
 
 def test_create_agent_plan_embeddings_and_errors():

@@ -22,6 +22,7 @@ from app.store import queries
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 OTLP = FIXTURES / "otlp" / "pydantic_ai_delegation.json"
+AGENTS = FIXTURES / "openai_agents" / "agent_as_tool.json"
 JSON = {"Content-Type": "application/json"}
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
@@ -239,3 +240,59 @@ def test_the_decompressed_size_is_what_the_limit_applies_to(tmp_path):
         assert len(bomb) < 10_000
         answer = client.post("/v1/traces", content=bomb, headers={**JSON, "Content-Encoding": "gzip"})
         assert answer.status_code == 413
+
+
+def post_run(client, route: str) -> str:
+    """The delegation run to a receiver: OTLP as JSON or protobuf (two batches), or the Agents SDK export."""
+    if route == "agents":
+        body = json.loads(AGENTS.read_text())
+        assert client.post("/v1/traces/ingest", content=json.dumps(body), headers=JSON).status_code == 200
+        return "openai-agents-" + next(r["id"] for r in body["data"] if r["object"] == "trace")
+    for batch in split(json.loads(OTLP.read_text())):
+        if route == "json":
+            answer = client.post("/v1/traces", content=json.dumps(batch), headers=JSON)
+        else:
+            answer = client.post("/v1/traces", content=as_protobuf(batch), headers=PROTOBUF)
+        assert answer.status_code == 200
+    return whole()["trace_id"]
+
+
+@pytest.mark.parametrize("route", ["json", "protobuf", "agents"])
+def test_the_receivers_keep_content_unless_the_server_s_policy_is_hash(tmp_path, route):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+    stored = {}
+    for policy in ("keep", "hash"):
+        app = create_app(Settings(db=tmp_path / f"{policy}.duckdb", content=policy))
+        try:
+            with TestClient(app, base_url=BASE_URL) as client:
+                trace_id = post_run(client, route)
+                app.state.live.flush()
+                stored[policy] = client.get(f"/api/traces/{trace_id}").json()
+        finally:
+            app.state.db.close()
+    assert [e["content"] for e in stored["keep"]["events"] if e["type"] == "tool_result"] and all(
+        "content" in e for e in stored["keep"]["events"] if e["type"] == "tool_result")
+    assert not any("content" in e for e in stored["hash"]["events"])
+    assert [{k: v for k, v in e.items() if k != "content"} for e in stored["keep"]["events"]] == \
+        stored["hash"]["events"]
+
+
+def test_a_live_service_told_hash_once_builds_without_content_from_then_on(app):
+    """The policy a receiver passes with a batch holds for the builds after it, also of traces sent before."""
+    live = LiveTraces(app.state.db)
+    try:
+        doc = json.loads(OTLP.read_text())
+        first, second = split(doc)
+        live.receive_otlp(copy.deepcopy(first), Receipt("POST /v1/traces", "otlp/json", "spans"))
+        live.receive_otlp(copy.deepcopy(second), Receipt("POST /v1/traces", "otlp/json", "spans"), "hash")
+        live.flush()
+        assert live.content_policy == "hash"
+        live.receive_otlp(copy.deepcopy(second), Receipt("POST /v1/traces", "otlp/json", "spans"), "keep")
+        assert live.content_policy == "hash"
+    finally:
+        live.close()
+    trace = queries.read_trace(app.state.db, whole()["trace_id"])
+    assert trace["events"] and not any("content" in e for e in trace["events"])

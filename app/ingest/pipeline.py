@@ -5,7 +5,7 @@ from app.domain.validation import validate_traces
 from app.ingest import log as ingest_log
 from app.ingest.documents import DEFAULT_MAX_BYTES, DocumentError, TooLarge, Upload
 from app.ingest.importers import convert
-from app.ingest.importers.common import ImportFailed, ImportResult
+from app.ingest.importers.common import KEEP, ContentPolicy, ImportFailed, ImportResult
 from app.ingest.log import Receipt
 from app.store.db import Database
 from app.store.gcpause import paused_gc
@@ -29,11 +29,11 @@ class InvalidTraces(Refusal, ValueError):
 
 
 def load_uploads(uploads: list[Upload], max_bytes: int, fmt: str | None = None,
-                 keep_content: bool = False) -> ImportResult:
+                 content_policy: ContentPolicy = KEEP) -> ImportResult:
     """Every trace of every upload (in any supported format), validated; raises DocumentError,
     ImportFailed or InvalidTraces."""
     with paused_gc():
-        result = convert(uploads, fmt, keep_content, max_bytes)
+        result = convert(uploads, fmt, content_policy, max_bytes)
         errors = problems_of(result.traces)
     if errors:
         raise InvalidTraces(errors)
@@ -63,21 +63,22 @@ def _label(trace, index: int):
 
 
 def ingest(db: Database, uploads: list[Upload], existing: str = "error", max_bytes: int = DEFAULT_MAX_BYTES,
-           fmt: str | None = None, keep_content: bool = False,
+           fmt: str | None = None, content_policy: ContentPolicy = KEEP,
            endpoint: str = "POST /api/traces") -> tuple[list[str], list[str], list[str]]:
-    """Parse (or import), validate and store; nothing is stored unless every trace is valid. The receipt,
-    refused or not, goes to the ingest log under `endpoint`.
+    """Parse (or import), validate and store; nothing is stored unless every trace is valid. Importers keep
+    the content their sources carried unless `content_policy` is `hash`. The receipt, refused or not, goes to
+    the ingest log under `endpoint`.
 
     Returns (stored ids, skipped ids, importer warnings)."""
     with paused_gc():  # until the parsed traces are freed: no collection walks them (see gcpause)
-        return _ingest(db, uploads, existing, max_bytes, fmt, keep_content, endpoint)
+        return _ingest(db, uploads, existing, max_bytes, fmt, content_policy, endpoint)
 
 
 def _ingest(db: Database, uploads: list[Upload], existing: str, max_bytes: int, fmt: str | None,
-            keep_content: bool, endpoint: str) -> tuple[list[str], list[str], list[str]]:
+            content_policy: ContentPolicy, endpoint: str) -> tuple[list[str], list[str], list[str]]:
     receipt = Receipt(endpoint, fmt or "detected", "traces")
     try:
-        result = load_uploads(uploads, max_bytes, fmt, keep_content)
+        result = load_uploads(uploads, max_bytes, fmt, content_policy)
         receipt.received, receipt.warnings = len(result.traces), result.warnings
 
         def log(cur, stored: list[str], before: set[str]) -> None:

@@ -6,6 +6,11 @@ by one builder thread: at once when its root span arrives (the run has ended), o
 pause for `BUILD_DELAY_S`, so a long stream of batches costs one build, not one per batch, and no
 exporter waits for a build (a large one would pass its timeout). Until its root span arrives a trace
 is "receiving"; until the build after it, "building".
+
+Builds keep the content the spans carried unless the server's content policy (`ORCHESTRACE_CONTENT`) is `hash`.
+The receivers pass the server's policy with every batch and a `hash` one holds from then on, so no build keeps
+content once a batch arrived under it; the policy given at construction covers the builds that `recover` runs
+before any batch arrives.
 """
 
 import copy
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 from app.domain.jsontext import dumps, loads
 from app.ingest import log as ingest_log
 from app.ingest.importers import openai_agents, otlp
-from app.ingest.importers.common import ImportFailed
+from app.ingest.importers.common import KEEP, ContentPolicy, ImportFailed, strictest
 from app.ingest.log import Receipt
 from app.ingest.pipeline import problems_of
 from app.services.graph import prepare_lod
@@ -55,9 +60,9 @@ class _Incoming:
 class LiveTraces:
     """Receives batches into a database and builds their traces; `close` runs the builds still due."""
 
-    def __init__(self, db: Database, keep_content: bool = False):
+    def __init__(self, db: Database, content_policy: ContentPolicy = KEEP):
         self.db = db
-        self.keep_content = keep_content
+        self.content_policy = content_policy
         self._due: dict[tuple[str, str], float] = {}  # trace -> when to build it (monotonic seconds)
         self._busy = 0  # builds running
         self._seen: OrderedDict[tuple[str, str], set[str]] | None = None if db.is_lake else OrderedDict()
@@ -69,9 +74,10 @@ class LiveTraces:
 
     # ---- receiving ----------------------------------------------------------------------------
 
-    def receive_otlp(self, doc: dict, receipt: Receipt) -> None:
+    def receive_otlp(self, doc: dict, receipt: Receipt, content_policy: ContentPolicy = KEEP) -> None:
         """Keep the new, usable spans of an OTLP/JSON-shaped request; spans that cannot be used are
         counted as skipped in the receipt, each with its reason."""
+        self.content_policy = strictest(self.content_policy, content_policy)
         if not otlp.looks_like_otlp(doc):
             raise ImportFailed("body is not an OTLP ExportTraceServiceRequest (no resourceSpans array)")
         incoming: dict[str, dict] = {}
@@ -105,8 +111,9 @@ class LiveTraces:
                     for trace, p in incoming.items() if trace not in created}, True),
         ], receipt)
 
-    def receive_agents(self, doc, receipt: Receipt) -> None:
+    def receive_agents(self, doc, receipt: Receipt, content_policy: ContentPolicy = KEEP) -> None:
         """Keep the new records of an Agents SDK export (`{"data": [...]}`)."""
+        self.content_policy = strictest(self.content_policy, content_policy)
         records = doc.get("data") if isinstance(doc, dict) else None
         if not isinstance(records, list):
             raise ImportFailed('body is not an OpenAI Agents SDK export: expected {"data": [...]}')
@@ -264,14 +271,14 @@ class LiveTraces:
             held = queries.live_parts_of_source(self.db, CREATED)
             if held:
                 doc["resourceSpans"] += [rs for _, body in held for rs in loads(body)["resourceSpans"]]
-            result = otlp.import_otlp(doc, self.keep_content)
+            result = otlp.import_otlp(doc, self.content_policy)
             unused = {t["trace_id"].removeprefix(otlp.TRACE_ID_PREFIX) for t in result.traces}
             taken = sorted({trace for trace, _ in held} - unused)
             if taken:
                 self._forget(CREATED, taken)
             result.traces = [t for t in result.traces if t["trace_id"] == _trace_id(OTLP, source_trace)]
         else:
-            result = openai_agents.import_agents([r for body in bodies for r in body], self.keep_content)
+            result = openai_agents.import_agents([r for body in bodies for r in body], self.content_policy)
         return next(iter(result.traces), None), result.warnings
 
     def _forget(self, source: str, source_traces: list[str]) -> None:

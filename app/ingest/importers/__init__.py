@@ -28,7 +28,7 @@ from app.ingest.documents import (
     strict_loads,
 )
 from app.ingest.importers import claude_code, openai_agents, otlp
-from app.ingest.importers.common import ImportFailed, ImportResult, show
+from app.ingest.importers.common import KEEP, ContentPolicy, ImportFailed, ImportResult, show
 
 FORMATS = ("orchestrace", "otlp", "openai_agents", "claude_code")  # the one list of --format / ?format=
 SUBAGENTS = "subagents"  # a Claude Code session's `<session>/subagents/` folder
@@ -164,16 +164,18 @@ def load_session_dir(path: Path) -> tuple[str, dict[str, str], dict[str, dict]]:
     return _read_session(session, _helpers_of(session, subagent_uploads(path), 1), DEFAULT_MAX_BYTES)
 
 
-def convert(uploads: list[Upload], fmt: str | None = None, keep_content: bool = False,
+def convert(uploads: list[Upload], fmt: str | None = None, content_policy: ContentPolicy = KEEP,
             max_bytes: int = DEFAULT_MAX_BYTES) -> ImportResult:
-    """Traces and warnings from every upload; `fmt` forces a format, otherwise each file is detected.
+    """Traces and warnings from every upload; `fmt` forces a format, otherwise each file is detected. The
+    importers keep what the source said, or only its hashes under the `hash` content policy (our own format
+    is stored as sent).
 
     A trace id that is not text (a lone surrogate) is refused here: every later report names a trace by
     its id, and no response or log could carry that one."""
     if fmt is not None and fmt not in FORMATS:
         raise ImportFailed(f"unknown format '{fmt}'; formats: {', '.join(FORMATS)}")
     try:
-        result = _convert(unpack(uploads, max_bytes), fmt, keep_content, max_bytes)
+        result = _convert(unpack(uploads, max_bytes), fmt, content_policy, max_bytes)
     except RecursionError:  # an importer's walk of a value nested deeper than Python's stack
         raise ImportFailed("arrays and objects nested too deeply to read") from None
     for index, trace in enumerate(result.traces):
@@ -184,7 +186,7 @@ def convert(uploads: list[Upload], fmt: str | None = None, keep_content: bool = 
     return result
 
 
-def _convert(files: list[Upload], fmt: str | None, keep_content: bool, max_bytes: int) -> ImportResult:
+def _convert(files: list[Upload], fmt: str | None, content_policy: ContentPolicy, max_bytes: int) -> ImportResult:
     result = ImportResult()
     sessions: list[Upload] = []
     helpers: list[Upload] = []
@@ -209,16 +211,16 @@ def _convert(files: list[Upload], fmt: str | None, keep_content: bool, max_bytes
                 raise ImportFailed(f"{upload.source}: record {odd} of its JSON Lines is not an OTLP/JSON traces "
                                    "document (an object with a resourceSpans array)")
             _merge(result, otlp.import_otlp(records[0] if len(records) == 1 else {"resourceSpans": [
-                rs for r in records for rs in r["resourceSpans"]]}, keep_content), upload.source)
+                rs for r in records for rs in r["resourceSpans"]]}, content_policy), upload.source)
         else:
             doc = records[0] if len(records) == 1 and isinstance(records[0], dict) and "data" in records[0] else records
-            _merge(result, openai_agents.import_agents(doc, keep_content), upload.source)
+            _merge(result, openai_agents.import_agents(doc, content_policy), upload.source)
     if helpers and not sessions:
         raise ImportFailed("sub-agent transcripts without their session's main .jsonl file")
     for session in sessions:
         main, subagents, metas = _read_session(session, _helpers_of(session, helpers, len(sessions)), max_bytes)
         stem = PurePosixPath(session.source.split(":")[-1]).stem
-        _merge(result, claude_code.import_session(main, subagents, metas, None, keep_content),
+        _merge(result, claude_code.import_session(main, subagents, metas, None, content_policy),
                session.source or stem)
     return result
 

@@ -13,8 +13,9 @@ Choices where the mapping is silent, made for an auditor who wants to trace ever
   `tool_result` belongs to the tool (`agent` = tool name), as in the published example trace.
 - Model calls: one event per API response (`message.id`), not per content block: a response made only
   of tool_use blocks is still a call that costs tokens. It sits at the time of the response's first
-  line, so it precedes the tool calls it requested (`causal` edges). Its text blocks, joined, are its
-  content; thinking is kept only with keep_content. `from` = the agent, `to` = the model (as OTLP).
+  line, so it precedes the tool calls it requested (`causal` edges). Its `content_ref` is the hash of its
+  text blocks, joined; its content is `{"output": {"role": "assistant", "content": [...]}}`, every block of
+  the response (text, thinking, tool_use) in the order written. `from` = the agent, `to` = the model (as OTLP).
   Per §0 it is an `orchestrator_decision` when it requests a tool and its agent spawns anywhere in the
   trace, else a `message`. A Task/Agent tool_use becomes the `spawn` (agent = caller, `to` = child);
   a tool_use becomes a `tool_call` whose `content_ref` is its tool_use id (§2).
@@ -48,8 +49,10 @@ Choices where the mapping is silent, made for an auditor who wants to trace ever
   (an error result of a call that had PreToolUse hooks and no PostToolUse/PostToolUseFailure hook);
   an API error (`isApiErrorMessage`, system `api_error`). `safety_flow` goes to the denied tool_result,
   or to the agent's next response.
-- Results of WebFetch and WebSearch are `trusted: false`. Content stays private by default: prompts,
-  descriptions, tool inputs and results appear only as `content_ref` hashes unless keep_content.
+- Results of WebFetch and WebSearch are `trusted: false`. Content (unless the content policy is `hash`, which
+  keeps only the `content_ref` hashes; cut to common.CONTENT_CAP_BYTES): a message's text (or its blocks when
+  not all text), a tool call's input, a tool result's content, a spawn's Task/Agent input (`description`,
+  `prompt`, `subagent_type`), a return's result, a hook's stop reason, a queued message.
 - Every event keeps its source ids where the record has them: `uuid`, `parent_uuid`,
   `logical_parent_uuid`, `session_id`, `agent_id`, `tool_use_id`, `message_id`, `request_id`,
   `source_tool_assistant_uuid`, and `line` ("main:17", "agent-a93ccab.jsonl:3").
@@ -71,7 +74,18 @@ from datetime import datetime
 from pathlib import PurePosixPath
 
 from app.ingest.documents import DocumentError, exact_lines, fast_lines
-from app.ingest.importers.common import ImportFailed, ImportResult, TraceBuilder, content_ref, ref, show
+from app.ingest.importers.common import (
+    KEEP,
+    ContentPolicy,
+    ImportFailed,
+    ImportResult,
+    TraceBuilder,
+    content_ref,
+    keeps,
+    put_content,
+    ref,
+    show,
+)
 
 MAIN, USER, SYSTEM = "main", "user", "system"
 LEAD_ROLE = "lead"
@@ -105,14 +119,14 @@ def looks_like_claude_code(first_records: list[dict]) -> bool:
 
 
 def import_session(main: str, subagents: dict[str, str] | None = None, metas: dict[str, dict] | None = None,
-                   session_id: str | None = None, keep_content: bool = False) -> ImportResult:
+                   session_id: str | None = None, content_policy: ContentPolicy = KEEP) -> ImportResult:
     """One orchestration trace from a session's main transcript and its sub-agent transcripts."""
     files = [(MAIN, _parse(main, MAIN))]
     files += [(name, _parse(text, name)) for name, text in sorted((subagents or {}).items())]
     result = ImportResult()
     # Without a sessionId anywhere, the content names the trace, so re-imports still replace it.
     fallback_id = content_ref(main).removeprefix("sha256:")
-    trace = _Session(files, metas or {}, session_id, fallback_id, keep_content, result.warnings).build()
+    trace = _Session(files, metas or {}, session_id, fallback_id, keeps(content_policy), result.warnings).build()
     result.traces.append(trace)
     return result
 
@@ -219,13 +233,13 @@ class _Stream:
 class _Response:
     """The events and usage of one API response, whatever number of lines it was written as."""
 
-    __slots__ = ("index", "counted", "usage", "texts", "thinking", "asks")
+    __slots__ = ("index", "counted", "usage", "texts", "blocks", "asks")
 
     def __init__(self, index: int, counted: bool):
         self.index, self.counted = index, counted
         self.usage = [0] * len(USAGE_FIELDS)
         self.texts: list[str] = []
-        self.thinking: list[str] = []
+        self.blocks: list[dict] = []  # every content block, as written
         self.asks = False  # requested at least one tool
 
     def take(self, usage) -> None:
@@ -520,12 +534,12 @@ class _Session:
             kind = block.get("type")
             if kind == "text":
                 response.texts.append(block.get("text") if isinstance(block.get("text"), str) else "")
-            elif kind in ("thinking", "redacted_thinking"):
-                response.thinking.append(block.get("thinking") if isinstance(block.get("thinking"), str) else "")
             elif kind == "tool_use":
                 self._tool_use(stream, record, time, block, response, source)
-            else:
+            elif kind not in ("thinking", "redacted_thinking"):
                 self._odd(stream.name, number, f"content block type {kind!r} not mapped")
+                continue
+            response.blocks.append(block)
 
     def _synthetic(self, stream: _Stream, record: dict, time: float, blocks: list[dict], source: dict) -> None:
         """A message Claude Code wrote itself: an API error is a safety event, anything else a message."""
@@ -560,10 +574,8 @@ class _Session:
             if call:
                 props["tool_use_id"] = call
             props.update(source)
-            if self.keep:
-                for field in ("description", "prompt"):
-                    if given.get(field) is not None:
-                        props[field] = given[field]
+            if self.keep and given:
+                put_content(props, given)
             index = self._event(time, "spawn", stream.key, props, stream, record)
             self.spawners.add(stream.key)
             if child is not None:
@@ -576,7 +588,7 @@ class _Session:
                 props["content_ref"] = props["tool_use_id"] = call
             props.update(source)
             if self.keep and given is not None:
-                props["content"] = given
+                put_content(props, given)
             index = self._event(time, "tool_call", stream.key, props, stream, record)
             self.tool_calls += 1
         self.b.link(response.index, index, "causal")
@@ -772,7 +784,7 @@ class _Session:
             return
         props["content_ref"] = ref(value)
         if self.keep:
-            props["content"] = value
+            put_content(props, value)
 
     def _event(self, time: float, type_: str, agent: str, props: dict, stream: _Stream | None = None,
                record: dict | None = None) -> int:
@@ -863,9 +875,9 @@ class _Session:
             props["tokens_out"] = usage[3]
         text = "\n".join(response.texts)
         if text.strip():
-            self._content(props, text)
-        if self.keep and response.thinking:
-            props["thinking"] = "\n".join(response.thinking)
+            props["content_ref"] = ref(text)
+        if self.keep and response.blocks:
+            put_content(props, {"output": {"role": "assistant", "content": response.blocks}})
         if response.asks and self.b.agents[response.index] in self.spawners:
             self.b.types[response.index] = "orchestrator_decision"
 

@@ -1,12 +1,16 @@
-"""What every importer shares: its result, its refusal, private content references, span trees, and the
-builder that turns events and links into a trace's numbered events and edges."""
+"""What every importer shares: its result, its refusal, content references and the content kept (its policy
+and its cap), span trees, and the builder that turns events and links into a trace's numbered events and edges."""
 
 import hashlib
 import json
 from dataclasses import dataclass, field
+from itertools import islice
 from operator import itemgetter
+from typing import Literal
 
+from app.domain.jsontext import dumps, dumps_bytes
 from app.domain.refusals import Refusal
+from app.domain.validation import MAX_DEPTH
 
 
 @dataclass
@@ -33,7 +37,8 @@ def show(value) -> str:
 
 
 def content_ref(content) -> str:
-    """A stable hash of message or tool content: deployment traces carry user data, kept out by default."""
+    """A stable hash of message or tool content: what an event said, by reference, also where the content itself
+    is not kept (the `hash` policy)."""
     text = content if isinstance(content, str) else repr(content)
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
@@ -43,6 +48,129 @@ def ref(content) -> str:
     if not isinstance(content, str):
         content = json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
     return content_ref(content)
+
+
+# What an importer keeps of the messages, tool arguments and results a source carried: the content itself
+# (`keep`, the default: a reviewer judges an event by what it said), or only its `content_ref` hash (`hash`,
+# for teams whose traces carry user data they may not store).
+ContentPolicy = Literal["keep", "hash"]
+KEEP, HASH = "keep", "hash"
+CONTENT_CAP_BYTES = 64 * 1024  # the largest `content` of one event, as compact UTF-8 JSON
+CUT_MARK = "…"  # ends a string the cap shortened
+CUT_CHARS_BEFORE_ITEMS = 200  # strings keep this much before arrays and objects lose items to the cap
+MAX_JSON_BYTES_PER_CHAR = 6  # a control character written as \u001f
+
+
+def keeps(policy: ContentPolicy) -> bool:
+    """Whether content is kept under a policy: only `hash` withholds it."""
+    return policy != HASH
+
+
+def strictest(*policies: ContentPolicy) -> ContentPolicy:
+    """The policy that keeps least: a server's `hash` cannot be overridden by a request asking to keep."""
+    return HASH if HASH in policies else KEEP
+
+
+def put_content(props: dict, value) -> None:
+    """`value` onto an event's properties as `content`, within CONTENT_CAP_BYTES: larger content is cut
+    (see `cut`) and `content_cut` records the cap and the size it had, as compact UTF-8 JSON. Parts nested
+    deeper than an event property may be (validation's MAX_DEPTH) are kept as their JSON text."""
+    if type(value) is str and len(value) <= CONTENT_CAP_BYTES // MAX_JSON_BYTES_PER_CHAR:
+        props["content"] = value  # short text fits whatever its characters: no need to write it out
+        return
+    value = _within_depth(value, MAX_DEPTH)
+    size = len(dumps_bytes(value))
+    if size <= CONTENT_CAP_BYTES:
+        props["content"] = value
+        return
+    props["content"] = cut(value, CONTENT_CAP_BYTES)
+    props["content_cut"] = {"limit_bytes": CONTENT_CAP_BYTES, "original_bytes": size}
+
+
+def cut(value, limit: int):
+    """`value` made to fit `limit` bytes of JSON, keeping its shape: every string longer than some length is
+    shortened to it (ending in CUT_MARK), the longest length that fits; when even strings cut to nothing do not
+    fit, strings keep CUT_CHARS_BEFORE_ITEMS and arrays and objects only their first items, as many as fit.
+    A new value: the source is left as it was."""
+    def fits(chars: int, items: int | None) -> bool:
+        return len(dumps_bytes(_shortened(value, chars, items))) <= limit
+
+    longest = _longest_string(value)
+    if fits(0, None):
+        return _shortened(value, _most(lambda chars: fits(chars, None), longest), None)
+    chars = min(longest, CUT_CHARS_BEFORE_ITEMS)
+    return _shortened(value, chars, _most(lambda items: fits(chars, items), _most_items(value)))
+
+
+def _most(fits, high: int) -> int:
+    """The largest n in 0..high with fits(n), given fits(0) and that fits only turns false as n grows."""
+    low = 0
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _shortened(value, chars: int, items: int | None):
+    if type(value) is str:
+        return value if len(value) <= chars else value[:chars] + CUT_MARK
+    if type(value) is list:
+        return [_shortened(item, chars, items) for item in (value if items is None else value[:items])]
+    if type(value) is dict:
+        pairs = value.items() if items is None else islice(value.items(), items)
+        return {key: _shortened(item, chars, items) for key, item in pairs}
+    return value
+
+
+def _longest_string(value) -> int:
+    stack, longest = [value], 0
+    while stack:
+        value = stack.pop()
+        if type(value) is str:
+            longest = max(longest, len(value))
+        elif type(value) is list:
+            stack += value
+        elif type(value) is dict:
+            stack += value.values()
+    return longest
+
+
+def _most_items(value) -> int:
+    stack, most = [value], 0
+    while stack:
+        value = stack.pop()
+        if type(value) is list:
+            most = max(most, len(value))
+            stack += value
+        elif type(value) is dict:
+            most = max(most, len(value))
+            stack += value.values()
+    return most
+
+
+def _within_depth(value, levels: int):
+    """`value` with every array or object nested deeper than `levels` replaced by its JSON text; `value`
+    itself when nothing is that deep (the common case: one walk over its arrays and objects, no copy)."""
+    level = [value] if type(value) is list or type(value) is dict else []
+    for _ in range(levels):
+        level = [item for node in level for item in (node if type(node) is list else node.values())
+                 if type(item) is list or type(item) is dict]
+        if not level:
+            return value
+    return _flattened_below(value, levels) if level else value
+
+
+def _flattened_below(value, levels: int):
+    if type(value) is not list and type(value) is not dict:
+        return value
+    if levels == 0:
+        return dumps(value)
+    if type(value) is list:
+        return [_flattened_below(item, levels - 1) for item in value]
+    return {key: _flattened_below(item, levels - 1) for key, item in value.items()}
 
 
 _ENDS = itemgetter(0, 1)

@@ -11,7 +11,9 @@ Real frameworks emit one of three conventions besides (or instead of) `gen_ai.*`
 
 `translate` returns the GenAI operation a span stands for and adds the `gen_ai.*` attributes the
 mapping reads (never overwriting ones the span has). Spans that only structure a run (chains, steps,
-tasks) get the operation `chain`: transparent, and not reported as unknown.
+tasks) get the operation `chain`: transparent, and not reported as unknown. `unflatten` regroups the
+messages OpenInference (`llm.input_messages.<i>.message.*`) and OpenLLMetry (`gen_ai.prompt.<i>.*`) flatten
+into attributes, for the content an event keeps.
 """
 
 import json
@@ -31,6 +33,7 @@ OI_ALIASES = (("llm.token_count.prompt", "gen_ai.usage.input_tokens"),
               ("llm.model_name", "gen_ai.request.model"),
               ("tool.name", "gen_ai.tool.name"),
               ("tool_call.id", "gen_ai.tool.call.id"),
+              ("tool_call.function.arguments", "gen_ai.tool.call.arguments"),
               ("session.id", "gen_ai.conversation.id"))
 TOOL_CALL = re.compile(r"llm\.output_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\.(id|function\.name)$")
 # Span name suffixes of agent runs: smolagents `<name>.run`, CrewAI `<role>._execute_core`, `<role>.execute`.
@@ -86,3 +89,29 @@ def _tool_calls(attrs: dict) -> list[dict]:
                 part = calls.setdefault((int(match[1]), int(match[2])), {"type": "tool_call"})
                 part["id" if match[3] == "id" else "name"] = _string(value)
     return [calls[k] for k in sorted(calls)]
+
+
+def unflatten(pairs: dict):
+    """Flattened attributes under one prefix (`0.message.role`, `0.message.tool_calls.1.tool_call.id`, ...) as
+    the nested value they flatten: a level whose keys are all numbers is a list, in their order."""
+    root: dict = {}
+    for key, value in pairs.items():
+        node = root
+        *steps, last = key.split(".")
+        for step in steps:
+            child = node.get(step)
+            if type(child) is not dict:
+                child = node[step] = {}
+            node = child
+        if type(node.get(last)) is not dict:
+            node[last] = value
+    return _listed(root)
+
+
+def _listed(node):
+    if type(node) is not dict:
+        return node
+    items = {key: _listed(value) for key, value in node.items()}
+    if items and all(key.isdecimal() for key in items):
+        return [items[key] for key in sorted(items, key=int)]
+    return items

@@ -30,8 +30,11 @@ Choices where the mapping is silent, made for an auditor who wants to trace ever
   warning). Custom spans without one, and span types the mapping does not name (`transcription`,
   `speech`, `speech_group`, ...), are skipped with a warning.
 - Content: `content_ref` is the hash of a generation's output, of a tool's result, of a tool call's
-  arguments (its call id when recovered, as for OTLP); the raw content, as the SDK recorded it, only
-  with keep_content=True, as `content`.
+  arguments (its call id when recovered, as for OTLP), of a handoff's `transfer_to_*` arguments. Unless the
+  content policy is `hash`, `content` keeps what the SDK recorded (cut to common.CONTENT_CAP_BYTES): a
+  generation's `{"input", "output"}`, a function's input and output, an MCP listing's result, and on a
+  handoff's spawn the arguments of the `transfer_to_*` call that asked for it. A `response` span records
+  only its response id: its content stays with OpenAI.
 - Tokens: `usage.input_tokens + output_tokens` of `generation`/`response` spans (`prompt_tokens`/
   `completion_tokens` accepted). The root `task` span's usage includes agent-as-tool runs (they share
   the caller's usage) but not a separate `Runner.run` inside a tool, so it may fall short of the sum;
@@ -51,7 +54,18 @@ from datetime import datetime, timedelta, timezone
 
 import orjson
 
-from app.ingest.importers.common import ImportFailed, ImportResult, TraceBuilder, ref, show, span_tree
+from app.ingest.importers.common import (
+    KEEP,
+    ContentPolicy,
+    ImportFailed,
+    ImportResult,
+    TraceBuilder,
+    keeps,
+    put_content,
+    ref,
+    show,
+    span_tree,
+)
 from app.ingest.importers.otlp import topology
 from app.store.gcpause import paused_gc
 
@@ -79,7 +93,7 @@ def looks_like_openai_agents(doc) -> bool:
     return all(isinstance(r, dict) for r in probe) and any(r.get("object") in (TRACE, SPAN) for r in probe)
 
 
-def import_agents(doc, keep_content: bool = False) -> ImportResult:
+def import_agents(doc, content_policy: ContentPolicy = KEEP) -> ImportResult:
     """Orchestration traces from Agents SDK trace records, one per trace id, in order of appearance."""
     if isinstance(doc, dict) and "data" in doc:
         records, prefix = doc["data"], "data"
@@ -93,7 +107,7 @@ def import_agents(doc, keep_content: bool = False) -> ImportResult:
     with paused_gc():
         meta, by_trace = _read_records(records, prefix, result.warnings)
         for trace_id, spans in by_trace.items():
-            trace = _Trace(trace_id, meta.get(trace_id), spans, keep_content, result.warnings).build()
+            trace = _Trace(trace_id, meta.get(trace_id), spans, content_policy, result.warnings).build()
             if trace is not None:
                 result.traces.append(trace)
     for trace_id in meta.keys() - by_trace.keys():
@@ -261,6 +275,10 @@ def _checks_input(guardrail: _Span, calls: list[list]) -> bool:
     return not any(call[1] <= guardrail.start for call in calls)
 
 
+def _empty(value) -> bool:
+    return value is None or value == "" or value == []
+
+
 def _same_arguments(a, b) -> bool:
     if a == b:
         return True
@@ -295,12 +313,12 @@ class _Agent:
 class _Trace:
     """Maps the spans of one trace id onto one orchestration trace."""
 
-    def __init__(self, trace_id: str, meta: dict | None, spans: list[_Span], keep_content: bool,
+    def __init__(self, trace_id: str, meta: dict | None, spans: list[_Span], content_policy: ContentPolicy,
                  warnings: list[str]):
         self.trace_id = trace_id
         self.meta = meta or {}
         self.spans = spans
-        self.keep = keep_content
+        self.keep = keeps(content_policy)
         self.warnings = warnings
         self.b = TraceBuilder()
         self.agents: list[_Agent] = []
@@ -426,13 +444,13 @@ class _Trace:
         props["span_type"] = span.type
         return props
 
-    def _content(self, props: dict, value) -> None:
-        """Hash of the content (and the content itself when kept) onto an event's properties."""
-        if value is None or value == "" or value == []:
-            return
-        props["content_ref"] = ref(value)
-        if self.keep:
-            props["content"] = value
+    def _content(self, props: dict, value, kept=None) -> None:
+        """The hash of `value` onto an event's properties, and, unless the policy is hash, `kept` (else `value`)."""
+        if not _empty(value):
+            props["content_ref"] = ref(value)
+        kept = value if kept is None else kept
+        if self.keep and not _empty(kept):
+            put_content(props, kept)
 
     def _error(self, props: dict, span: _Span) -> None:
         if span.error is not None:
@@ -519,7 +537,8 @@ class _Trace:
         if model:
             props["to"] = str(model)
         output = data.get("output")
-        self._content(props, output)
+        exchange = {side: data[side] for side in ("input", "output") if not _empty(data.get(side))}
+        self._content(props, output, exchange or None)
         self._tag(props, span)
         if model:
             props["model"] = str(model)
@@ -643,6 +662,7 @@ class _Trace:
                 if decision is not None and target.span.first is not None:
                     decision[4] = True
                     b.link(decision[2], target.span.first, "causal")
+                    self._transfer_content(decision, target)
             for index, guardrail in agent.guardrails:
                 # A tripped input guardrail stops the agent before its first decision: it guards the despawn.
                 guarded = by_start[0][2] if _checks_input(guardrail, calls) and by_start else agent.end
@@ -652,6 +672,15 @@ class _Trace:
                 hands_off = any(str(fc[0]).startswith(HANDOFF_TOOL_PREFIX) for fc in call[3])
                 if hands_off or (agent.spawns and (call[4] or call[3])):
                     b.types[call[2]] = "orchestrator_decision"
+
+    def _transfer_content(self, decision: list, target: _Agent) -> None:
+        """A handoff's spawn keeps the arguments of the `transfer_to_*` call that asked for it (the SDK names
+        the tool after the target, in lower case with `_` for spaces)."""
+        transfers = [fc for fc in decision[3] if str(fc[0]).startswith(HANDOFF_TOOL_PREFIX)]
+        named = HANDOFF_TOOL_PREFIX + target.role.lower().replace(" ", "_")
+        call = next((fc for fc in transfers if fc[0] == named), transfers[0] if transfers else None)
+        if call is not None:
+            self._content(self.b.props[target.span.first], call[2])
 
     @staticmethod
     def _requester(calls: list[list], tool: _Span) -> list | None:

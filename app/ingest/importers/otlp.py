@@ -24,8 +24,13 @@ Choices where the mapping is silent, made for an auditor who wants to trace ever
   not captured) the agent's latest model call that ended before the tool started.
 - Tool results and agent outputs are not marked `trusted`: nothing in the spans says where they came from.
 - `content_ref`: a tool_call's is its `gen_ai.tool.call.id` (spec), else the hash of its arguments;
-  everything else is the hash of the span's content (`sha256:...`). The raw content, parsed from
-  JSON where it is JSON, is kept as `content` only with keep_content=True.
+  everything else is the hash of the span's content (`sha256:...`).
+- `content` (unless the content policy is `hash`; cut to common.CONTENT_CAP_BYTES): what the span carried,
+  parsed from JSON where it is JSON, in whichever convention carried it (see `_carried`): an agent's first
+  event keeps the run's input, its return the run's output; a tool_call the arguments, a tool_result the
+  result; a model call `{"system", "input", "output"}` (each when carried: system instructions, input and
+  output messages); a plan its output. pydantic-ai writes no input on its agent span: the run's input is the
+  messages before the first model response in `pydantic_ai.all_messages`.
 - Tokens: `gen_ai.usage.input_tokens`/`output_tokens` (≤1.26 names `prompt_tokens`/`completion_tokens`
   accepted) of inference and `embeddings` spans; an `invoke_agent` or `plan` span's own usage
   (or pydantic-ai's `gen_ai.aggregated_usage.*`) counts only when no span below it carries usage.
@@ -55,8 +60,19 @@ from collections import Counter
 import orjson
 
 from app.ingest.importers import otlp_patterns
-from app.ingest.importers.common import ImportFailed, ImportResult, TraceBuilder, ref, show, span_tree
-from app.ingest.importers.conventions import CHAIN, OI_KIND, TRACELOOP_KIND, translate
+from app.ingest.importers.common import (
+    KEEP,
+    ContentPolicy,
+    ImportFailed,
+    ImportResult,
+    TraceBuilder,
+    keeps,
+    put_content,
+    ref,
+    show,
+    span_tree,
+)
+from app.ingest.importers.conventions import CHAIN, OI_KIND, TRACELOOP_KIND, translate, unflatten
 from app.store.gcpause import paused_gc
 
 NS_PER_S = 1_000_000_000
@@ -99,6 +115,13 @@ AGENT_USAGE_KEYS = (USAGE_KEYS[0] + ("gen_ai.aggregated_usage.input_tokens",),
                     USAGE_KEYS[1] + ("gen_ai.aggregated_usage.output_tokens",))
 CACHE_METRICS = {"gen_ai.usage.cache_read.input_tokens": "cache_read_input_tokens",
                  "gen_ai.usage.cache_creation.input_tokens": "cache_creation_input_tokens"}
+# Where each convention writes what a span took in and gave out (see _carried), by side.
+INPUT, OUTPUT = "input", "output"
+MESSAGES = {INPUT: "gen_ai.input.messages", OUTPUT: "gen_ai.output.messages"}
+TOOL_IO = {INPUT: "gen_ai.tool.call.arguments", OUTPUT: "gen_ai.tool.call.result"}
+NUMBERED = {INPUT: "gen_ai.prompt.", OUTPUT: "gen_ai.completion."}  # OpenLLMetry before gen_ai.*.messages
+LANGSMITH = {INPUT: "gen_ai.prompt", OUTPUT: "gen_ai.completion"}  # LangSmith's run inputs and outputs as JSON
+FIRST_FLATTENED = ("role", "content", "message.role", "message.content")  # what a flattened first message holds
 
 INSTRUMENTATION_PREFIX = re.compile(r"^(openinference|opentelemetry)\.instrumentation\.")
 _HEX = {TRACE_ID_BYTES: re.compile(r"[0-9a-fA-F]{32}"), SPAN_ID_BYTES: re.compile(r"[0-9a-fA-F]{16}")}
@@ -114,7 +137,7 @@ def looks_like_otlp(doc) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("resourceSpans"), list)
 
 
-def import_otlp(doc: dict, keep_content: bool = False) -> ImportResult:
+def import_otlp(doc: dict, content_policy: ContentPolicy = KEEP) -> ImportResult:
     """Orchestration traces from an OTLP/JSON traces document, one per traceId, in order of appearance."""
     if not looks_like_otlp(doc):
         raise ImportFailed("not an OTLP/JSON traces document: expected an object with a resourceSpans array")
@@ -129,7 +152,7 @@ def import_otlp(doc: dict, keep_content: bool = False) -> ImportResult:
         rewards = _log_rewards(doc.get("resourceLogs"), result.warnings)
         for trace_id, spans in by_trace.items():
             try:
-                trace = _Trace(trace_id, spans, keep_content, result.warnings).build(rewards.get(trace_id, []))
+                trace = _Trace(trace_id, spans, content_policy, result.warnings).build(rewards.get(trace_id, []))
             except ImportFailed:
                 raise
             except ValueError as e:  # an attribute read outside the walk, which names the span itself
@@ -520,6 +543,63 @@ def _parsed(value):
     return value
 
 
+def _carried(attrs: dict, side: str, genai: dict):
+    """What a span carried as its input or output (`side`), in the first convention that has it: OpenInference's
+    flattened messages (`llm.<side>_messages.*`), the GenAI attribute (`genai[side]`: messages, or a tool's
+    arguments and result; OpenInference's `<side>.value` arrives there too), OpenInference's `<side>.value`,
+    OpenLLMetry's numbered `gen_ai.prompt.<i>.*` / `gen_ai.completion.<i>.*` and `traceloop.entity.<side>`,
+    LangSmith's `gen_ai.prompt` / `gen_ai.completion`. Parsed from JSON where it is JSON; None when none has it."""
+    if OI_KIND in attrs:
+        messages = _flattened(attrs, f"llm.{side}_messages.")
+        if messages is not None:
+            return messages
+    for key in (genai[side], f"{side}.value"):
+        value = _get(attrs, key)
+        if value is not None:
+            return _parsed(value)
+    numbered = _flattened(attrs, NUMBERED[side])
+    if numbered is not None:
+        return numbered
+    for key in (f"traceloop.entity.{side}", LANGSMITH[side]):
+        value = _get(attrs, key)
+        if value is not None:
+            return _parsed(value)
+    return None
+
+
+def _flattened(attrs: dict, prefix: str):
+    """The messages a convention flattens into attributes under `prefix` (the first one has a role or a content),
+    regrouped; None without any."""
+    first = f"{prefix}0."
+    if not any(f"{first}{field}" in attrs for field in FIRST_FLATTENED):
+        return None
+    pairs = {key[len(prefix):]: _get(attrs, key) for key in attrs if type(key) is str and key.startswith(prefix)}
+    return unflatten(pairs)
+
+
+def _exchange(attrs: dict) -> dict | None:
+    """A model call's content: `{"system", "input", "output"}`, each as the span carried it (when it did)."""
+    exchange = {side: value for side, value in (
+        ("system", _parsed(_get(attrs, "gen_ai.system_instructions"))),
+        (INPUT, _carried(attrs, INPUT, MESSAGES)),
+        (OUTPUT, _carried(attrs, OUTPUT, MESSAGES))) if value is not None}
+    return exchange or None
+
+
+def _run_input(attrs: dict):
+    """An agent run's input: as its span carried it, else (pydantic-ai, which writes none) the messages of
+    `pydantic_ai.all_messages` before the first model response."""
+    carried = _carried(attrs, INPUT, MESSAGES)
+    if carried is not None:
+        return carried
+    history = _parsed(_get(attrs, "pydantic_ai.all_messages"))
+    if not isinstance(history, list):
+        return None
+    first = next((i for i, message in enumerate(history)
+                  if isinstance(message, dict) and message.get("role") == "assistant"), len(history))
+    return history[:first] or None
+
+
 def _requested_tool_calls(output) -> list[str] | None:
     """Ids of the tool calls a model output asks for; None when the output is not known."""
     if output is None:
@@ -571,10 +651,10 @@ class _Agent:
 class _Trace:
     """Maps the spans of one traceId onto one orchestration trace."""
 
-    def __init__(self, trace_id: str, spans: list[_Span], keep_content: bool, warnings: list[str]):
+    def __init__(self, trace_id: str, spans: list[_Span], content_policy: ContentPolicy, warnings: list[str]):
         self.trace_id = trace_id
         self.spans = spans
-        self.keep = keep_content
+        self.keep = keeps(content_policy)
         self.warnings = warnings
         self.b = TraceBuilder()
         self.used_keys: set[str] = set()
@@ -668,14 +748,14 @@ class _Trace:
         props["operation"] = span.operation
         return props
 
-    def _content(self, props: dict, value, *, keep_ref=True) -> None:
-        """Hash of the content (and the content itself when kept) onto an event's properties."""
-        if value is None:
-            return
-        if keep_ref:
-            props["content_ref"] = ref(value)
-        if self.keep:
-            props["content"] = _parsed(value)
+    def _content(self, props: dict, hashed, kept=None, *, keep_ref=True) -> None:
+        """An event's content_ref, the hash of `hashed` as the span wrote it (else of `kept`), and, unless the
+        policy is hash, its content: `kept` (parsed already), else `hashed` parsed."""
+        if keep_ref and (hashed is not None or kept is not None):
+            props["content_ref"] = ref(hashed if hashed is not None else kept)
+        kept = kept if kept is not None else _parsed(hashed)
+        if self.keep and kept is not None:
+            put_content(props, kept)
 
     def _enter(self, span: _Span, parent: _Span | None) -> None:
         if parent is None:
@@ -738,7 +818,9 @@ class _Trace:
         if span.resumes is not None:  # a later run of an instance already started: its lane goes on
             span.agent, span.caller = span.resumes.agent, span.resumes.caller
             if span.handoff is not None:
-                self._spawn(span, span.handoff[0].agent, span.agent.key, span.agent.role, {"resumed": True})
+                props = {"resumed": True}
+                self._content(props, _get(span.attrs, MESSAGES[INPUT]), _run_input(span.attrs))
+                self._spawn(span, span.handoff[0].agent, span.agent.key, span.agent.role, props)
             return
         attrs = span.attrs
         name = _text(attrs, "gen_ai.agent.name") or span.name.partition(" ")[2] or "agent"
@@ -769,7 +851,7 @@ class _Trace:
             props["conversation_id"] = conversation
         if span.kind == CLIENT:
             props["remote"] = True
-        self._content(props, _get(attrs, "gen_ai.input.messages"))
+        self._content(props, _get(attrs, MESSAGES[INPUT]), _run_input(attrs))
         if parent is None:
             if self.root_agent_span is None:
                 self.root_agent_span = span
@@ -804,8 +886,9 @@ class _Trace:
             props = self._tag({"role": agent.role, "from": agent.key, "handoff": True}, span)
         else:
             props = self._tag({"role": agent.role, "from": agent.key, "to": caller.key if caller else USER}, span)
-        output = _get(span.attrs, "gen_ai.output.messages")
-        self._content(props, output if output is not None else _get(span.attrs, "final_result"))
+        output = _get(span.attrs, MESSAGES[OUTPUT])
+        self._content(props, output if output is not None else _get(span.attrs, "final_result"),
+                      _carried(span.attrs, OUTPUT, MESSAGES))
         if span.error:
             props["error"] = True
             if span.status_message:
@@ -827,8 +910,8 @@ class _Trace:
         model = _text(attrs, "gen_ai.request.model") or _text(attrs, "gen_ai.response.model")
         if model:
             props["to"] = model
-        output = _get(attrs, "gen_ai.output.messages")
-        self._content(props, output)
+        output = _get(attrs, MESSAGES[OUTPUT])  # GenAI parts, or the tool calls OpenInference flattens
+        self._content(props, output, _exchange(attrs))
         self._tag(props, span)
         if model:
             props["model"] = model
@@ -845,11 +928,10 @@ class _Trace:
         tool = (_text(attrs, "gen_ai.tool.name") or span.name.partition(" ")[2] or span.operation) \
             if span.op is TOOL else span.operation
         call_id = _text(attrs, "gen_ai.tool.call.id")
-        arguments = _get(attrs, "gen_ai.tool.call.arguments")
         props = {"role": agent.role, "tool": tool}
         if call_id:
             props["content_ref"] = call_id
-        self._content(props, arguments, keep_ref=not call_id)
+        self._content(props, _get(attrs, TOOL_IO[INPUT]), _carried(attrs, INPUT, TOOL_IO), keep_ref=not call_id)
         self._tag(props, span)
         if call_id:
             props["tool_call_id"] = call_id
@@ -870,7 +952,7 @@ class _Trace:
     def _leave_tool(self, span: _Span) -> None:
         tool = span.tool_name
         props = {"tool": tool}
-        self._content(props, _get(span.attrs, "gen_ai.tool.call.result"))
+        self._content(props, _get(span.attrs, TOOL_IO[OUTPUT]), _carried(span.attrs, OUTPUT, TOOL_IO))
         self._tag(props, span)
         error_type = _text(span.attrs, "error.type")
         if span.error or error_type:
@@ -883,7 +965,7 @@ class _Trace:
     def _plan(self, span: _Span) -> None:
         agent = span.agent
         props = self._tag({"role": agent.role}, span)
-        self._content(props, _get(span.attrs, "gen_ai.output.messages"))
+        self._content(props, _get(span.attrs, MESSAGES[OUTPUT]), _carried(span.attrs, OUTPUT, MESSAGES))
         self._own_usage(span, props, USAGE_KEYS)
         span.last = self.b.add(span.end, "orchestrator_decision", agent.key, props)
 

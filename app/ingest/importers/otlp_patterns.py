@@ -16,12 +16,15 @@ walk must do, so that the walk needs no framework knowledge:
 - Workflow roots: an OpenInference AGENT span with no agent name of its own above named agents (the Agents
   SDK trace) is the workflow, not an agent.
 - CrewAI: "Delegate work to coworker" / "Ask question to coworker" tool spans run the coworker named in
-  their input without a span of its own: one is made, holding the tool's children.
+  their input without a span of its own: one is made, holding the tool's children, with the tool's input
+  and output as the run's.
 - Flat parenting (OpenLLMetry puts every agent under the workflow span): an agent that no handoff
   explains and that runs inside another agent's tool call was delegated by that tool; model and tool
   spans left directly under a workflow belong to the innermost agent running at the time.
 - LangGraph raises `ParentCommand` to hand control to the parent graph; LangSmith marks those spans
   ERROR. They are control flow, not errors.
+- AutoGen writes a tool's arguments and result only into its runtime messages (a FunctionCall and a
+  FunctionExecutionResult naming the call id): they become the tool span's GenAI attributes.
 """
 
 import json
@@ -99,6 +102,7 @@ def apply(spans: list, roots: list, ops) -> None:
     _langgraph_agents(spans, roots, ops)
     _workflow_roots(spans, ops)
     _coworkers(spans, ops)
+    _runtime_tool_io(spans, ops)
     _resumed_instances(spans, ops)
     _handoffs(spans, ops)
     _flat_parenting(spans, ops)
@@ -200,12 +204,48 @@ def _coworkers(spans: list, ops) -> None:
         coworker = arguments.get("coworker") if isinstance(arguments, dict) else None
         if not isinstance(coworker, str) or not coworker.strip():
             continue
-        agent = ops.make_span(tool, tool.id, "invoke_agent",
-                              {"gen_ai.agent.name": {"stringValue": coworker.strip()}})
+        run = {"gen_ai.agent.name": {"stringValue": coworker.strip()}}
+        for source, target in (("gen_ai.tool.call.arguments", "gen_ai.input.messages"),
+                               ("gen_ai.tool.call.result", "gen_ai.output.messages")):
+            if source in tool.attrs:
+                run[target] = tool.attrs[source]
+        agent = ops.make_span(tool, tool.id, "invoke_agent", run)
         for child in list(tool.children):
             _move(child, agent)
         _move(agent, tool)
         spans.append(agent)
+
+
+def _runtime_tool_io(spans: list, ops) -> None:
+    tools: dict[str, list] = {}
+    for span in spans:
+        call_id = _str(span.attrs, "gen_ai.tool.call.id") if span.op is ops.TOOL else None
+        if call_id:
+            tools.setdefault(call_id, []).append(span)
+    if not tools:
+        return
+    for span in spans:
+        if "message" in span.attrs and span.name.startswith("autogen "):
+            for call_id, key, value in _tool_io(_json(span.attrs, "message")):
+                for tool in tools.get(call_id, ()):
+                    tool.attrs.setdefault(key, {"stringValue": value if isinstance(value, str) else json.dumps(value)})
+
+
+def _tool_io(payload, depth: int = 0):
+    """(call id, GenAI attribute, value) of each tool call (`id`, `name`, `arguments`) and tool result
+    (`call_id`, `content`) anywhere in an AutoGen payload."""
+    if depth > MAX_PAYLOAD_DEPTH:
+        return
+    if isinstance(payload, dict):
+        if isinstance(payload.get("id"), str) and "name" in payload and "arguments" in payload:
+            yield payload["id"], "gen_ai.tool.call.arguments", payload["arguments"]
+        elif isinstance(payload.get("call_id"), str) and "content" in payload:
+            yield payload["call_id"], "gen_ai.tool.call.result", payload["content"]
+        payload = payload.values()
+    if isinstance(payload, (list, type({}.values()))):
+        for item in payload:
+            if isinstance(item, (dict, list)):
+                yield from _tool_io(item, depth + 1)
 
 
 def _instance_key(span) -> str | None:

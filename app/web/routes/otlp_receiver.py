@@ -1,6 +1,6 @@
 """Exporters' endpoints: `POST /v1/traces` (OTLP/HTTP, protobuf or JSON) and `POST /v1/traces/ingest` (the
-OpenAI Agents SDK's own `BackendSpanExporter`). Batches of one trace are merged by app.live; every receipt,
-refused ones too, goes to the ingest log."""
+OpenAI Agents SDK's own `BackendSpanExporter`). Batches of one trace are merged by app.live, under the server's
+content policy; every receipt, refused ones too, goes to the ingest log."""
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -115,7 +115,7 @@ async def export_traces(request: Request, db: DbDep, settings: SettingsDep, live
         doc = decode_request(data) if kind == "otlp/protobuf" else parse_json(data)
         if not isinstance(doc, dict):
             raise DocumentError("body must be a JSON object (an ExportTraceServiceRequest)")
-        live.receive_otlp(doc, receipt)
+        live.receive_otlp(doc, receipt, settings.content)
 
     body = await request.body()
     await accept(db, receipt, work)
@@ -146,7 +146,7 @@ async def ingest_agents_export(request: Request, db: DbDep, settings: SettingsDe
     def work(receipt: Receipt) -> None:
         if media_type(request) != "application/json":
             raise HTTPException(415, "send the Agents SDK export as application/json")
-        live.receive_agents(parse_json(decoded(body, request, settings)), receipt)
+        live.receive_agents(parse_json(decoded(body, request, settings)), receipt, settings.content)
 
     await accept(db, receipt, work)
     return {"received": receipt.received, "used": receipt.used, "duplicates": receipt.duplicates,
