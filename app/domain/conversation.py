@@ -84,7 +84,7 @@ def _sides(content: dict) -> list[dict] | None:
 def _list(items: list, role: str, nesting: int) -> list[dict] | None:
     if not items:
         return None
-    if all(isinstance(item, dict) and "role" not in item and item.get("type") in BLOCK_TYPES for item in items):
+    if all(isinstance(item, dict) and "role" not in item and _type(item) in BLOCK_TYPES for item in items):
         return _nonempty([{"role": role, "parts": _parts(items)}])  # the content blocks of one message
     messages = []
     for item in items:
@@ -108,7 +108,7 @@ def _nonempty(messages: list[dict]) -> list[dict] | None:
 
 
 def _is_message(value: dict) -> bool:
-    return isinstance(value.get("role"), str) or value.get("type") in LANGCHAIN_ROLES
+    return isinstance(value.get("role"), str) or _type(value) in LANGCHAIN_ROLES
 
 
 def _message(item: dict) -> dict | None:
@@ -117,7 +117,7 @@ def _message(item: dict) -> dict | None:
         return _langchain_serialized(item)
     if item.keys() == {"message"} and isinstance(item["message"], dict):
         return _openinference(item["message"])
-    kind = item.get("type")
+    kind = _type(item)
     if kind in ("function_call", "function_call_output", "reasoning") or (
             isinstance(kind, str) and kind.endswith(("_call", "_call_output"))):
         return _response_item(item)
@@ -140,9 +140,7 @@ def _chat(item: dict, role: str) -> dict:
     if role == "tool" or item.get("tool_call_id") is not None:
         return {"role": role, "parts": [_tool_result(item.get("tool_call_id"), content)]}
     parts = _content_parts(content)
-    for call in item.get("tool_calls") or ():
-        if isinstance(call, dict):
-            parts.append(_call(call))
+    parts += [_call(call) for call in _items(item.get("tool_calls")) if isinstance(call, dict)]
     return {"role": role, "parts": parts}
 
 
@@ -171,7 +169,7 @@ def _part(block) -> dict | None:
         return _data(block)
     if block.keys() == {"message_content"} and isinstance(block["message_content"], dict):
         block = block["message_content"]
-    kind = block.get("type")
+    kind = _type(block)
     if kind in TEXT_TYPES:
         text = next((block[key] for key in ("text", "content", "refusal") if isinstance(block.get(key), str)), None)
         return ({"kind": "text", "text": text} if text else None) if text is not None else _data(block)
@@ -191,7 +189,7 @@ def _thinking_text(block: dict) -> str | None:
     for key in ("thinking", "content", "text"):
         if isinstance(block.get(key), str):
             return block[key]
-    texts = [part.get("text") for key in ("summary", "content") for part in block.get(key) or ()
+    texts = [part["text"] for key in ("summary", "content") for part in _items(block.get(key))
              if isinstance(part, dict) and isinstance(part.get("text"), str)]
     return "\n".join(texts) if texts else None
 
@@ -212,7 +210,7 @@ def _call(call: dict) -> dict:
 
 def _tool_result(call_id, result) -> dict:
     if isinstance(result, list) and result and all(
-            isinstance(block, dict) and block.get("type") in TEXT_TYPES and isinstance(block.get("text"), str)
+            isinstance(block, dict) and _type(block) in TEXT_TYPES and isinstance(block.get("text"), str)
             for block in result):
         result = "\n".join(block["text"] for block in result)  # Anthropic and MCP results: text blocks
     return {"kind": "tool_result", "id": call_id if isinstance(call_id, str) else None, "result": _parsed(result)}
@@ -238,7 +236,7 @@ def _openinference(message: dict) -> dict:
     parts = _content_parts(message.get("content"))
     if not parts and isinstance(message.get("contents"), list):
         parts = _parts(message["contents"])
-    parts += [_call(call) for call in message.get("tool_calls") or () if isinstance(call, dict)]
+    parts += [_call(call) for call in _items(message.get("tool_calls")) if isinstance(call, dict)]
     return {"role": role, "parts": parts}
 
 
@@ -246,14 +244,14 @@ def _langchain(message: dict, role: str) -> dict:
     if role == "tool":
         return {"role": role, "parts": [_tool_result(message.get("tool_call_id"), message.get("content"))]}
     parts = _content_parts(message.get("content"))
-    parts += [_call(call) for call in message.get("tool_calls") or () if isinstance(call, dict)]
+    parts += [_call(call) for call in _items(message.get("tool_calls")) if isinstance(call, dict)]
     return {"role": role, "parts": parts}
 
 
 def _langchain_serialized(item: dict) -> dict | None:
     """`{"lc": 1, "type": "constructor", "id": [..., "AIMessage"], "kwargs": {...}}`."""
-    name = item.get("id")[-1] if isinstance(item.get("id"), list) and item.get("id") else None
-    if name not in LANGCHAIN_CLASSES:
+    name = item["id"][-1] if isinstance(item.get("id"), list) and item["id"] else None
+    if not isinstance(name, str) or name not in LANGCHAIN_CLASSES:
         return None
     kwargs = item["kwargs"]
     role = LANGCHAIN_CLASSES[name] or (kwargs.get("role") if isinstance(kwargs.get("role"), str) else NO_ROLE)
@@ -267,8 +265,19 @@ def _generation(generation):
     return generation
 
 
+def _type(value: dict) -> str | None:
+    """A dict's `type`, when it is text (anything may stand where a source wrote a type)."""
+    kind = value.get("type")
+    return kind if isinstance(kind, str) else None
+
+
 def _listed(value) -> list:
     return value if isinstance(value, list) else [value]
+
+
+def _items(value) -> list:
+    """The items of what a source gave as a list; none when it gave something else."""
+    return value if isinstance(value, list) else []
 
 
 def _text_message(role: str, text: str) -> dict:
