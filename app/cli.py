@@ -544,6 +544,55 @@ def _print_audit(results: dict[str, list[dict]], fmt: str) -> None:
         print(f"{trace_id:<{width}}  {by['error']:>6}  {by['warning']:>8}  {by['info']:>4}  {cells}")
 
 
+EXPORT_CHUNK = 1 << 16
+
+
+def cmd_export(args) -> int:
+    """Export labels as the labels, queue and trace pages' export menu does: `--format csv|json|rllm|trl_stepwise|
+    credit_jsonl` of one trace (`--trace`), one review queue (`--queue`, with `--final` its items' final labels) or
+    everything, to FILE (`-o`) or standard output; through the server holding the database, else from the file."""
+    from app.domain.refusals import NotFound
+    from app.services import exports
+    from app.services.cache import TraceCache
+
+    settings = Settings.from_env(db=args.db)
+    target = _target(args, settings, "asking {url} for the export")
+    out = open(args.output, "wb") if args.output else sys.stdout.buffer
+    try:
+        if isinstance(target, Server):
+            params = {"format": args.format, "trace_id": args.trace, "queue_id": args.queue,
+                      "final": "true" if args.final else None, "history": "true" if args.history else None}
+            query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+            request = urllib.request.Request(f"{target.url}/api/annotations/export?{query}", headers=auth_headers(args))
+            try:
+                with urllib.request.urlopen(request) as response:
+                    while chunk := response.read(EXPORT_CHUNK):
+                        out.write(chunk)
+            except urllib.error.HTTPError as exc:
+                try:
+                    answer = json.load(exc)
+                except ValueError:
+                    answer = {}
+                raise CommandError(f"{target.url} refused the export: {_refusal(exc.code, answer)}") from None
+        else:
+            try:
+                target.migrate(settings.migrations_dir)
+                export = exports.label_export(target, TraceCache(), None, args.format, args.trace, args.queue,
+                                              args.final, args.history)
+                for chunk in export.chunks:
+                    out.write(chunk)
+            except (exports.ExportRefused, NotFound) as exc:
+                raise CommandError(str(exc)) from None
+            finally:
+                target.close()
+    finally:
+        if args.output:
+            out.close()
+    if args.output:
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def cmd_demo(args) -> int:
     """Set up the database, load the sample traces (skipping those already there) and serve."""
     settings = Settings.from_env(db=args.db)
@@ -863,6 +912,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="audit every stored trace")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
     p.add_argument("--fail-on", choices=("error", "warning"), help="exit 1 when a finding at this level (or worse) exists")
+    p = add("export", cmd_export)
+    add_server(p)
+    p.add_argument("--format", choices=("csv", "json", "rllm", "trl_stepwise", "credit_jsonl"), default="csv")
+    p.add_argument("--trace", metavar="TRACE_ID", help="the labels of this trace only")
+    p.add_argument("--queue", metavar="QUEUE_ID", help="the labels (and adjudications) of this review queue only")
+    p.add_argument("--final", action="store_true", help="with --queue: one row per item with its final label")
+    p.add_argument("--history", action="store_true", help="csv, json: every version, not only current labels")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here (default: standard output)")
     p = add("backup", cmd_backup)
     p.add_argument("path", metavar="PATH",
                    help="file to write (on the server's machine when a server holds the database)")

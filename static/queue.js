@@ -20,8 +20,9 @@
   function submit(action) {
     const f = form();
     if (!f) return;
+    htmx.process(f);  // a form swapped in a moment ago may not be wired yet: submit it through htmx
     const button = f.querySelector('button[value="' + action + '"]');
-    if (button && !button.disabled) f.requestSubmit(button);
+    if (button && !button.disabled) button.click();  // a click, so htmx sends the button's action
   }
 
   document.addEventListener("keydown", (ev) => {

@@ -12,7 +12,6 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.services import accounts
-from app.settings import Settings
 
 PASSWORD = "correct horse battery staple"
 # What the other reviewer and the admin wrote on the queue's items: none of it may reach the blind reviewer.
@@ -25,10 +24,10 @@ QUEUED_TYPES = ["orchestrator_decision", "return", "tool_call"]
 
 
 @pytest.fixture
-def lab(tmp_path):
+def lab(settings):
     """A blind queue with overlap 2 (rita and bob) over two traces: bob has labelled every item, an admin has
-    settled one, rita has labelled nothing yet."""
-    app = create_app(Settings(db=tmp_path / "lab.duckdb", auth="required"))
+    settled one, rita has labelled nothing yet. On the test run's store (a file, or a lake)."""
+    app = create_app(settings.model_copy(update={"auth": "required"}))
     for name, role in (("ada", "admin"), ("rita", "reviewer"), ("bob", "reviewer")):
         accounts.add_user(app.state.db, name, role, PASSWORD)
     clients = {}

@@ -116,7 +116,7 @@ def test_live_traces_built_before_0017_keep_their_status_with_no_warnings(tmp_pa
     db = migrated_before(tmp_path / "old.duckdb", "0017")
     db.execute("INSERT INTO live_traces VALUES ('otlp', 'ab', 'otlp-ab', 7, true, '2026-11-01 10:00:00', "
                "'2026-11-01 10:00:05', '2026-11-01 10:00:06', 'no agent, model or tool activity')")
-    assert db.migrate(Settings().migrations_dir) == ["0017_live_build_warnings.sql"]
+    assert db.migrate(Settings().migrations_dir)[0] == "0017_live_build_warnings.sql"
     status = queries.live_status(db, "otlp-ab")
     assert (status["status"], status["received"], status["build_error"], status["build_warnings"]) == (
         "complete", 7, "no agent, model or tool activity", [])

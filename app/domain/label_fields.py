@@ -64,7 +64,10 @@ class LabelField:
         return {FLAG: False, TAGS: [], TEXT: ""}.get(self.kind)
 
     def is_empty(self, value) -> bool:
-        return value in (None, "", [], False)
+        """Whether `value` says nothing: null, an unset flag, no tags, empty text (a credit of 0 says something)."""
+        if self.kind == FLAG:
+            return value is not True
+        return value is None or (not isinstance(value, (int, float)) and len(value) == 0)
 
     def applies(self, event_type: str | None) -> bool:
         return self.applies_to is None or event_type in self.applies_to

@@ -202,10 +202,8 @@ def insert_adjudication(cur, queue_id: str, item_id: int, adjudicator: str, labe
 
 
 def queue_progress(db: Database, queue_id: str, reviewer: str) -> dict:
-    """A reviewer's own progress in a queue: items they labelled there, items given to them, items in all."""
+    """A reviewer's own progress in a queue: items they labelled there, and items in all."""
     return db.fetchone(
-        "SELECT (SELECT count(DISTINCT i.item_id) FROM queue_items i JOIN annotations l ON l.queue_id = i.queue_id "
-        "        AND l.trace_id = i.trace_id AND l.event_id = i.event_id AND l.reviewer = $reviewer "
-        "        WHERE i.queue_id = $queue) AS mine, "
-        "(SELECT count(*) FROM queue_assignments WHERE queue_id = $queue AND reviewer = $reviewer) AS given, "
-        "(SELECT count(*) FROM queue_items WHERE queue_id = $queue) AS items", {"queue": queue_id, "reviewer": reviewer})
+        "SELECT (SELECT count(DISTINCT (trace_id, event_id)) FROM annotations WHERE queue_id = $queue "
+        "AND reviewer = $reviewer) AS mine, (SELECT count(*) FROM queue_items WHERE queue_id = $queue) AS items",
+        {"queue": queue_id, "reviewer": reviewer})

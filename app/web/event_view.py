@@ -1,12 +1,9 @@
 """What the workspace shows of an event beside the label form: its facts, what it said (its content as a
 conversation, or as pretty-printed JSON), what it answers and what came just before and after on its lane."""
 
-import json
-
 from app.domain.conversation import conversation
 from app.store import queries
-
-JSON_INDENT = 2
+from app.web.render import pretty_json
 
 
 def content_view(event: dict) -> dict:
@@ -16,7 +13,7 @@ def content_view(event: dict) -> dict:
     messages = conversation(content) if content is not None else None
     text = None
     if content is not None and messages is None:
-        text = content if isinstance(content, str) else json.dumps(content, indent=JSON_INDENT, ensure_ascii=False)
+        text = content if isinstance(content, str) else pretty_json(content)
     cut = event.get("content_cut")
     return {"messages": messages, "json": text, "cut": cut if isinstance(cut, dict) else None,
             "ref": event.get("content_ref"), "present": content is not None}

@@ -30,27 +30,32 @@ def queue_context(db, queue_id: str | None, trace_id: str, event_id: str) -> dic
 
 
 def label_context(db, trace_id: str, event_id: str, reviewer: str | None, queue_id: str | None = None,
-                  **extra) -> dict:
+                  event_type: str | None = None, workspace: bool = False, **extra) -> dict:
     """What the label form needs: the reviewer's current label, the declared fields it asks (those that apply
     to the event, of the queue's rubric in a queue), other reviewers' labels as far as the reviewer may see
-    them, a fresh request id, progress."""
-    current = labels.list_labels(db, reviewer, trace_id, event_id, reviewer) if reviewer else []
+    them, a fresh request id; on the trace page (not in a queue `workspace`), its history and progress."""
+    on_event = labels.list_labels(db, reviewer, trace_id, event_id)
+    current = [label for label in on_event if label["reviewer"] == reviewer] if reviewer else []
     queue = queue_context(db, queue_id, trace_id, event_id)
-    identity = queries.event_identity(db, trace_id, event_id)
-    event_type = identity["type"] if identity else None
+    if event_type is None:
+        identity = queries.event_identity(db, trace_id, event_id)
+        event_type = identity["type"] if identity else None
     asked = queue["fields"] if queue else [f.name for f in FIELDS]
-    return {
+    context = {
         "label": current[0] if current else None,
         "label_is_empty": current[0]["empty"] if current else True,
         "label_event": event_id,
         "label_trace": trace_id,
-        "label_versions": label_store.event_label_versions(db, reviewer, trace_id, event_id),
         "fields": [f for f in FIELDS if f.name in asked and f.in_form and f.applies(event_type)],
-        "others": labels.others_on_event(db, reviewer, trace_id, event_id),
+        "others": [label for label in on_event if label["reviewer"] != reviewer and not label["empty"]],
         "queue": queue,
         "request_id": uuid.uuid4().hex,
-        "progress": labels.progress(db, trace_id, reviewer),
-    } | extra
+        "workspace": workspace,
+    }
+    if not workspace:
+        context["label_versions"] = label_store.event_label_versions(db, reviewer, trace_id, event_id)
+        context["progress"] = labels.progress(db, trace_id, reviewer)
+    return context | extra
 
 
 def form_values(form) -> dict:

@@ -4,6 +4,7 @@ A page includes its fragments (`_events_table.html` renders the element `id="eve
 markup exists once; an htmx request aimed at one of them gets just that fragment.
 """
 
+import json
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -20,7 +21,14 @@ def make_templates(directory: Path, plotly_js_url: str) -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(directory))
     templates.env.globals.update(htmx_js=HTMX_JS, plotly_js_url=plotly_js_url, url_with=url_with)
     templates.env.filters["num"] = format_number
+    templates.env.filters["pretty_json"] = pretty_json
     return templates
+
+
+def pretty_json(value) -> str:
+    """JSON indented for reading, characters as they are (the template escapes the text; tojson's \u003c
+    escapes are for scripts, not for people)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
 def url_with(request: Request, path: str | None = None, **changes) -> str:

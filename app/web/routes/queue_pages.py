@@ -26,7 +26,7 @@ router = APIRouter(include_in_schema=False)
 
 def _form_context(db, request: Request) -> dict:
     facets = queries.trace_facets(db)
-    names = ([u["username"] for u in accounts.list_users(db) if u["role"] != "viewer"]
+    names = ([u["username"] for u in accounts.list_users(db) if u["role"] != "viewer" and not u["disabled"]]
              if not request.state.open_mode else labels.reviewers(db))
     return {"facets": facets, "event_types": EVENT_TYPES, "subdecisions": SUBDECISIONS,
             "fields": [f.name for f in FIELDS], "default_fields": queues.DEFAULT_FIELDS, "strata": queues.STRATA,
@@ -99,9 +99,11 @@ def _workspace(request: Request, db, queue_id: str, reviewer: str, item: dict | 
                "queue_progress": label_store.queue_progress(db, queue_id, reviewer)}
     if item is not None:
         action = f"/queues/{quote(queue_id)}/items/{item['item_id']}/label"
-        context |= label_context(db, item["trace_id"], item["event_id"], reviewer, queue_id, workspace=True,
-                                 workspace_action=action, **{k: v for k, v in extra.items() if k.startswith("status")})
         context |= event_view(db, item["trace_id"], item["event_id"])
+        event_type = context["selected"]["event"]["type"] if context["selected"] else None
+        context |= label_context(db, item["trace_id"], item["event_id"], reviewer, queue_id, event_type,
+                                 workspace=True, workspace_action=action,
+                                 **{k: v for k, v in extra.items() if k.startswith("status")})
         if "draft" in extra:  # a refused save shows the form as the reviewer left it
             context["label"] = (context["label"] or {"version": 0}) | extra["draft"]
     return render(request, "_queue_workspace.html", context, status_code=extra.get("status_code", 200))
