@@ -11,13 +11,16 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import make_trace, running_server
+from conftest import BASE_URL, make_trace, running_server
+from fastapi.testclient import TestClient
 
 from app.cli import main
 from app.domain.audit import audit
 from app.ingest.documents import DocumentError, Upload
 from app.ingest.importers import _records, convert, detect, subagent_uploads
 from app.ingest.importers.common import ImportFailed
+from app.main import create_app
+from app.settings import Settings
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 OTLP = FIXTURES / "otlp" / "pydantic_ai_delegation.json"
@@ -51,6 +54,40 @@ def test_otlp_and_agents_sdk_through_the_api(client):
     assert {"spawn", "tool_call", "tool_result", "return"} <= {e["type"] for e in stored["events"]}
     wrong = client.post("/api/traces", params={"format": "otlp"}, content=json.dumps(make_trace()))
     assert wrong.status_code == 422
+
+
+def stored_events(client, answer) -> list[dict]:
+    assert answer.status_code == 201, answer.text
+    return [e for trace_id in answer.json()["ingested"] for e in client.get(f"/api/traces/{trace_id}").json()["events"]]
+
+
+def test_an_upload_keeps_content_unless_it_asks_for_hashes(client):
+    multipart = [("file", (name, data, "application/octet-stream")) for name, data in session_files()]
+    for send in ({"content": OTLP.read_bytes()}, {"content": AGENTS.read_bytes()}, {"files": multipart}):
+        kept = stored_events(client, client.post("/api/traces", params={"replace": "true"}, **send))
+        assert any("content" in e for e in kept)
+        hashed = stored_events(client, client.post("/api/traces", params={"replace": "true", "content": "hash"},
+                                                   **send))
+        assert not any("content" in e for e in hashed)
+        assert [{k: v for k, v in e.items() if k != "content"} for e in kept] == hashed
+    # a script written when content had to be asked for still works: keeping is the default now
+    old = client.post("/api/traces", params={"replace": "true", "keep_content": "true"}, content=OTLP.read_bytes())
+    assert any("content" in e for e in stored_events(client, old))
+    wrong = client.post("/api/traces", params={"content": "all"}, content=OTLP.read_bytes())
+    assert wrong.status_code == 422 and "content" in wrong.text
+
+
+def test_a_server_whose_policy_is_hash_keeps_none_whatever_an_upload_asks(tmp_path):
+    app = create_app(Settings(db=tmp_path / "hash.duckdb", content="hash"))
+    try:
+        with TestClient(app, base_url=BASE_URL) as client:
+            for params in ({}, {"content": "keep"}, {"keep_content": "true"}):
+                answer = client.post("/api/traces", params={"replace": "true", **params}, content=OTLP.read_bytes())
+                events = stored_events(client, answer)
+                assert events and not any("content" in e for e in events)
+                assert any(e.get("content_ref", "").startswith("sha256:") for e in events)
+    finally:
+        app.state.db.close()
 
 
 def test_claude_code_session_as_multipart_zip_and_tar(client):

@@ -13,6 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from app.domain.overlays import describe
 from app.domain.paging import MAX_OFFSET
 from app.ingest.importers import FORMATS
+from app.ingest.importers.common import KEEP, ContentPolicy, strictest
 from app.ingest.pipeline import ingest
 from app.services import analysis, graph
 from app.store import labels as label_store
@@ -87,7 +88,11 @@ ImportFormat = Literal[FORMATS]
     422: reply("invalid traces (each problem with its trace and path), a file no importer can read, or an "
                "invalid parameter; nothing is stored", PROBLEMS)})
 async def create_traces(request: Request, db: DbDep, settings: SettingsDep, background: BackgroundTasks,
-                        replace: bool = False, format: ImportFormat | None = None, keep_content: bool = False):
+                        replace: bool = False, format: ImportFormat | None = None,
+                        content: ContentPolicy = Query(KEEP, description=(
+                            "`hash`: keep only the `content_ref` hashes of what an industrial format's events said, "
+                            "not the content itself; a server whose ORCHESTRACE_CONTENT is `hash` keeps hashes "
+                            "whatever is asked"))):
     """Ingest traces in our format or an industrial one (detected, or `format`); all stored or none.
 
     Beyond the published schema, refused (422, naming the path): text with a lone surrogate (an
@@ -97,7 +102,7 @@ async def create_traces(request: Request, db: DbDep, settings: SettingsDep, back
     uploads = await read_uploads(request)
     existing = "replace" if replace else "error"
     stored, _, warnings = await run_in_threadpool(ingest, db, uploads, existing, settings.max_body_bytes,
-                                                  format, keep_content)
+                                                  format, strictest(settings.content, content))
     background.add_task(graph.prepare_lod, db, stored)
     answer = {"ingested": stored, "warnings": warnings}
     if replace:  # labels of events that vanished with the replacement are kept and reported
