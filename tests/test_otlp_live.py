@@ -166,6 +166,7 @@ def test_an_instrumented_run_sent_in_batches_is_stored_whole_and_a_retry_changes
     assert all(r["status"] == 200 and r["skipped"] == 0 and r["format"] == "otlp/protobuf" for r in log)
 
     assert trace == only_trace(import_otlp(otlp_json_of(spans)))  # the batches merged: as if sent at once
+    assert all("content" in e for e in events if e["type"] in ("tool_call", "tool_result"))  # what they said
 
     for retried in (sent[1], spans):  # an exporter retrying a batch whose answer it did not get; then everything
         before = len(receipts(server))
@@ -185,3 +186,15 @@ def test_the_trace_page_counts_the_spans_received_live(server, runs):
     wait_complete(server, f"otlp-{spans[0].context.trace_id:032x}")
     page = get(f"{server}/traces/otlp-{spans[0].context.trace_id:032x}").decode()
     assert f"received live: {len(spans)} spans" in page
+
+
+def test_a_server_whose_policy_is_hash_keeps_no_content_of_what_an_exporter_sends(tmp_path, monkeypatch):
+    monkeypatch.setenv("ORCHESTRACE_CONTENT", "hash")  # the server reads it as it starts
+    with running_server(tmp_path / "hashed.duckdb") as url:
+        exporter, spans, _, _ = run_exported(url)
+        exporter.shutdown()
+        trace_id = f"otlp-{spans[0].context.trace_id:032x}"
+        wait_complete(url, trace_id)
+        trace = get_json(f"{url}/api/traces/{trace_id}")
+    assert trace["events"] and not any("content" in e for e in trace["events"])
+    assert trace == only_trace(import_otlp(otlp_json_of(spans), "hash"))
