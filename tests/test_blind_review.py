@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.services import accounts
+from app.settings import Settings
 
 PASSWORD = "correct horse battery staple"
 # What the other reviewer and the admin wrote on the queue's items: none of it may reach the blind reviewer.
@@ -25,8 +26,19 @@ QUEUED_TYPES = ["orchestrator_decision", "return", "tool_call"]
 
 @pytest.fixture
 def lab(settings):
+    """The lab on the test run's store (a file, or a lake)."""
+    yield from make_lab(settings)
+
+
+@pytest.fixture
+def file_lab(tmp_path):
+    """The lab on a DuckDB file: the crawl's hundreds of requests would take minutes on a lake."""
+    yield from make_lab(Settings(db=tmp_path / "lab.duckdb"))
+
+
+def make_lab(settings):
     """A blind queue with overlap 2 (rita and bob) over two traces: bob has labelled every item, an admin has
-    settled one, rita has labelled nothing yet. On the test run's store (a file, or a lake)."""
+    settled one, rita has labelled nothing yet."""
     app = create_app(settings.model_copy(update={"auth": "required"}))
     for name, role in (("ada", "admin"), ("rita", "reviewer"), ("bob", "reviewer")):
         accounts.add_user(app.state.db, name, role, PASSWORD)
@@ -104,8 +116,8 @@ def _urls(app, queue: dict, item: dict) -> list[str]:
     return sorted(set(urls))
 
 
-def test_a_blind_reviewer_sees_no_other_value_on_any_route_until_they_saved(lab):
-    app, clients, queue, items = lab
+def test_a_blind_reviewer_sees_no_other_value_on_any_route_until_they_saved(file_lab):
+    app, clients, queue, items = file_lab
     rita = clients["rita"]
     urls = [url for item in items[:2] for url in _urls(app, queue, item)]
     assert len({url.partition("?")[0] for url in urls}) > 50  # the whole route table, not a hand-written list
