@@ -142,3 +142,45 @@ def test_a_seeded_sample_is_the_same_every_time_and_stratified_by_trace(lab):
     label(lab["rita"], rita[0], queue_id=first["id"], credit=0.1)
     rita.append(lab["rita"].post(f"/api/queues/{first['id']}/next").json())
     assert rita[0]["item_id"] == 1 and rita[1]["item_id"] == 2
+
+
+def test_the_final_export_gives_each_item_its_status_and_final_label(lab):
+    queue = make_queue(lab["ada"], blind=False, fields=["credit", "counterfactual", "note"]).json()
+    qid = queue["id"]
+    items = {}
+    for name in ("rita", "rob"):
+        for _ in range(4):
+            item = lab[name].post(f"/api/queues/{qid}/next").json()
+            items.setdefault(item["item_id"], item)
+            answers = {1: (0.5, "yes"), 2: (1.0, "no"), 3: (0.25, "no")}  # item 4: only rita, then rob skips it
+            if item["item_id"] == 4 and name == "rob":
+                assert lab["rob"].post(f"/api/queues/{qid}/items/4/skip").status_code == 204
+                continue
+            credit, answer = answers.get(item["item_id"], (0.0, None))
+            if name == "rob" and item["item_id"] == 1:
+                credit, answer = 0.7, "yes"  # agrees with rita
+            if name == "rob" and item["item_id"] == 3:
+                answer = None  # leaves a question rita answered: a dispute
+            assert label(lab[name], item, queue_id=qid, credit=credit, counterfactual=answer,
+                         note=f"{name} {item['item_id']}").status_code == 201
+    settled = lab["ada"].post(f"/api/queues/{qid}/items/2/adjudicate",
+                              json={"label": {"credit": 0.75, "counterfactual": "no"}, "note": "close call"})
+    assert settled.status_code == 201
+    rows = lab["ada"].get("/api/annotations/export", params={"format": "json", "queue_id": qid,
+                                                              "final": "true"}).json()
+    by_item = {row["item_id"]: row for row in rows}
+    assert {i: row["status"] for i, row in by_item.items()} == {1: "agreed", 2: "adjudicated", 3: "disputed",
+                                                                 4: "open"}
+    assert by_item[1]["final"] == {"credit": 0.6, "counterfactual": "yes", "note": "rita: rita 1 | rob: rob 1"}
+    assert (by_item[2]["final"]["credit"], by_item[2]["adjudicated_by"], by_item[2]["adjudication_note"]) == (
+        0.75, "ada", "close call")
+    assert by_item[3]["final"] == {"credit": None, "counterfactual": None, "note": None}
+    assert by_item[3]["labels"]["rob"]["counterfactual"] is None and by_item[4]["labels"].keys() == {"rita"}
+    text = lab["ada"].get("/api/annotations/export", params={"format": "csv", "queue_id": qid, "final": "true"}).text
+    header = text.splitlines()[0].split(",")
+    assert header == ["item_id", "trace_id", "event_id", "status", "final.credit", "final.counterfactual",
+                      "final.note", "adjudicated_by", "adjudication_note", "rita.credit", "rita.counterfactual",
+                      "rita.note", "rob.credit", "rob.counterfactual", "rob.note"]
+    assert lab["ada"].get("/api/annotations/export", params={"final": "true"}).status_code == 422
+    assert lab["ada"].get("/api/annotations/export", params={"format": "rllm", "final": "true",
+                                                              "queue_id": qid}).status_code == 422

@@ -114,3 +114,31 @@ def test_the_export_menu_says_what_each_format_is_for(page, live_server, queue):
     assert httpx.get(live_server + href).text.startswith("item_id,trace_id,event_id,status,final.credit")
     SHOTS.mkdir(exist_ok=True)
     page.screenshot(path=str(SHOTS / "queue-export-menu.png"))
+
+
+def test_a_recorded_framework_traces_content_is_shown_above_the_form(page, live_server):
+    """pydantic-ai's own OTLP export (tests/fixtures/otlp, recorded by its instrumentation): the lead's model call
+    reads as a conversation in the queue workspace and in the trace page's inspector."""
+    from browser.conftest import REPO
+    body = (REPO / "tests" / "fixtures" / "otlp" / "pydantic_ai_delegation.json").read_bytes()
+    answer = httpx.post(f"{live_server}/api/traces", content=body, params={"replace": "true"},
+                        headers={"Content-Type": "application/json"})
+    assert answer.status_code == 201, answer.text
+    (trace_id,) = answer.json()["ingested"]
+    queue = httpx.post(f"{live_server}/api/queues", content=json.dumps({
+        "name": "lead decisions", "filter": {"trace_ids": [trace_id], "event_types": ["orchestrator_decision"]},
+        "reviewers": ["otel-rev"]}), headers={"Content-Type": "application/json"}).json()
+    page.context.add_cookies([{"name": REVIEWER_COOKIE, "value": "otel-rev", "url": live_server}])
+    page.goto(f"{live_server}/queues/{queue['id']}/review")
+    drawn(page, 1)
+    messages = page.locator("#queue-workspace .conversation .message")
+    expect(messages.first).to_contain_text("write a report")
+    expect(page.locator("#queue-workspace .conversation .message.role-assistant").first).to_be_visible()
+    for width, height in ((1440, 900), (1280, 800)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(f"{live_server}/traces/{trace_id}?event=e02")
+        expect(page.locator("#event-inspector .conversation .message").first).to_contain_text("write a report")
+        page.screenshot(path=str(SHOTS / f"inspector-content-{width}.png"))
+    page.locator("details.export-menu summary").click()
+    expect(page.locator("details.export-menu ul")).to_be_visible()
+    page.screenshot(path=str(SHOTS / "trace-export-menu-1280.png"))

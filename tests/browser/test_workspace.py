@@ -130,22 +130,24 @@ def test_the_first_labelling_key_without_a_reviewer_asks_for_one_in_place(page, 
     expect(page.locator("#reviewer-name")).to_contain_text("newcomer")
 
 
-def test_queue_mode_asks_the_rubric_and_enter_opens_the_next_queue_item(page, live_server, sample):
+def test_queue_mode_on_the_trace_page_asks_the_rubric_and_enter_goes_on_in_the_review_workspace(page, live_server,
+                                                                                                 sample):
     body = {"name": "decisions", "filter": {"trace_ids": [sample], "event_types": ["orchestrator_decision"]},
             "fields": ["credit", "stop"], "required": ["credit"], "reviewers": ["q-rev"], "overlap": 1}
     queue = httpx.post(f"{live_server}/api/queues", content=json.dumps(body),
                        headers={"Content-Type": "application/json"}).json()
+    first = httpx.get(f"{live_server}/api/queues/{queue['id']}/items").json()["items"][0]
     page.context.add_cookies([{"name": REVIEWER_COOKIE, "value": "q-rev", "url": live_server}])
-    page.goto(f"{live_server}/queues/{queue['id']}/next")
+    page.goto(f"{live_server}/traces/{quote(sample)}?event={first['event_id']}&queue={queue['id']}")
     page.wait_for_selector('#graph[data-drawn="true"]', state="attached")
-    first = page.locator("#event-inspector [data-selected-event]").get_attribute("data-selected-event")
     expect(page.locator(".queue-banner")).to_contain_text("item 1 of")
     form = page.locator("#label-form")
     expect(form.locator("select[name=stop]")).to_be_visible()
     assert form.locator("select[name=reward_family]").count() == 0  # not in the rubric
     page.locator("#credit-number").fill("0.5")
     page.locator("#credit-number").press("Enter")
-    page.wait_for_url(lambda url: f"queue={queue['id']}" in url and f"event={first}" not in url)
-    expect(page.locator(".queue-banner")).to_contain_text("item 2 of")
+    page.wait_for_url(f"{live_server}/queues/{queue['id']}/review")
+    page.wait_for_selector('#queue-workspace[data-item-id="2"]')
     labels = httpx.get(f"{live_server}/api/annotations", params={"reviewer": "q-rev"}).json()["items"]
-    assert [(label["event_id"], label["queue_id"]) for label in labels] == [(first, queue["id"])]
+    assert [(label["event_id"], label["queue_id"]) for label in labels] == [(first["event_id"], queue["id"])]
+
