@@ -23,7 +23,7 @@ from app.domain import csvsafe
 from app.domain.validation import Problem, format_problem
 from app.ingest.documents import DocumentError, TooLarge, Upload, parse_documents
 from app.ingest.importers import FORMATS, SUBAGENTS, subagent_uploads
-from app.ingest.importers.common import ImportFailed
+from app.ingest.importers.common import ImportFailed, strictest
 from app.ingest.pipeline import InvalidTraces, ingest, problems_of
 from app.settings import Settings
 from app.store.db import CommitConflict, Database, DatabaseLocked, DatabaseTooNew, MigrationsMissing
@@ -304,7 +304,7 @@ def _store_batches(args, db: Database, settings: Settings, batches: list, fmt: s
     for label, uploads in batches:
         try:
             stored, skipped, warnings = ingest(db, uploads, existing, settings.max_body_bytes, fmt,
-                                               args.keep_content, command)
+                                               strictest(settings.content, args.content), command)
             summary["ingested"] += stored
             summary["skipped"] += skipped
             summary["warnings"] += warnings
@@ -323,8 +323,8 @@ def _post_batches(args, server: Server, batches: list, fmt: str | None) -> dict:
     params = {"replace": "true"} if args.replace else {}
     if fmt:
         params["format"] = fmt
-    if args.keep_content:
-        params["keep_content"] = "true"
+    if args.content == "hash":
+        params["content"] = "hash"
     query = "?" + urllib.parse.urlencode(params) if params else ""
     for label, uploads in batches:
         status, answer = _call(args, server, "/api/traces" + query, *_multipart(uploads))
@@ -896,8 +896,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("paths", nargs="+", metavar="PATH", help="files, folders, or - for standard input")
         p.add_argument("--replace", action="store_true", help="replace traces already stored")
         add_server(p)
-        p.add_argument("--keep-content", action="store_true",
-                       help="keep raw message and tool content (off: only hashes, as traces carry user data)")
+        p.add_argument("--content", choices=("keep", "hash"), default="keep",
+                       help="keep what each event said (default), or only its hashes; a server (or "
+                            "ORCHESTRACE_CONTENT) set to hash keeps hashes whatever is asked")
         p.add_argument("--format", choices=FORMATS, help="source format (default: recognised from each file's content)")
     papers = sub.add_parser("papers", help="paper pool commands", description="Paper pool commands.")
     papers_sub = papers.add_subparsers(dest="papers_command", required=True)

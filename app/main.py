@@ -76,7 +76,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     db = db or Database(settings.db, settings.lake_data)
     db.migrate(settings.migrations_dir)
 
-    live = LiveTraces(db)
+    live = LiveTraces(db, settings.content)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

@@ -310,3 +310,22 @@ def test_audit_formats_and_exit_codes(tmp_path, env_db, capsys):
     clean_warning = make_trace("warned")
     assert main(["ingest", write(tmp_path / "b.json", clean_warning)]) == 0
     assert main(["audit", "warned", "--fail-on", "warning"]) == 1  # e5 and e6 are cut off: disconnected
+
+
+@pytest.mark.parametrize("flags, server_policy, kept", [([], None, True), (["--content", "hash"], None, False),
+                                                        ([], "hash", False)])
+def test_import_keeps_what_events_said_unless_hashes_are_asked_or_the_policy(tmp_path, monkeypatch, capsys, flags,
+                                                                             server_policy, kept):
+    fixture = Path(__file__).parent / "fixtures" / "otlp" / "pydantic_ai_delegation.json"
+    db_path = tmp_path / "content.duckdb"
+    if server_policy:
+        monkeypatch.setenv("ORCHESTRACE_CONTENT", server_policy)
+    assert main(["import", "--db", str(db_path), *flags, str(fixture)]) == 0
+    db = Database(db_path)
+    try:
+        (trace_id,) = queries.trace_ids(db)
+        events = queries.read_events(db, trace_id)
+    finally:
+        db.close()
+    assert any("content" in event for event in events) is kept
+    assert all("content_ref" in event for event in events if event["type"] == "tool_call")

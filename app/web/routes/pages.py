@@ -73,7 +73,8 @@ async def create_upload(request: Request, db: DbDep, settings: SettingsDep, repl
     try:
         uploads = await read_uploads(request)
         result["ingested"], _, result["warnings"] = await run_in_threadpool(
-            ingest, db, uploads, "replace" if replace else "error", settings.max_body_bytes, endpoint="POST /upload")
+            ingest, db, uploads, "replace" if replace else "error", settings.max_body_bytes,
+            content_policy=settings.content, endpoint="POST /upload")
         status = 201
     except HTTPException as exc:  # read_uploads refuses a form sent with no file chosen
         result["error"], status = NO_FILE, exc.status_code
