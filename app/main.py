@@ -38,6 +38,7 @@ from app.web.routes import (
     traces,
     users,
 )
+from app.web.sqltrace import sql_trace
 
 log = logging.getLogger("orchestrace")
 
@@ -70,9 +71,19 @@ async def security_headers(request: Request, call_next):
     return response
 
 
+def trace_sql_log() -> None:
+    """ORCHESTRACE_TRACE_SQL: every statement with its time on standard error (logger `orchestrace.sql`)."""
+    sql_log = logging.getLogger("orchestrace.sql")
+    sql_log.setLevel(logging.DEBUG)
+    if not sql_log.handlers:
+        sql_log.addHandler(logging.StreamHandler())
+
+
 def create_app(settings: Settings | None = None, db: Database | None = None) -> FastAPI:
     """Build the app over `db` (or the database file named by `settings`)."""
     settings = settings or Settings.from_env()
+    if settings.trace_sql:
+        trace_sql_log()
     db = db or Database(settings.db, settings.lake_data)
     db.migrate(settings.migrations_dir)
 
@@ -96,6 +107,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.state.cache = TraceCache()
     app.state.templates = make_templates(settings.templates_dir, PLOTLY_JS_URL)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.middleware("http")(sql_trace)  # innermost: the statements of the app's own work
     app.middleware("http")(csrf_cookie)
     app.middleware("http")(security.guard)  # outside the form token: a refused request gets no cookie
     app.middleware("http")(security_headers)

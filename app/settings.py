@@ -48,6 +48,11 @@ class Settings(BaseModel):
         None, description="Key that signs session cookies and form tokens; by default one is made on first start "
                           "and kept in the database.")
 
+    trace_sql: bool = Field(
+        False, description="Log every SQL statement with its time (logger `orchestrace.sql`), and let any request "
+                           "show its statements: add `_trace=1` to its URL (a page lists them at its foot; every "
+                           "answer gets a `Server-Timing` header).")
+
     @field_validator("db", mode="before")
     @classmethod
     def _store(cls, value):

@@ -9,13 +9,12 @@ import csv
 import io
 from collections import Counter
 
-from sqlmodel import Session, select
-
 from app.domain import csvsafe
 from app.domain.refusals import Refusal
 from app.domain.taxonomy import EXCLUSION_COLUMNS, PAPER_COLUMNS, PAPER_FIELDS
 from app.services.labels import LabelError, NotFound, clean_reviewer, now
-from app.store import keys, queries, writes
+from app.store import keys, writes
+from app.store import papers as paper_store
 from app.store.db import Database, iso_utc
 from app.store.models import PaperTag
 
@@ -120,7 +119,7 @@ def import_csv(db: Database, body: bytes) -> dict:
     stamp = now()
 
     def store(cur) -> None:
-        positions = queries.key_positions(cur, table, key_column)
+        positions = paper_store.key_positions(cur, table, key_column)
         next_position = max(positions.values(), default=-1) + 1
         rows = []
         for _, record in records:
@@ -156,9 +155,10 @@ def tag_values(data: dict) -> dict:
     return values
 
 
-def tag_dict(row: PaperTag) -> dict:
-    return {"key": row.key, "reviewer": row.reviewer, "version": row.version,
-            **{f: getattr(row, f) for f in PAPER_FIELDS}, "note": row.note, "created_at": iso_utc(row.created_at)}
+def tag_dict(row: dict) -> dict:
+    """A tag version (a paper_tags row) as the API shows it."""
+    return {"key": row["key"], "reviewer": row["reviewer"], "version": row["version"],
+            **{f: row[f] for f in PAPER_FIELDS}, "note": row["note"], "created_at": iso_utc(row["created_at"])}
 
 
 def save_tags(db: Database, key: str, data: dict) -> dict:
@@ -167,16 +167,16 @@ def save_tags(db: Database, key: str, data: dict) -> dict:
     values = tag_values(data)
 
     def save(cur) -> dict:
-        if not queries.paper_exists(cur, key):
+        if not paper_store.paper_exists(cur, key):
             raise NotFound(f"no paper with key '{key}'")
-        current = queries.current_tag(cur, key, reviewer)
+        current = paper_store.current_tag(cur, key, reviewer)
         previous = {f: current[f] for f in (*PAPER_FIELDS, "note")} if current else {}
         version = (current["version"] if current else 0) + 1
-        tag_id = keys.new_row_id(lambda taken: queries.tag_id_taken(cur, taken), key, reviewer, version)
+        tag_id = keys.new_row_id(lambda taken: paper_store.tag_id_taken(cur, taken), key, reviewer, version)
         row = PaperTag(tag_id=tag_id, key=key, reviewer=reviewer, version=version, created_at=now(),
-                       **(previous | values))
-        writes.insert_row(cur, "paper_tags", row.model_dump())
-        writes.add_reviewer(cur, reviewer, row.created_at)
+                       **(previous | values)).model_dump()
+        writes.insert_row(cur, "paper_tags", row)
+        writes.add_reviewer(cur, reviewer, row["created_at"])
         return tag_dict(row)
 
     return db.write(save, [writes.reviewer_lock(reviewer)])
@@ -185,31 +185,18 @@ def save_tags(db: Database, key: str, data: dict) -> dict:
 def tag_history(db: Database, key: str | None = None, reviewer: str | None = None,
                 history: bool = True) -> list[dict]:
     """Tag versions (or only each reviewer's current one), by paper, reviewer and version."""
-    with Session(db.engine) as session:
-        query = select(PaperTag)
-        if key:
-            query = query.where(PaperTag.key == key)
-        if reviewer:
-            query = query.where(PaperTag.reviewer == reviewer)
-        rows = [tag_dict(r) for r in session.exec(query.order_by(PaperTag.key, PaperTag.reviewer,
-                                                                  PaperTag.version)).all()]
-    if history:
-        return rows
-    current = {}
-    for row in rows:
-        current[(row["key"], row["reviewer"])] = row
-    return list(current.values())
+    return [tag_dict(row) for row in paper_store.tag_versions(db, key, reviewer, history)]
 
 
 def taggers(db: Database) -> list[str]:
-    return [r["reviewer"] for r in db.fetchall("SELECT DISTINCT reviewer FROM paper_tags ORDER BY reviewer")]
+    return paper_store.taggers(db)
 
 
 # Reading the pool -------------------------------------------------------------------------------
 
 def pool_rows(db: Database) -> list[dict]:
     """Every paper in import order, cells as imported."""
-    return db.fetchall("SELECT " + ", ".join(PAPER_COLUMNS) + " FROM papers ORDER BY position")
+    return paper_store.pool_rows(db)
 
 
 def effective_rows(db: Database, source: str = POOL) -> list[dict]:
@@ -226,7 +213,7 @@ def effective_rows(db: Database, source: str = POOL) -> list[dict]:
 
 
 def excluded_rows(db: Database) -> list[dict]:
-    return db.fetchall("SELECT " + ", ".join(EXCLUSION_COLUMNS) + " FROM excluded ORDER BY position")
+    return paper_store.excluded_rows(db)
 
 
 def to_csv(rows: list[dict], columns=PAPER_COLUMNS) -> str:

@@ -7,11 +7,12 @@ Every write goes through `Database.write`: one transaction, run again when its l
 instance's, holding locks on what it keeps unique (a trace id, a reviewer's label versions). Within a process
 `write_lock` serialises writers; across the instances on a lake, PostgreSQL advisory locks do (lake.held).
 
-All SQL passes through `Database.execute`, which logs each statement with its time.
+All SQL passes through `execute` (or `Database.execute`, which calls it): the one place that runs a statement,
+logs it with its time (ORCHESTRACE_TRACE_SQL logs every one) and adds it to the trace of the request that ran it,
+when that request asked for one (`traced_statements`). Store modules by resource hold the literal SQL.
 """
 
 import importlib.util
-import logging
 import random
 import re
 import sys
@@ -24,15 +25,10 @@ from pathlib import Path
 from typing import TypeVar
 
 import duckdb
-import duckdb_engine
 
 from app.store import lake
 from app.store.keys import natural_id
-from sqlalchemy import Engine
-from sqlalchemy.pool import NullPool
-from sqlmodel import create_engine
-
-log = logging.getLogger("orchestrace.sql")
+from app.store.sql import execute, log
 
 
 def _mark_pandas_absent() -> None:
@@ -114,15 +110,6 @@ class Database:
         # DuckDB takes one writer at a time; serialising our own writers turns conflicts into waits.
         self.write_lock = threading.Lock()
         self._checkpointer = None if self.is_lake or str(path) == ":memory:" else _Checkpointer(self)
-        # The ORM's engine over this same database. A DuckDB cursor serves one call at a time, so every
-        # session gets a cursor of its own, closed when the session ends (closing it ends its transaction, so
-        # no reset is needed). A cursor costs about 10 us; a pool would have to be as large as the server's
-        # thread pool, and the ":memory:" URL's default pool (5 per-thread connections) closes the connections
-        # of other threads while they are in use.
-        self.engine: Engine = create_engine(
-            "duckdb:///:memory:", creator=lambda: duckdb_engine.ConnectionWrapper(self.cursor()),
-            poolclass=NullPool, pool_reset_on_return=None,
-        )
 
     def _connect_file(self, path: str) -> duckdb.DuckDBPyConnection:
         try:
@@ -142,7 +129,6 @@ class Database:
     def close(self) -> None:
         if self._checkpointer is not None:
             self._checkpointer.stop()
-        self.engine.dispose()
         self._conn.close()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -152,12 +138,8 @@ class Database:
         return cur
 
     def execute(self, sql: str, params=None, cur: duckdb.DuckDBPyConnection | None = None):
-        """Run one statement with bound parameters on `cur` (or a fresh cursor) and log its time."""
-        cur = cur or self.cursor()
-        start = time.perf_counter()
-        result = cur.execute(sql, params) if params is not None else cur.execute(sql)
-        log.debug("%.1f ms  %s  %r", (time.perf_counter() - start) * 1000, " ".join(sql.split()), params)
-        return result
+        """Run one statement with bound parameters on `cur` (or a fresh cursor): `execute`."""
+        return execute(cur or self.cursor(), sql, params)
 
     def fetchall(self, sql: str, params=None) -> list[dict]:
         """Rows of a query as dicts keyed by column name."""
@@ -181,15 +163,15 @@ class Database:
         keys = [natural_id("lock", *parts) for parts in locks] if self.locking else []
         with self.write_lock, lake.held(self._conn, keys):
             cur = self.cursor()
-            cur.execute("BEGIN TRANSACTION")
+            execute(cur, "BEGIN TRANSACTION")
             try:
                 yield cur
             except BaseException:
-                cur.execute("ROLLBACK")
+                execute(cur, "ROLLBACK")
                 raise
             else:
                 try:
-                    cur.execute("COMMIT")
+                    execute(cur, "COMMIT")
                 except duckdb.TransactionException as exc:
                     if lake.is_commit_conflict(exc):
                         raise CommitConflict(str(exc)) from exc
@@ -221,7 +203,7 @@ class Database:
             raise MigrationsMissing(f"no migrations in {migrations_dir} (numbered NNNN_name.sql files): "
                                     "the database schema cannot be made; is the package installed whole?")
         # Instances starting together on one lake take turns, each seeing what the one before it applied.
-        self.write(lambda cur: cur.execute(
+        self.write(lambda cur: execute(cur, 
             "CREATE TABLE IF NOT EXISTS schema_migrations "
             "(version INTEGER NOT NULL, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"), [SCHEMA_LOCK])
         done = {row["version"] for row in self.fetchall("SELECT version FROM schema_migrations")}
@@ -241,7 +223,7 @@ class _Checkpointer:
     def __init__(self, db: Database):
         self._db = db
         self._wal = Path(f"{db.path}.wal")
-        db._conn.execute(f"SET checkpoint_threshold = '{WAL_LIMIT}'")
+        execute(db._conn, f"SET checkpoint_threshold = '{WAL_LIMIT}'")
         self._last_write = time.monotonic()
         self._due = self._urgent = False
         self._stopping = False
@@ -292,8 +274,8 @@ class _Checkpointer:
 def _apply_migration(cur: duckdb.DuckDBPyConnection, path: Path) -> bool:
     """Apply one migration and record it; False when it is recorded already (another instance applied it)."""
     version = int(MIGRATION_NAME.match(path.name).group(1))
-    if cur.execute("SELECT count(*) FROM schema_migrations WHERE version = ?", [version]).fetchone()[0]:
+    if execute(cur, "SELECT count(*) FROM schema_migrations WHERE version = ?", [version]).fetchone()[0]:
         return False
-    cur.execute(path.read_text())
-    cur.execute("INSERT INTO schema_migrations VALUES (?, ?, now())", [version, path.name])
+    execute(cur, path.read_text())
+    execute(cur, "INSERT INTO schema_migrations VALUES (?, ?, now())", [version, path.name])
     return True

@@ -7,6 +7,7 @@ says what blind review hides. A new query over labels starts from VISIBLE and so
 
 from app.domain.label_fields import FIELDS, FLAG, TAGS, TEXT
 from app.store.db import Database
+from app.store.sql import current, execute
 
 # A row of `annotations` as label services read it: identity, the declared fields, provenance.
 ROW_FIELDS = ("annotation_id", "trace_id", "event_id", "reviewer", "version", *(f.name for f in FIELDS),
@@ -22,7 +23,7 @@ def _said(kind: str, column: str) -> str:
 NON_EMPTY = "(" + " OR ".join(_said(f.kind, f.name) for f in FIELDS) + ")"
 LABEL_COLUMNS = ", ".join(ROW_FIELDS) + ", NOT " + NON_EMPTY + " AS empty"
 # The current label of an (event, reviewer) is its highest version.
-CURRENT = " QUALIFY version = max(version) OVER (PARTITION BY trace_id, event_id, reviewer)"
+CURRENT = current("trace_id", "event_id", "reviewer")
 
 # Blind review, the one rule: the items of a blind queue that names $viewer as a reviewer, on which $viewer
 # has saved no label in that queue yet. Other reviewers' labels on those events, and their adjudications,
@@ -52,7 +53,7 @@ def read_labels(db: Database, viewer: str | None, trace_id=None, event_id=None, 
 def own_current_or_retry(cur, trace_id: str, event_id: str, reviewer: str, request_id: str | None) -> list[tuple]:
     """A reviewer's current version of a label and the one `request_id` made before (a retry), on the cursor
     of the write that saves the next version: rows of LABEL_COLUMNS."""
-    return cur.execute(
+    return execute(cur, 
         f"SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
         "QUALIFY version = max(version) OVER () OR client_request_id = ?",
         [trace_id, event_id, reviewer, request_id]).fetchall()
@@ -66,13 +67,13 @@ def last_label_versions(db: Database, trace_id: str, event_id: str, reviewer: st
 
 def label_version(cur, trace_id: str, event_id: str, reviewer: str, version: int) -> tuple | None:
     """One version of a reviewer's label on an event, on the cursor of a write (a save, an import)."""
-    return cur.execute(f"SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
+    return execute(cur, f"SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
                        "AND version = ?", [trace_id, event_id, reviewer, version]).fetchone()
 
 
 def annotation_id_taken(cur, annotation_id: int) -> bool:
     """Whether a label version holds this id (app/store/keys.py), on the cursor of a write."""
-    return cur.execute("SELECT count(*) FROM annotations WHERE annotation_id = ?", [annotation_id]).fetchone()[0] > 0
+    return execute(cur, "SELECT count(*) FROM annotations WHERE annotation_id = ?", [annotation_id]).fetchone()[0] > 0
 
 
 def label_count(db: Database, trace_id: str) -> int:
@@ -197,7 +198,7 @@ def adjudicated_labels(db: Database, viewer: str | None, trace_id: str, queue_id
 
 def insert_adjudication(cur, queue_id: str, item_id: int, adjudicator: str, label: str, resolved: str, note: str,
                         created_at) -> None:
-    cur.execute("INSERT INTO queue_adjudications VALUES (?, ?, ?, ?, ?, ?, ?)",
+    execute(cur, "INSERT INTO queue_adjudications VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [queue_id, item_id, adjudicator, label, resolved, note, created_at])
 
 

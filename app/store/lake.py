@@ -9,6 +9,8 @@ from contextlib import contextmanager
 
 import duckdb
 
+from app.store.sql import execute
+
 LAKE_PREFIX = "ducklake:"
 POSTGRES_CATALOG = "postgres:"
 LAKE_EXTENSIONS = ("postgres", "ducklake")
@@ -85,19 +87,19 @@ def held(conn: duckdb.DuckDBPyConnection, keys: list[int]):
         return
     listed = ", ".join(str(int(key)) for key in sorted(set(keys)))
     cur = conn.cursor()  # starts in the in-memory catalog: its transaction does not touch the lake
-    cur.execute("BEGIN TRANSACTION")
+    execute(cur, "BEGIN TRANSACTION")
     try:
-        cur.execute(f"SELECT * FROM postgres_query('{LOCKS_ALIAS}', 'SELECT count(pg_advisory_xact_lock(k)) "
+        execute(cur, f"SELECT * FROM postgres_query('{LOCKS_ALIAS}', 'SELECT count(pg_advisory_xact_lock(k)) "
                     f"FROM (SELECT unnest(ARRAY[{listed}]::bigint[]) AS k ORDER BY k) AS keys')").fetchall()
         yield
     finally:
-        cur.execute("ROLLBACK")  # ends the PostgreSQL transaction, which releases the locks
+        execute(cur, "ROLLBACK")  # ends the PostgreSQL transaction, which releases the locks
         cur.close()
 
 
 def use_lake(cur: duckdb.DuckDBPyConnection) -> None:
     """Make the lake the default catalog of a cursor (each cursor has its own)."""
-    cur.execute(f"USE {LAKE_ALIAS}")
+    execute(cur, f"USE {LAKE_ALIAS}")
 
 
 def is_commit_conflict(exc: duckdb.Error) -> bool:

@@ -9,7 +9,7 @@ from app.domain.jsontext import loads
 from app.store.db import Database, iso_utc
 from app.store.gcpause import paused_gc
 from app.store.lists import registered
-from app.store.models import PaperTag
+from app.store.sql import execute
 
 # Who counts as an agent, everywhere a page or the API says "agents": a team member, the `agent` of an event
 # that is neither a tool answering a call (tool_result) nor a person (a human_intervention, or anything said
@@ -290,14 +290,14 @@ def lod_ready(db: Database, trace_id: str) -> bool:
 
 def lod_ready_in(cur, trace_id: str) -> bool:
     """lod_ready inside a write transaction."""
-    return cur.execute(LOD_KEPT, [trace_id]).fetchone()[0] > 0
+    return execute(cur, LOD_KEPT, [trace_id]).fetchone()[0] > 0
 
 
 def fill_lod(cur, trace_id: str) -> None:
     """Keep the lane owner of every event and both ends of every edge of a trace, inside a write transaction."""
-    cur.execute(f"INSERT INTO lod_events SELECT $trace, seq, t, type, owner FROM ({EVENT_OWNERS})",
+    execute(cur, f"INSERT INTO lod_events SELECT $trace, seq, t, type, owner FROM ({EVENT_OWNERS})",
                 {"trace": trace_id})
-    cur.execute("""
+    execute(cur, """
         WITH ends AS (
             SELECT e.event_id, o.t, o.owner
             FROM (SELECT seq, event_id FROM events WHERE trace_id = $trace) e
@@ -501,28 +501,6 @@ def event_facets(db: Database, trace_id: str) -> dict:
     return {"type": counts("type"), "agent": agents, "role": counts("role")}
 
 
-def key_positions(cur, table: str, key: str) -> dict[str, int]:
-    """{key: position} of the paper pool or the exclusion log (`table`), on the cursor of a write."""
-    return dict(cur.execute(f"SELECT {key}, position FROM {table}").fetchall())
-
-
-def paper_exists(cur, key: str) -> bool:
-    return cur.execute("SELECT count(*) FROM papers WHERE key = ?", [key]).fetchone()[0] > 0
-
-
-def current_tag(cur, key: str, reviewer: str) -> dict | None:
-    """A reviewer's latest tag version on a paper, on the cursor of a write."""
-    found = cur.execute(f"SELECT {', '.join(PaperTag.model_fields)} FROM paper_tags WHERE key = ? AND reviewer = ? "
-                        "ORDER BY version DESC LIMIT 1", [key, reviewer])
-    row = found.fetchone()
-    return dict(zip(PaperTag.model_fields, row)) if row else None
-
-
-def tag_id_taken(cur, tag_id: int) -> bool:
-    """Whether a paper tag version holds this id (app/store/keys.py), on the cursor of a write."""
-    return cur.execute("SELECT count(*) FROM paper_tags WHERE tag_id = ?", [tag_id]).fetchone()[0] > 0
-
-
 def queue_trace_ids(db: Database, queue_id: str) -> list[str]:
     return [row[0] for row in db.execute(
         "SELECT DISTINCT trace_id FROM queue_items WHERE queue_id = ? AND trace_id IN (SELECT trace_id FROM traces) "
@@ -530,56 +508,6 @@ def queue_trace_ids(db: Database, queue_id: str) -> list[str]:
 
 
 # The paper pool.
-
-PAPER_SORTS = {"key": "key", "title": "title", "first_author": "first_author", "year": "TRY_CAST(year AS INTEGER)",
-               "position": "position", "category": "category", "is_rl": "is_rl", "reward_type": "reward_type",
-               "credit_granularity": "credit_granularity", "orchestration_form": "orchestration_form",
-               "scenario": "scenario", "is_core": "is_core", "verified": "verified"}
-
-PAPER_FILTER = """
-    WHERE (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], category))
-      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], is_rl))
-      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], reward_type))
-      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], credit_granularity))
-      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], orchestration_form))
-      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], scenario))
-      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], is_core))
-      AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], verified))
-      AND (?::VARCHAR IS NULL OR contains(lower(title || ' ' || first_author || ' ' || one_liner || ' ' || notes),
-                                          lower(?)))
-"""
-PAPER_FILTER_FIELDS = ("category", "is_rl", "reward_type", "credit_granularity", "orchestration_form", "scenario",
-                       "is_core", "verified")
-
-
-def list_papers(db: Database, filters: dict[str, list[str]], q: str | None, sort: str = "position",
-                limit: int = 25, offset: int = 0) -> tuple[list[dict], int]:
-    """One page of the pool matching multi-value filters per controlled field and free text."""
-    params = [v for field in PAPER_FILTER_FIELDS for v in (filters.get(field, []),) * 2] + [q or None, q or None]
-    descending = sort.startswith("-")
-    order = PAPER_SORTS.get(sort.lstrip("-"), "position")
-    total = db.scalar("SELECT count(*) FROM papers" + PAPER_FILTER, params)
-    rows = db.fetchall(
-        "SELECT * FROM papers" + PAPER_FILTER
-        + f"ORDER BY {order} {'DESC' if descending else 'ASC'} NULLS LAST, position LIMIT ? OFFSET ?",
-        params + [limit, offset])
-    return rows, total
-
-
-def read_paper(db: Database, key: str) -> dict | None:
-    return db.fetchone("SELECT * FROM papers WHERE key = ?", [key])
-
-
-def list_excluded(db: Database, stage=None, source=None, query_family=None) -> list[dict]:
-    return db.fetchall(
-        "SELECT * FROM excluded WHERE (?::VARCHAR IS NULL OR stage = ?) AND (?::VARCHAR IS NULL OR source = ?) "
-        "AND (?::VARCHAR IS NULL OR query_family = ?) ORDER BY position",
-        [stage or None, stage or None, source or None, source or None, query_family or None, query_family or None])
-
-
-def excluded_facets(db: Database) -> dict[str, list[str]]:
-    return {column: [r["v"] for r in db.fetchall(f"SELECT DISTINCT {column} AS v FROM excluded ORDER BY v")]
-            for column in ("stage", "source", "query_family")}
 
 
 # Stored analyses (metrics and audit findings).
@@ -634,7 +562,7 @@ def findings_by_rule(db: Database) -> dict[str, int]:
 def live_items_seen(cur, source: str, source_trace: str, item_ids: list[str]) -> set[str]:
     """Which of these span or record ids of a live trace were received before."""
     with registered(cur, "sent_items", item_id=item_ids):
-        rows = cur.execute(
+        rows = execute(cur, 
             "SELECT item_id FROM live_items WHERE source = ? AND source_trace_id = ? "
             "AND item_id IN (SELECT item_id FROM sent_items)", [source, source_trace]).fetchall()
     return {row[0] for row in rows}
@@ -642,13 +570,13 @@ def live_items_seen(cur, source: str, source_trace: str, item_ids: list[str]) ->
 
 def live_item_ids(cur, source: str, source_trace: str) -> set[str]:
     """Every span or record id of a live trace received so far."""
-    rows = cur.execute("SELECT item_id FROM live_items WHERE source = ? AND source_trace_id = ?",
+    rows = execute(cur, "SELECT item_id FROM live_items WHERE source = ? AND source_trace_id = ?",
                        [source, source_trace]).fetchall()
     return {row[0] for row in rows}
 
 
 def live_trace(cur, source: str, source_trace: str) -> dict | None:
-    cur = cur.execute("SELECT * FROM live_traces WHERE source = ? AND source_trace_id = ?", [source, source_trace])
+    cur = execute(cur, "SELECT * FROM live_traces WHERE source = ? AND source_trace_id = ?", [source, source_trace])
     row = cur.fetchone()
     return None if row is None else dict(zip([d[0] for d in cur.description], row))
 
@@ -747,10 +675,10 @@ def queue_candidates(db: Database, lists: dict[str, list[str]]) -> list[dict]:
 
 def insert_queue(cur, queue_id: str, name: str, spec: str, created_by: str | None, created_at,
                  items: list[tuple[str, str]]) -> None:
-    cur.execute("INSERT INTO queues VALUES (?, ?, ?, ?, ?)", [queue_id, name, spec, created_by, created_at])
+    execute(cur, "INSERT INTO queues VALUES (?, ?, ?, ?, ?)", [queue_id, name, spec, created_by, created_at])
     with registered(cur, "new_items", trace_id=[t for t, _ in items], event_id=[e for _, e in items],
                     item_id=pa.array(range(1, len(items) + 1), pa.int64())):
-        cur.execute("INSERT INTO queue_items SELECT ?, item_id, trace_id, event_id FROM new_items", [queue_id])
+        execute(cur, "INSERT INTO queue_items SELECT ?, item_id, trace_id, event_id FROM new_items", [queue_id])
 
 
 def read_queue(db: Database, queue_id: str) -> dict | None:
@@ -789,7 +717,7 @@ _UNLABELLED = ("NOT EXISTS (SELECT 1 FROM annotations l WHERE l.queue_id = a.que
 
 def open_assignment(cur, queue_id: str, reviewer: str) -> dict | None:
     """The earliest item `next` gave the reviewer that they have neither labelled in the queue nor skipped."""
-    row = cur.execute(
+    row = execute(cur, 
         "SELECT a.item_id, i.trace_id, i.event_id FROM queue_assignments a "
         "JOIN queue_items i ON i.queue_id = a.queue_id AND i.item_id = a.item_id "
         "WHERE a.queue_id = ? AND a.reviewer = ? AND a.skipped_at IS NULL AND " + _UNLABELLED +
@@ -799,7 +727,7 @@ def open_assignment(cur, queue_id: str, reviewer: str) -> dict | None:
 
 def skipped_assignment(cur, queue_id: str, reviewer: str) -> dict | None:
     """The reviewer's unlabelled item skipped longest ago: what `next` gives once nothing else is left."""
-    row = cur.execute(
+    row = execute(cur, 
         "SELECT a.item_id, i.trace_id, i.event_id FROM queue_assignments a "
         "JOIN queue_items i ON i.queue_id = a.queue_id AND i.item_id = a.item_id "
         "WHERE a.queue_id = ? AND a.reviewer = ? AND a.skipped_at IS NOT NULL AND " + _UNLABELLED +
@@ -810,7 +738,7 @@ def skipped_assignment(cur, queue_id: str, reviewer: str) -> dict | None:
 def next_unassigned(cur, queue_id: str, reviewer: str, overlap: int) -> dict | None:
     """The first item in queue order given to fewer than `overlap` reviewers, never to this one, and not
     labelled by them in the queue already (from the trace page)."""
-    row = cur.execute(
+    row = execute(cur, 
         "SELECT i.item_id, i.trace_id, i.event_id FROM queue_items i "
         "LEFT JOIN queue_assignments a ON a.queue_id = i.queue_id AND a.item_id = i.item_id "
         "WHERE i.queue_id = $queue AND NOT EXISTS (SELECT 1 FROM annotations l WHERE l.queue_id = i.queue_id "
@@ -823,10 +751,10 @@ def next_unassigned(cur, queue_id: str, reviewer: str, overlap: int) -> dict | N
 
 def skip(cur, queue_id: str, item_id: int, reviewer: str, skipped_at) -> bool:
     """Mark the reviewer's assignment of an item skipped; False when the item was never given to them."""
-    found = cur.execute("SELECT count(*) FROM queue_assignments WHERE queue_id = ? AND item_id = ? AND reviewer = ?",
+    found = execute(cur, "SELECT count(*) FROM queue_assignments WHERE queue_id = ? AND item_id = ? AND reviewer = ?",
                         [queue_id, item_id, reviewer]).fetchone()[0]
     if found:
-        cur.execute("UPDATE queue_assignments SET skipped_at = ? WHERE queue_id = ? AND item_id = ? AND reviewer = ?",
+        execute(cur, "UPDATE queue_assignments SET skipped_at = ? WHERE queue_id = ? AND item_id = ? AND reviewer = ?",
                     [skipped_at, queue_id, item_id, reviewer])
     return bool(found)
 
@@ -836,5 +764,5 @@ def reviewer_names(db: Database) -> list[str]:
 
 
 def assign(cur, queue_id: str, item_id: int, reviewer: str, assigned_at) -> None:
-    cur.execute("INSERT INTO queue_assignments (queue_id, item_id, reviewer, assigned_at) VALUES (?, ?, ?, ?)",
+    execute(cur, "INSERT INTO queue_assignments (queue_id, item_id, reviewer, assigned_at) VALUES (?, ?, ?, ?)",
                 [queue_id, item_id, reviewer, assigned_at])

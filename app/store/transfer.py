@@ -13,6 +13,7 @@ import duckdb
 
 from app.store import lake
 from app.store.db import Database
+from app.store.sql import execute
 
 SOURCE = "migrate_source"  # the source's name in the target's connection
 OWN_TABLES = ("schema_migrations",)  # filled by each store's own migrations
@@ -148,7 +149,7 @@ def _copy(db: Database, source: str) -> dict[str, int]:
     with db.transaction() as cur:
         for table, names in columns.items():
             listed = ", ".join(f'"{name}"' for name in names)
-            cur.execute(f"INSERT INTO {_name(target, table)} ({listed}) SELECT {listed} FROM {_name(SOURCE, table)}")
+            execute(cur, f"INSERT INTO {_name(target, table)} ({listed}) SELECT {listed} FROM {_name(SOURCE, table)}")
         _check_counts(cur.execute, target, tables, source)
     return _check_counts(db.execute, target, tables, source)
 

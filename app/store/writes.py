@@ -18,6 +18,7 @@ from app.store.db import Database, utc_now
 from app.store.gcpause import paused_gc
 from app.store.lists import registered
 from app.store.queries import TEAM_MEMBER_EVENT
+from app.store.sql import execute
 
 # Event properties with their own column, in the order an event is rebuilt; the rest go to `extra`.
 EVENT_COLUMN_KEYS = ("id", "t", "type", "agent", "role", "from", "to", "tool", "content_ref", "trusted")
@@ -59,7 +60,7 @@ def store_traces(db: Database, traces: list[dict], existing: str = "error",
 
     def store(cur) -> list[str]:
         with registered(cur, "sent_ids", trace_id=ids):
-            taken = {row[0] for row in cur.execute(
+            taken = {row[0] for row in execute(cur, 
                 "SELECT trace_id FROM traces WHERE trace_id IN (SELECT trace_id FROM sent_ids)").fetchall()}
         if taken and existing == "error":
             raise TracesExist([i for i in ids if i in taken])
@@ -87,7 +88,7 @@ def trace_locks(trace_ids: list[str]) -> list[tuple]:
 def delete_trace(db: Database, trace_id: str) -> bool:
     """Remove a trace with its events, edges and stored analysis; False when no such trace."""
     def delete(cur) -> bool:
-        if not cur.execute("SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id]).fetchone()[0]:
+        if not execute(cur, "SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id]).fetchone()[0]:
             return False
         _delete(cur, [trace_id])
         return True
@@ -104,13 +105,13 @@ def reviewer_lock(name: str) -> tuple:
 def add_reviewer(cur, name: str, created_at) -> None:
     """Record a reviewer name unless it is known; names are unique by this check, made inside a write that
     holds reviewer_lock(name)."""
-    cur.execute("INSERT INTO reviewers SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM reviewers WHERE name = ?)",
+    execute(cur, "INSERT INTO reviewers SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM reviewers WHERE name = ?)",
                 [name, created_at, name])
 
 
 def insert_row(cur, table: str, row: dict) -> None:
     """One row into `table` (a constant of the caller's), its columns named by `row`'s keys."""
-    cur.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+    execute(cur, f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
 
 
 def replace_rows(cur, table: str, key: str, rows: list[dict]) -> None:
@@ -118,12 +119,12 @@ def replace_rows(cur, table: str, key: str, rows: list[dict]) -> None:
     if not rows:
         return
     with registered(cur, "replaced_keys", key=[row[key] for row in rows]):
-        cur.execute(f"DELETE FROM {table} WHERE {key} IN (SELECT key FROM replaced_keys)")
+        execute(cur, f"DELETE FROM {table} WHERE {key} IN (SELECT key FROM replaced_keys)")
     bulk = pa.Table.from_pylist(rows)
     cur.register("bulk_rows", bulk)
     try:
         names = ", ".join(bulk.column_names)
-        cur.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM bulk_rows")
+        execute(cur, f"INSERT INTO {table} ({names}) SELECT {names} FROM bulk_rows")
     finally:
         cur.unregister("bulk_rows")
 
@@ -131,7 +132,7 @@ def replace_rows(cur, table: str, key: str, rows: list[dict]) -> None:
 def _delete(cur, trace_ids: list[str]) -> None:
     with registered(cur, "gone_ids", trace_id=trace_ids):
         for table in ("events", "edges", "trace_metrics", "audit_findings", "lod_events", "lod_edges", "traces"):
-            cur.execute(f"DELETE FROM {table} WHERE trace_id IN (SELECT trace_id FROM gone_ids)")
+            execute(cur, f"DELETE FROM {table} WHERE trace_id IN (SELECT trace_id FROM gone_ids)")
 
 
 def _insert(cur, traces: list[dict]) -> None:
@@ -142,11 +143,11 @@ def _insert(cur, traces: list[dict]) -> None:
         cur.register(name, table)
     try:
         names = ", ".join(bulk["bulk_traces"].column_names)
-        cur.execute(f"INSERT INTO traces ({names}, n_agents, t_max) "
+        execute(cur, f"INSERT INTO traces ({names}, n_agents, t_max) "
                     f"SELECT {names}, n_agents, t_max FROM bulk_traces JOIN ({_TRACE_COUNTS}) USING (trace_id)")
         for table in ("events", "edges"):
             names = ", ".join(bulk[f"bulk_{table}"].column_names)
-            cur.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM bulk_{table}")
+            execute(cur, f"INSERT INTO {table} ({names}) SELECT {names} FROM bulk_{table}")
     finally:
         for name in bulk:
             cur.unregister(name)

@@ -12,7 +12,7 @@ from app.domain.taxonomy import PAPER_FIELDS
 from app.services import papers
 from app.services.labels import LabelError
 from app.store import labels as label_store
-from app.store import queries
+from app.store import papers as paper_store
 from app.web.browser import require_csrf, reviewer_of
 from app.web.deps import DbDep
 from app.web.render import render
@@ -26,18 +26,18 @@ def read_papers_page(request: Request, db: DbDep, q: str | None = None, sort: st
     filters = {field: request.query_params.getlist(field) for field in PAPER_FIELDS}
     filters = {field: [v for v in values if v] for field, values in filters.items()}
     rows, total, page, pages = fetch_page(
-        page, PAPERS_PER_PAGE, lambda limit, offset: queries.list_papers(db, filters, q, sort, limit, offset))
+        page, PAPERS_PER_PAGE, lambda limit, offset: paper_store.list_papers(db, filters, q, sort, limit, offset))
     context = {"papers": rows, "total": total, "page": page, "pages": pages,
                "filters": filters, "q": q or "", "sort": sort, "fields": PAPER_FIELDS,
-               "pool_size": db.scalar("SELECT count(*) FROM papers")}
+               "pool_size": paper_store.pool_size(db)}
     return render(request, "papers.html", context, fragments=("_papers_table.html",))
 
 
 @router.get("/papers/excluded")
 def read_excluded_page(request: Request, db: DbDep, stage: str | None = None, source: str | None = None,
                        query_family: str | None = None):
-    context = {"records": queries.list_excluded(db, stage, source, query_family),
-               "facets": queries.excluded_facets(db),
+    context = {"records": paper_store.list_excluded(db, stage, source, query_family),
+               "facets": paper_store.excluded_facets(db),
                "filters": {"stage": stage or "", "source": source or "", "query_family": query_family or ""}}
     return render(request, "papers_excluded.html", context, fragments=("_excluded_table.html",))
 
@@ -70,7 +70,7 @@ def read_disagreements_page(request: Request, db: DbDep, reviewers: str | None =
 
 
 def paper_context(db, key: str, reviewer: str | None, **extra) -> dict | None:
-    paper = queries.read_paper(db, key)
+    paper = paper_store.read_paper(db, key)
     if paper is None:
         return None
     current = {t["reviewer"]: t for t in papers.tag_history(db, key, history=False)}

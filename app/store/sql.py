@@ -1,0 +1,45 @@
+"""The one place a statement runs: `execute` logs it with its time (at DEBUG on the `orchestrace.sql` logger, which
+ORCHESTRACE_TRACE_SQL turns on) and adds it to the trace of the request that ran it, when the request asked for
+one (`traced_statements`, app/web/sqltrace.py)."""
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import duckdb
+
+log = logging.getLogger("orchestrace.sql")
+# The statements of the request being served, when it asked for its trace: (sql, params, milliseconds).
+_statements: ContextVar[list | None] = ContextVar("statements", default=None)
+
+
+def execute(cur: duckdb.DuckDBPyConnection, sql: str, params=None):
+    """Run one statement with bound parameters on `cur`; log it with its time, and trace it when asked."""
+    start = time.perf_counter()
+    result = cur.execute(sql, params) if params is not None else cur.execute(sql)
+    elapsed_ms = (time.perf_counter() - start) * 1000
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("%.1f ms  %s  %r", elapsed_ms, " ".join(sql.split()), params)
+    statements = _statements.get()
+    if statements is not None:
+        statements.append((" ".join(sql.split()), params, elapsed_ms))
+    return result
+
+
+@contextmanager
+def traced_statements() -> Iterator[list]:
+    """Collect every statement run in this context (and the threads it hands work to) with its time."""
+    statements: list = []
+    token = _statements.set(statements)
+    try:
+        yield statements
+    finally:
+        _statements.reset(token)
+
+
+def current(*partition: str) -> str:
+    """The clause that keeps the current version of each `partition` (a reviewer's label on an event, their tags
+    on a paper): its highest version. Written here once; versioned rows are append-only."""
+    return f" QUALIFY version = max(version) OVER (PARTITION BY {', '.join(partition)})"
