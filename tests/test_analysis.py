@@ -1,16 +1,30 @@
 """Metrics, computed credit and audit rules on small hand-built traces with known answers."""
 
 import copy
+import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
 from anchors import anchor
 from conftest import post_json
 
-from app.domain.audit import REACH_EVENTS, RULES, audit, finding, group_by_rule
+from app.domain.audit import (
+    AUDIT_RULES,
+    MAX_FINDINGS_PER_RULE,
+    REACH_EVENTS,
+    RULES,
+    SEVERITIES,
+    SUMMARIES,
+    Rule,
+    audit,
+    finding,
+    group_by_rule,
+)
 from app.domain.credit import assign, correlation, rollup
 from app.domain.metrics import compute_metrics, team_members
+from app.services.analysis import ANALYSIS_VERSION, METRICS_VERSION, analysis_version
 from app.store import queries
 
 REPO = Path(__file__).resolve().parent.parent
@@ -285,3 +299,52 @@ def test_metrics_audit_and_credit_api(client):
     client.post("/api/annotations", json={"trace_id": "h", "event_id": "agg", "reviewer": "ada", "credit": 1.0})
     human = client.get("/api/traces/h/credit", params={"rule": "critical_path", "channel": "team"}).json()
     assert human["human_correlation"]["n"] == 2
+
+
+def test_every_audit_rule_is_one_record_and_the_rule_lists_are_read_from_them():
+    assert AUDIT_RULES and all(isinstance(rule, Rule) for rule in AUDIT_RULES)
+    names = [rule.name for rule in AUDIT_RULES]
+    assert len(set(names)) == len(names)
+    for rule in AUDIT_RULES:
+        assert re.fullmatch(r"[a-z_]+", rule.name) and rule.severity in SEVERITIES and rule.summary
+        assert callable(rule.check) and isinstance(rule.version, int) and rule.version >= 1
+    assert RULES == {rule.name: rule.severity for rule in AUDIT_RULES}
+    assert [SEVERITIES.index(severity) for severity in RULES.values()] == sorted(SEVERITIES.index(s)
+                                                                                 for s in RULES.values())
+    assert SUMMARIES == {rule.name: rule.summary for rule in AUDIT_RULES}
+
+
+def test_findings_come_in_the_order_of_the_rules():
+    t = copy.deepcopy(TREE)
+    t["edges"] += [edge("m", "m"), edge("s2", "s3"), edge("s3", "s2"), edge("d", "s1")]
+    t["events"][0]["t"] = 11  # the decision now comes last: no_stop is quiet, d → s1 goes back in time
+    rules = list(dict.fromkeys(f["rule"] for f in audit(t)))
+    assert len(rules) > 3 and rules == [rule.name for rule in AUDIT_RULES if rule.name in rules]
+
+
+def test_the_analysis_version_is_made_from_the_rules_and_the_metrics_version():
+    assert ANALYSIS_VERSION == analysis_version() and 0 < ANALYSIS_VERSION < 2**31
+    changed = [dataclasses.replace(rule, version=rule.version + 1) if rule.name == "cycle" else rule
+               for rule in AUDIT_RULES]
+    new_rule = Rule("lonely_event", "info", "an event without edges", lambda trace, g: [])
+    others = {analysis_version(tuple(changed)), analysis_version((*AUDIT_RULES, new_rule)),
+              analysis_version(AUDIT_RULES[:-1]), analysis_version(AUDIT_RULES[::-1]),
+              analysis_version(metrics_version=METRICS_VERSION + 1)}
+    assert len(others) == 5 and ANALYSIS_VERSION not in others
+    assert analysis_version(tuple(dataclasses.replace(rule) for rule in AUDIT_RULES)) == ANALYSIS_VERSION
+
+
+def test_the_api_doc_gives_every_rule_with_its_severity_in_audit_order():
+    doc = (REPO / "docs" / "api.md").read_text()
+    table = doc.split("| rule | severity |", 1)[1].split("\n\n", 1)[0]
+    assert re.findall(r"^\| `(\w+)` \| (\w+) \|", table, re.MULTILINE) == [
+        (rule.name, rule.severity) for rule in AUDIT_RULES]
+
+
+def test_stored_findings_read_back_as_they_were_found(client):
+    trace = copy.deepcopy(TREE)
+    trace["edges"] += [edge("m", "m")] * (MAX_FINDINGS_PER_RULE + 5) + [edge("s2", "s3"), edge("s3", "s2")]
+    assert post_json(client, trace).status_code == 201
+    found = client.get("/api/traces/h/audit").json()["findings"]  # computed and stored
+    assert found == audit(trace) and any(f["message"] == "5 more self_loop findings not listed" for f in found)
+    assert client.get("/api/traces/h/audit").json()["findings"] == found  # read back

@@ -1,53 +1,39 @@
 """Structural and safety audit of one trace: pure rules with stable ids, each finding naming its events.
 
-Rules (README lists them with examples): time_order, act_before_spawn, act_after_despawn,
-leaked_agent, orphan_return, empty_aggregate, untrusted_flow, cost_mismatch, no_stop,
-disconnected, duplicate_edge, self_loop, cycle.
+Every rule is one record of AUDIT_RULES (at the end, after the checks): its name, severity, summary, check and
+version. audit(), the rule lists of the pages and the CLI (RULES, SUMMARIES) and the analysis version
+(app/services/analysis.py) are read from it; docs/api.md gives each rule an example (a test holds it to the list).
 """
 
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from heapq import merge
 from itertools import compress, islice
 from operator import itemgetter
 
 from app.domain.metrics import BACK_IN_TIME, SELF_LOOP, TraceGraph, analyse_graph, is_number
 
-RULES = {  # id -> severity
-    "time_order": "error",
-    "act_before_spawn": "error",
-    "act_after_despawn": "error",
-    "leaked_agent": "warning",
-    "orphan_return": "warning",
-    "empty_aggregate": "warning",
-    "untrusted_flow": "warning",
-    "cost_mismatch": "warning",
-    "disconnected": "warning",
-    "duplicate_edge": "warning",
-    "self_loop": "warning",
-    "cycle": "warning",
-    "no_stop": "info",
-}
 SEVERITIES = ("error", "warning", "info")
-SUMMARIES = {  # id -> what a finding of it means, in a line (pages show it beside the rule's count)
-    "time_order": "an ordered edge goes back in time",
-    "act_before_spawn": "an agent acts before it is spawned",
-    "act_after_despawn": "an agent acts after it is despawned",
-    "leaked_agent": "a spawned agent never returns and is never despawned",
-    "orphan_return": "a return goes to someone other than the spawner",
-    "empty_aggregate": "an aggregate has nothing flowing into it",
-    "untrusted_flow": "untrusted content reaches tool calls or spawns with no safety_event on the way",
-    "cost_mismatch": "the costs the trace reports disagree with its events",
-    "disconnected": "events are cut off from the rest of the trace",
-    "duplicate_edge": "the same edge appears more than once",
-    "self_loop": "an edge runs from an event to itself",
-    "cycle": "events depend on each other in a loop",
-    "no_stop": "the trace does not end with a final aggregate or stop decision",
-}
 ORDERED_EDGE_TYPES = ("causal", "spawn", "message", "tool_dependency", "return", "aggregate")
 MAX_FINDINGS_PER_RULE = 200
 REACHABLE_ACTIONS = ("tool_call", "spawn")  # what untrusted content must not steer unchecked
 REACH_NAMED = 5      # actions and agents an untrusted_flow message names; it counts them all
 REACH_EVENTS = 50    # actions an untrusted_flow finding marks on the graph (the first in time)
+
+Found = tuple[str, list[str]]  # what a check found: its message and the events it names
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An audit rule. Raise `version` whenever what `check` finds changes (which findings, their messages or
+    events): the analysis version is made from every rule's name and version, so stored findings are made again."""
+
+    name: str
+    severity: str  # one of SEVERITIES
+    summary: str   # what a finding of it means, in a line: pages show it beside the rule's count
+    check: Callable[[dict, TraceGraph], list[Found]]
+    version: int = 1
 
 
 def finding(rule: str, message: str, events: list[str]) -> dict:
@@ -58,12 +44,12 @@ def audit(trace: dict, g: TraceGraph | None = None) -> list[dict]:
     """Every finding of every rule; a rule with very many findings is cut, with a count of the rest."""
     g = g or analyse_graph(trace)
     findings = []
-    for rule, check in CHECKS.items():
-        found = check(trace, g)
-        findings += found[:MAX_FINDINGS_PER_RULE]
+    for rule in AUDIT_RULES:
+        found = rule.check(trace, g)
+        findings += [finding(rule.name, message, events) for message, events in found[:MAX_FINDINGS_PER_RULE]]
         if len(found) > MAX_FINDINGS_PER_RULE:
-            findings.append(finding(rule, f"{len(found) - MAX_FINDINGS_PER_RULE} more {rule} findings not listed",
-                                    []))
+            findings.append(finding(rule.name, f"{len(found) - MAX_FINDINGS_PER_RULE} more {rule.name} findings "
+                                    "not listed", []))
     return findings
 
 
@@ -79,20 +65,20 @@ def group_by_rule(findings: list[dict]) -> list[dict]:
 
 def time_order(trace, g):
     """The path graph already set aside every non-temporal edge going back in time: read them there."""
-    return [finding("time_order", f"{edge['type']} edge {edge['src']} → {edge['dst']} goes back in time "
-                    f"(t {g.t[src]} → {g.t[dst]})", [edge["src"], edge["dst"]])
+    return [(f"{edge['type']} edge {edge['src']} → {edge['dst']} goes back in time (t {g.t[src]} → {g.t[dst]})",
+             [edge["src"], edge["dst"]])
             for edge, src, dst, reason in g.ignored if reason == BACK_IN_TIME and edge["type"] in ORDERED_EDGE_TYPES]
 
 
 def act_before_spawn(trace, g):
     spawn_t = g.spawn_t
-    return [finding("act_before_spawn", f"{agent} acts at t {t} before its spawn at t {spawn_t[agent]}", [id_])
+    return [(f"{agent} acts at t {t} before its spawn at t {spawn_t[agent]}", [id_])
             for id_, t, agent in zip(g.ids, g.t, g.agents) if agent in spawn_t and t < spawn_t[agent]]
 
 
 def act_after_despawn(trace, g):
     despawn_t = g.despawn_t
-    return [finding("act_after_despawn", f"{agent} acts at t {t} after its despawn at t {despawn_t[agent]}", [id_])
+    return [(f"{agent} acts at t {t} after its despawn at t {despawn_t[agent]}", [id_])
             for id_, t, agent, kind in zip(g.ids, g.t, g.agents, g.types)
             if agent in despawn_t and t > despawn_t[agent] and kind != "despawn"]
 
@@ -106,8 +92,8 @@ def leaked_agent(trace, g):
     for e, kind in zip(g.events, g.types):
         if kind == "spawn" and isinstance(e.get("to"), str):
             first_spawn.setdefault(e["to"], e["id"])
-    return [finding("leaked_agent", f"{agent} was spawned by {g.spawner[agent]} but never returns "
-                    "and is never despawned", [first_spawn[agent]]) for agent in leaked]
+    return [(f"{agent} was spawned by {g.spawner[agent]} but never returns and is never despawned",
+             [first_spawn[agent]]) for agent in leaked]
 
 
 def orphan_return(trace, g):
@@ -123,11 +109,9 @@ def orphan_return(trace, g):
         spawner = g.spawner.get(e["agent"])
         target = e.get("to")
         if spawner is None and isinstance(target, str) and target in spawners and target != e["agent"]:
-            out.append(finding("orphan_return", f"return from {e['agent']} to {target}, but {e['agent']} was "
-                               "never spawned", [e["id"]]))
+            out.append((f"return from {e['agent']} to {target}, but {e['agent']} was never spawned", [e["id"]]))
         elif spawner is not None and isinstance(target, str) and target != spawner and spawner not in handed_off:
-            out.append(finding("orphan_return", f"{e['agent']} returns to {target}, not to its spawner {spawner}",
-                               [e["id"]]))
+            out.append((f"{e['agent']} returns to {target}, not to its spawner {spawner}", [e["id"]]))
     return out
 
 
@@ -136,8 +120,8 @@ def empty_aggregate(trace, g):
     if not aggregates:
         return []
     fed = {edge["dst"] for edge in g.edges if edge["type"] in ("return", "message", "aggregate")}
-    return [finding("empty_aggregate", f"aggregate {e['id']} has no incoming return, message or aggregate edge",
-                    [e["id"]]) for e in aggregates if e["id"] not in fed]
+    return [(f"aggregate {e['id']} has no incoming return, message or aggregate edge", [e["id"]])
+            for e in aggregates if e["id"] not in fed]
 
 
 def untrusted_flow(trace, g):
@@ -203,12 +187,11 @@ def untrusted_flow(trace, g):
         who = [agent_names[k] for k in agents[:REACH_NAMED]] + (["…"] if len(agents) > REACH_NAMED else [])
         ids = [g.ids[actions[p]] for p in islice(merge(*(places for places, _, _ in parts)), REACH_EVENTS)]
         first = ids[:REACH_NAMED] + (["…"] if total > REACH_NAMED else [])
-        out.append(finding("untrusted_flow",
-                           f"untrusted {source['id']} ({source.get('tool') or source['agent']}) reaches {counts} "
-                           f"by {_plural(len(agents), 'agent')} ({', '.join(who)}), no safety_event on the way: "
-                           f"{', '.join(first)}",
-                           [source["id"]] + ids))
-    return out + [finding("untrusted_flow", "", [])] * (len(hits) - len(listed))  # audit() only counts these
+        message = (f"untrusted {source['id']} ({source.get('tool') or source['agent']}) reaches {counts} "
+                   f"by {_plural(len(agents), 'agent')} ({', '.join(who)}), no safety_event on the way: "
+                   f"{', '.join(first)}")
+        out.append((message, [source["id"]] + ids))
+    return out + [("", [])] * (len(hits) - len(listed))  # audit() only counts these
 
 
 def _plural(count: int, noun: str) -> str:
@@ -222,13 +205,13 @@ def cost_mismatch(trace, g):
     out = []
     tool_calls = g.types.count("tool_call")
     if is_number(costs.get("tool_calls")) and costs["tool_calls"] != tool_calls:
-        out.append(finding("cost_mismatch", f"costs.tool_calls is {costs['tool_calls']} but the trace has "
-                           f"{tool_calls} tool_call events", []))
+        out.append((f"costs.tool_calls is {costs['tool_calls']} but the trace has {tool_calls} tool_call events",
+                    []))
     wall = costs.get("wall_clock_s")
     if is_number(wall):
         late = [id_ for id_, t in zip(g.ids, g.t) if t > wall]
         if late:
-            out.append(finding("cost_mismatch", f"{len(late)} event(s) later than costs.wall_clock_s = {wall}", late))
+            out.append((f"{len(late)} event(s) later than costs.wall_clock_s = {wall}", late))
     return out
 
 
@@ -238,8 +221,8 @@ def no_stop(trace, g):
     last = g.events[g.order[-1]]
     if last["type"] in ("aggregate", "orchestrator_decision"):
         return []
-    return [finding("no_stop", f"the trace ends with {last['type']} {last['id']}, not a final aggregate or stop "
-                    "decision (O5: when to stop)", [last["id"]])]
+    return [((f"the trace ends with {last['type']} {last['id']}, not a final aggregate or stop decision "
+              "(O5: when to stop)"), [last["id"]])]
 
 
 def disconnected(trace, g):
@@ -265,8 +248,8 @@ def disconnected(trace, g):
     for i, root in enumerate(roots):
         groups.setdefault(root, []).append(i)
     biggest = max(groups.values(), key=len)
-    return [finding("disconnected", f"{len(members)} event(s) not connected to the rest of the trace",
-                    [g.events[i]["id"] for i in members]) for members in groups.values() if members is not biggest]
+    return [(f"{len(members)} event(s) not connected to the rest of the trace", [g.events[i]["id"] for i in members])
+            for members in groups.values() if members is not biggest]
 
 
 def duplicate_edge(trace, g):
@@ -277,12 +260,12 @@ def duplicate_edge(trace, g):
         if len(set(keys)) == len(keys):
             return []
     counts = Counter(map(itemgetter("src", "dst", "type"), g.edges))
-    return [finding("duplicate_edge", f"{t} edge {s} → {d} appears {n} times", [s, d])
+    return [(f"{t} edge {s} → {d} appears {n} times", [s, d])
             for (s, d, t), n in counts.items() if n > 1]
 
 
 def self_loop(trace, g):
-    return [finding("self_loop", f"{e['type']} edge from {e['src']} to itself", [e["src"]])
+    return [(f"{e['type']} edge from {e['src']} to itself", [e["src"]])
             for e in g.edges if e["src"] == e["dst"]]
 
 
@@ -325,16 +308,33 @@ def cycle(trace, g):
                         break
                 if len(members) > 1:
                     ids = [g.events[i]["id"] for i in sorted(members)]
-                    out.append(finding("cycle", f"{len(ids)} events form a cycle: " + " → ".join(ids), ids))
+                    out.append((f"{len(ids)} events form a cycle: " + " → ".join(ids), ids))
             if work:
                 parent_v = work[-1][0]
                 low[parent_v] = min(low[parent_v], low[v])
     return out
 
 
-CHECKS = {
-    "time_order": time_order, "act_before_spawn": act_before_spawn, "act_after_despawn": act_after_despawn,
-    "leaked_agent": leaked_agent, "orphan_return": orphan_return, "empty_aggregate": empty_aggregate,
-    "untrusted_flow": untrusted_flow, "cost_mismatch": cost_mismatch, "no_stop": no_stop,
-    "disconnected": disconnected, "duplicate_edge": duplicate_edge, "self_loop": self_loop, "cycle": cycle,
-}
+AUDIT_RULES = (  # in the order audit() lists their findings
+    Rule("time_order", "error", "an ordered edge goes back in time", time_order),
+    Rule("act_before_spawn", "error", "an agent acts before it is spawned", act_before_spawn),
+    Rule("act_after_despawn", "error", "an agent acts after it is despawned", act_after_despawn),
+    Rule("leaked_agent", "warning", "a spawned agent never returns and is never despawned", leaked_agent),
+    # 2: the root answering the user, and an agent answering for a spawner that handed off to it, are spared
+    Rule("orphan_return", "warning", "a return goes to someone other than the spawner", orphan_return, version=2),
+    Rule("empty_aggregate", "warning", "an aggregate has nothing flowing into it", empty_aggregate),
+    # 2: one finding per untrusted source naming its reach, not one per path
+    Rule("untrusted_flow", "warning",
+         "untrusted content reaches tool calls or spawns with no safety_event on the way", untrusted_flow, version=2),
+    # 2: costs.messages is no longer checked
+    Rule("cost_mismatch", "warning", "the costs the trace reports disagree with its events", cost_mismatch,
+         version=2),
+    Rule("no_stop", "info", "the trace does not end with a final aggregate or stop decision", no_stop),
+    Rule("disconnected", "warning", "events are cut off from the rest of the trace", disconnected),
+    Rule("duplicate_edge", "warning", "the same edge appears more than once", duplicate_edge),
+    Rule("self_loop", "warning", "an edge runs from an event to itself", self_loop),
+    Rule("cycle", "warning", "events depend on each other in a loop", cycle),
+)
+# name -> severity, as pages and the CLI list rules: errors, then warnings, then infos, each in audit order
+RULES = {rule.name: rule.severity for rule in sorted(AUDIT_RULES, key=lambda rule: SEVERITIES.index(rule.severity))}
+SUMMARIES = {rule.name: rule.summary for rule in AUDIT_RULES}

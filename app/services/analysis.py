@@ -1,25 +1,37 @@
 """Metrics and audit findings of stored traces: computed once per ingest of a trace, then read back.
 
-The pure functions live in metrics.py and audit.py; this module stores their results so the trace
-list, the corpus audit and the dashboard can sort and count without recomputing.
+The pure functions live in metrics.py and audit.py; this module keeps their results (through
+app/store/analysis.py) so the trace list, the corpus audit and the dashboard can sort and count without
+recomputing.
 """
 
+import hashlib
 import json
 
-from app.domain.audit import SEVERITIES, audit
+from app.domain.audit import AUDIT_RULES, MAX_FINDINGS_PER_RULE, SEVERITIES, Rule, audit
 from app.domain.credit import RULES, assign, correlation, rollup
 from app.domain.metrics import TraceGraph, analyse_graph, compute_metrics
 from app.services.cache import TraceCache
+from app.store import analysis as analysis_store
 from app.store import queries
 from app.store.db import Database
-from app.store.writes import trace_locks
 
 COMPUTED_PREFIX = "computed credit: "
-# Bump when a metric or an audit rule changes: stored analyses of an older version are made again.
-# 1: orphan_return spares the root answering the user and a handoff's successor; no costs.messages check.
-# 2: untrusted_flow reports once per untrusted source with its reach, not once per path; agents (and their
-#    lifetimes, concurrency and work) are team members only, not `user` nor people stepping in.
-ANALYSIS_VERSION = 2
+# Raise when what compute_metrics measures changes (2: agents, and their lifetimes, concurrency and work, are
+# team members only, not `user` nor people stepping in). Each audit rule has a version of its own.
+METRICS_VERSION = 2
+VERSION_RANGE = 2**31 - 1  # trace_metrics.analysis_version is a 32-bit INTEGER, 0 (its default) never analysed
+
+
+def analysis_version(rules: tuple[Rule, ...] = AUDIT_RULES, metrics_version: int = METRICS_VERSION) -> int:
+    """What makes a stored analysis, as one number: the metrics' version, the findings kept per rule and every
+    audit rule's name and version in audit order, hashed. Adding, removing, reordering or changing a rule changes
+    it, and a trace whose stored analysis has another number is analysed again."""
+    made_by = json.dumps([metrics_version, MAX_FINDINGS_PER_RULE, [[rule.name, rule.version] for rule in rules]])
+    return int.from_bytes(hashlib.sha256(made_by.encode()).digest()[:8], "big") % VERSION_RANGE + 1
+
+
+ANALYSIS_VERSION = analysis_version()
 
 
 def stored_trace(db: Database, cache: TraceCache, trace_id: str) -> dict | None:
@@ -42,49 +54,18 @@ def stored_graph(db: Database, cache: TraceCache, trace_id: str) -> TraceGraph |
 
 def ensure_analysis(db: Database, cache: TraceCache, trace_id: str) -> dict | None:
     """{"metrics", "findings"} of a trace, computing and storing them when missing or stale."""
-    row = db.fetchone(
-        "SELECT t.ingested_at, m.metrics, m.ingested_at = t.ingested_at AND m.analysis_version = ? AS fresh "
-        "FROM traces t "
-        "LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id WHERE t.trace_id = ?", [ANALYSIS_VERSION, trace_id])
-    if row is None:
+    state = analysis_store.analysis_state(db, trace_id, ANALYSIS_VERSION)
+    if state is None:
         return None
-    if row["fresh"]:
-        return {"metrics": json.loads(row["metrics"]), "findings": queries.read_findings(db, trace_id)}
+    if state["fresh"]:
+        return {"metrics": json.loads(state["metrics"]), "findings": queries.read_findings(db, trace_id)}
     trace = stored_trace(db, cache, trace_id)
     g = stored_graph(db, cache, trace_id)
     metrics = compute_metrics(trace, g)
     findings = audit(trace, g)
-    store_analysis(db, trace_id, row["ingested_at"], metrics, findings)
-    return {"metrics": metrics, "findings": findings}
-
-
-def store_analysis(db: Database, trace_id: str, version, metrics: dict, findings: list[dict]) -> None:
-    """Keep the analysis of the trace as ingested at `version` (read before the trace was), unless the trace
-    has been replaced since, here or by another instance: stamped with the newer time, it would pass as fresh."""
     counts = {s: sum(f["severity"] == s for f in findings) for s in SEVERITIES}
-
-    def replace(cur) -> None:
-        if cur.execute("SELECT count(*) FROM traces WHERE trace_id = ? AND ingested_at = ?",
-                       [trace_id, version]).fetchone()[0] == 0:
-            return
-        cur.execute("DELETE FROM trace_metrics WHERE trace_id = ?", [trace_id])
-        cur.execute("DELETE FROM audit_findings WHERE trace_id = ?", [trace_id])
-        cur.execute(
-            "INSERT INTO trace_metrics (trace_id, ingested_at, metrics, critical_path_steps, critical_path_s, "
-            "parallelism_speedup, max_concurrency, spawn_depth, protocol_overhead, errors, warnings, infos, "
-            "analysis_version) SELECT trace_id, ingested_at, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
-            "FROM traces WHERE trace_id = ?",
-            [json.dumps(metrics), metrics["critical_path_steps"], metrics["critical_path_s"],
-             metrics["parallelism_speedup"], metrics["max_concurrency"], metrics["spawn_depth"],
-             metrics["protocol_overhead"], counts["error"], counts["warning"], counts["info"], ANALYSIS_VERSION,
-             trace_id])
-        if findings:
-            cur.executemany("INSERT INTO audit_findings VALUES (?, ?, ?, ?, ?, ?)",
-                            [[trace_id, k, f["rule"], f["severity"], f["message"], json.dumps(f["events"])]
-                             for k, f in enumerate(findings)])
-
-    # Two instances analysing one trace at once take turns (both may find none stored, and insert one each).
-    db.write(replace, trace_locks([trace_id]))
+    analysis_store.replace_analysis(db, trace_id, state["ingested_at"], ANALYSIS_VERSION, metrics, counts, findings)
+    return {"metrics": metrics, "findings": findings}
 
 
 def ensure_all(db: Database, cache: TraceCache) -> int:
