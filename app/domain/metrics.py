@@ -12,7 +12,6 @@ from functools import cached_property
 COORDINATION_TYPES = ("orchestrator_decision", "spawn", "despawn", "message", "return", "aggregate")
 NOT_TEAM_TYPES = ("tool_result", "human_intervention")  # a tool answering, a person stepping in
 PERSON = "user"  # the agent name every importer gives the person at the keyboard
-TOKEN_KEYS = ("tokens", "tokens_in", "tokens_out")
 # A computed measure -> where a trace may report its own figure for it (`metrics` or `costs`, and the key).
 # The two often differ (a trace counts LLM calls as messages, or steps its own way): pages show both, labelled.
 REPORTED_AS = {
