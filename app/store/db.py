@@ -203,7 +203,7 @@ class Database:
             raise MigrationsMissing(f"no migrations in {migrations_dir} (numbered NNNN_name.sql files): "
                                     "the database schema cannot be made; is the package installed whole?")
         # Instances starting together on one lake take turns, each seeing what the one before it applied.
-        self.write(lambda cur: execute(cur, 
+        self.write(lambda cur: execute(cur,
             "CREATE TABLE IF NOT EXISTS schema_migrations "
             "(version INTEGER NOT NULL, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"), [SCHEMA_LOCK])
         done = {row["version"] for row in self.fetchall("SELECT version FROM schema_migrations")}

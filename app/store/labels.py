@@ -53,7 +53,7 @@ def read_labels(db: Database, viewer: str | None, trace_id=None, event_id=None, 
 def own_current_or_retry(cur, trace_id: str, event_id: str, reviewer: str, request_id: str | None) -> list[tuple]:
     """A reviewer's current version of a label and the one `request_id` made before (a retry), on the cursor
     of the write that saves the next version: rows of LABEL_COLUMNS."""
-    return execute(cur, 
+    return execute(cur,
         f"SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
         "QUALIFY version = max(version) OVER () OR client_request_id = ?",
         [trace_id, event_id, reviewer, request_id]).fetchall()

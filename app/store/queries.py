@@ -562,7 +562,7 @@ def findings_by_rule(db: Database) -> dict[str, int]:
 def live_items_seen(cur, source: str, source_trace: str, item_ids: list[str]) -> set[str]:
     """Which of these span or record ids of a live trace were received before."""
     with registered(cur, "sent_items", item_id=item_ids):
-        rows = execute(cur, 
+        rows = execute(cur,
             "SELECT item_id FROM live_items WHERE source = ? AND source_trace_id = ? "
             "AND item_id IN (SELECT item_id FROM sent_items)", [source, source_trace]).fetchall()
     return {row[0] for row in rows}
@@ -717,28 +717,28 @@ _UNLABELLED = ("NOT EXISTS (SELECT 1 FROM annotations l WHERE l.queue_id = a.que
 
 def open_assignment(cur, queue_id: str, reviewer: str) -> dict | None:
     """The earliest item `next` gave the reviewer that they have neither labelled in the queue nor skipped."""
-    row = execute(cur, 
-        "SELECT a.item_id, i.trace_id, i.event_id FROM queue_assignments a "
-        "JOIN queue_items i ON i.queue_id = a.queue_id AND i.item_id = a.item_id "
-        "WHERE a.queue_id = ? AND a.reviewer = ? AND a.skipped_at IS NULL AND " + _UNLABELLED +
-        " ORDER BY a.item_id LIMIT 1", [queue_id, reviewer]).fetchone()
-    return dict(zip(("item_id", "trace_id", "event_id"), row)) if row else None
+    return _assignment(cur, queue_id, reviewer, "a.skipped_at IS NULL", "a.item_id")
 
 
 def skipped_assignment(cur, queue_id: str, reviewer: str) -> dict | None:
     """The reviewer's unlabelled item skipped longest ago: what `next` gives once nothing else is left."""
-    row = execute(cur, 
+    return _assignment(cur, queue_id, reviewer, "a.skipped_at IS NOT NULL", "a.skipped_at, a.item_id")
+
+
+def _assignment(cur, queue_id: str, reviewer: str, skipped: str, order: str) -> dict | None:
+    """The first unlabelled item given to the reviewer that matches `skipped`, in `order` (constants)."""
+    row = execute(cur,
         "SELECT a.item_id, i.trace_id, i.event_id FROM queue_assignments a "
         "JOIN queue_items i ON i.queue_id = a.queue_id AND i.item_id = a.item_id "
-        "WHERE a.queue_id = ? AND a.reviewer = ? AND a.skipped_at IS NOT NULL AND " + _UNLABELLED +
-        " ORDER BY a.skipped_at, a.item_id LIMIT 1", [queue_id, reviewer]).fetchone()
+        f"WHERE a.queue_id = ? AND a.reviewer = ? AND {skipped} AND {_UNLABELLED} ORDER BY {order} LIMIT 1",
+        [queue_id, reviewer]).fetchone()
     return dict(zip(("item_id", "trace_id", "event_id"), row)) if row else None
 
 
 def next_unassigned(cur, queue_id: str, reviewer: str, overlap: int) -> dict | None:
     """The first item in queue order given to fewer than `overlap` reviewers, never to this one, and not
     labelled by them in the queue already (from the trace page)."""
-    row = execute(cur, 
+    row = execute(cur,
         "SELECT i.item_id, i.trace_id, i.event_id FROM queue_items i "
         "LEFT JOIN queue_assignments a ON a.queue_id = i.queue_id AND a.item_id = i.item_id "
         "WHERE i.queue_id = $queue AND NOT EXISTS (SELECT 1 FROM annotations l WHERE l.queue_id = i.queue_id "

@@ -60,7 +60,7 @@ def store_traces(db: Database, traces: list[dict], existing: str = "error",
 
     def store(cur) -> list[str]:
         with registered(cur, "sent_ids", trace_id=ids):
-            taken = {row[0] for row in execute(cur, 
+            taken = {row[0] for row in execute(cur,
                 "SELECT trace_id FROM traces WHERE trace_id IN (SELECT trace_id FROM sent_ids)").fetchall()}
         if taken and existing == "error":
             raise TracesExist([i for i in ids if i in taken])
