@@ -180,12 +180,20 @@ def cmd_import(args) -> int:
 
 @dataclass
 class Server:
-    """A running Orchestrace server, and the database file it says it holds."""
+    """A running Orchestrace server, and the database file it says it holds (None: it did not say, as a server
+    that requires accounts does not to a caller without a token)."""
 
     url: str
-    db: str
+    db: str | None
 
     def holds(self, db: Path) -> bool:
+        """Whether it serves `db`: the file it names, or, when it names none, the server that `db`'s record
+        beside it names (all there is to go by)."""
+        if self.db is None:
+            try:
+                return address_file(Path(db)).read_text().strip() == self.url
+            except OSError:
+                return False
         return os.path.exists(self.db) and os.path.exists(db) and os.path.samefile(self.db, db)
 
 
@@ -237,9 +245,13 @@ def _holder(db: Path) -> Server:
 
 
 def _probe(url: str) -> Server | str:
-    """The server at url by its /api/health answer, or why no Orchestrace server answers there."""
+    """The server at url by its /api/health answer, or why no Orchestrace server answers there. It names its
+    database only to a logged-in caller (or in open mode), so the probe sends ORCHESTRACE_TOKEN when set."""
+    token = os.environ.get("ORCHESTRACE_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(url + "/api/health", headers=headers)
     try:
-        with urllib.request.urlopen(url + "/api/health", timeout=HEALTH_TIMEOUT_S) as response:
+        with urllib.request.urlopen(request, timeout=HEALTH_TIMEOUT_S) as response:
             health = json.load(response)
     except urllib.error.HTTPError as exc:
         return f"/api/health answered {exc.code} {exc.reason}"
@@ -247,9 +259,9 @@ def _probe(url: str) -> Server | str:
         return str(exc.reason)
     except (OSError, ValueError) as exc:  # a timeout, or an answer that is not JSON
         return str(exc) or type(exc).__name__
-    if not isinstance(health, dict) or health.get("status") != "ok" or not isinstance(health.get("db"), str):
+    if not isinstance(health, dict) or health.get("status") != "ok" or not isinstance(health.get("db", ""), str):
         return "its /api/health does not answer as Orchestrace's does"
-    return Server(url, health["db"])
+    return Server(url, health.get("db"))
 
 
 def _call(args, server: Server, path: str, body: bytes | None = None,
@@ -612,9 +624,11 @@ def load_samples(db: Database, folder: Path) -> tuple[list[str], list[str]]:
 
 
 def cmd_backup(args) -> int:
-    """Write a consistent copy of the database to PATH, one DuckDB file with every table; the server holding
-    the database writes it (on its machine). Refuses to replace an existing file unless --force."""
-    from app.store.backup import BackupError, backup
+    """Write a consistent copy of the database to PATH, one DuckDB file with every table, readable by its owner
+    only. A relative PATH is a file in the backup folder (ORCHESTRACE_BACKUP_DIR, by default `backups` beside the
+    database); the server holding the database writes it, on its machine and in that folder only. Refuses to
+    replace an existing file unless --force, and the database and its write-ahead log always."""
+    from app.store.backup import BackupError, backup, folder_of
 
     settings = Settings.from_env(db=args.db)
     if not args.server and not is_lake_url(str(settings.db)) and not settings.db.exists():
@@ -622,9 +636,9 @@ def cmd_backup(args) -> int:
         return 2
     target = _target(args, settings, "asking {url} to write the backup")
     if isinstance(target, Server):
-        return _backup_via_server(args, target)
+        return _backup_via_server(args, target, settings.db)
     try:
-        result = backup(target, Path(args.path), args.force)
+        result = backup(target, args.path, args.force, folder_of(settings.backup_dir, settings.db), anywhere=True)
     except BackupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -634,16 +648,15 @@ def cmd_backup(args) -> int:
     return 0
 
 
-def _backup_via_server(args, server: Server) -> int:
-    """POST /api/backup with PATH made absolute here: the server refuses relative paths, which it would read
-    from its own working folder."""
-    body = json.dumps({"path": str(Path(args.path).absolute()), "force": args.force}).encode()
+def _backup_via_server(args, server: Server, db) -> int:
+    """POST /api/backup with PATH as given: the server writes a relative one in its own backup folder."""
+    body = json.dumps({"path": args.path, "force": args.force}).encode()
     status, answer = _call(args, server, "/api/backup", body, "application/json")
     if status >= 300:
         old = f" ({server.url} has no /api/backup: is it an older version of Orchestrace?)" if status == 404 else ""
         print(f"error: {_refusal(status, answer, NEED_ADMIN_TOKEN)}{old}", file=sys.stderr)
         return 1
-    print(f"wrote backup {answer['path']} of {server.db} (by the server at {server.url}): {_contents(answer)}")
+    print(f"wrote backup {answer['path']} of {server.db or db} (by the server at {server.url}): {_contents(answer)}")
     return 0
 
 

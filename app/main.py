@@ -5,9 +5,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, JSONResponse
 from fastapi.routing import APIRoute
-from fastapi.staticfiles import StaticFiles
 
 from app.services import accounts
 from app.services.cache import TraceCache
@@ -16,6 +15,7 @@ from app.settings import Settings
 from app.store import lake
 from app.store.db import Database
 from app.web import security
+from app.web.access import AnyViewer, Public, PublicFiles, check_routes, routes
 from app.web.browser import csrf_cookie
 from app.web.errors import add_error_handlers
 from app.web.limits import BodyLimitMiddleware
@@ -96,14 +96,17 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
         live.close()
         db.close()
 
-    # No /docs or /redoc: their pages load Swagger UI from a CDN, and the app works offline.
-    app = FastAPI(title="Orchestrace", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
+    # No /docs or /redoc: their pages load Swagger UI from a CDN, and the app works offline. /openapi.json is
+    # served below, by a route that declares its access as every route does.
+    app = FastAPI(title="Orchestrace", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None)
     app.state.settings = settings
     app.state.db = db
     app.state.secret_key = accounts.secret_key(db, settings.secret_key)
     app.state.open_mode = security.open_mode(settings)
     app.state.allowed_hosts = security.allowed_hosts(settings)
     app.state.live = live
+    app.state.login_throttle = accounts.LoginThrottle()
     app.state.cache = TraceCache()
     app.state.templates = make_templates(settings.templates_dir, PLOTLY_JS_URL)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
@@ -117,28 +120,41 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     for router in routers:
         app.include_router(router)
 
-    @app.get(PLOTLY_JS_URL, include_in_schema=False)
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[AnyViewer])
+    def read_openapi():
+        """The OpenAPI description of the JSON API."""
+        return JSONResponse(app.openapi())
+
+    @app.get(PLOTLY_JS_URL, include_in_schema=False, dependencies=[Public])
     def plotly_js():
         """plotly.js, vendored (no CDN) and cached for good: its version is in the URL."""
         return FileResponse(settings.static_dir / "vendor" / PLOTLY_JS, media_type="text/javascript",
                             headers={"Cache-Control": "public, max-age=31536000, immutable"})
 
-    @app.get("/favicon.ico", include_in_schema=False)
+    @app.get("/favicon.ico", include_in_schema=False, dependencies=[Public])
     def favicon():
         """Browsers ask for /favicon.ico whatever the page links; answer with our icon."""
         return FileResponse(settings.static_dir / "favicon.svg", media_type="image/svg+xml")
 
-    app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
+    app.mount("/static", PublicFiles(directory=settings.static_dir), name="static")
     add_error_handlers(app)
     describe_invalid_requests(app)
 
-    @app.get("/api/health", tags=["meta"])
-    def health():
-        return {"status": "ok", "db": lake.shown(settings.db)}
+    @app.get("/api/health", tags=["meta"], dependencies=[Public], responses={200: {
+        "description": "the server answers; `db`, the database it serves, only to a logged-in caller or in open "
+                       "single-user mode", "content": {"application/json": {"schema": {
+                           "type": "object", "required": ["status"], "properties": {
+                               "status": {"const": "ok"}, "db": {"type": "string"}}}}}}})
+    def health(request: Request):
+        """`{"status": "ok"}` to anyone; with `db`, the database it serves (by which the CLI knows its server),
+        to a logged-in caller or in open single-user mode: the anonymous learn no paths."""
+        if request.state.open_mode or security.current_user(request) is not None:
+            return {"status": "ok", "db": lake.shown(settings.db)}
+        return {"status": "ok"}
 
+    check_routes(app)  # every route declares who may call it, or the app is not built
     # The app's route table, whole (FastAPI keeps included routers apart): what a 405 lists, what tests walk.
-    app.state.route_table = [*(route for router in routers for route in router.routes),
-                             *(route for route in app.router.routes if isinstance(route, APIRoute))]
+    app.state.route_table = [route for route in routes(app) if isinstance(route, APIRoute)]
     app.state.route_methods = [(route.path_regex, route.methods) for route in app.state.route_table]
 
     return app

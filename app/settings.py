@@ -44,6 +44,10 @@ class Settings(BaseModel):
                           "(uploads, `POST /api/traces`, `/v1/traces`, `/v1/traces/ingest`): `keep` keeps them as "
                           f"the event property `content` (at most {CONTENT_CAP_BYTES // 1024} KiB an event, cut "
                           "beyond), `hash` only their `content_ref` hashes, whatever a request asks.")
+    backup_dir: Path | None = Field(
+        None, description="Folder backups are written to (`POST /api/backup`, `orchestrace backup`): a relative "
+                          "name goes there, and the server writes nowhere else. By default `backups` beside the "
+                          "database file (`data/backups`).")
     secret_key: str | None = Field(
         None, description="Key that signs session cookies and form tokens; by default one is made on first start "
                           "and kept in the database.")

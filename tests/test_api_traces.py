@@ -241,3 +241,32 @@ def test_invalid_utf8_inside_a_string_is_refused_not_replaced(client):
     response = client.post("/api/traces", content=body, headers={"Content-Type": "application/json"})
     assert response.status_code == 400 and "not UTF-8" in response.json()["error"]
     assert client.get("/api/traces/u8").status_code == 404
+
+
+def test_replacing_a_stored_trace_is_an_admin_s_through_the_api_and_the_upload_form(tmp_path):
+    """A reviewer uploads new traces; replacing a stored one (replace=true) is 403 for them on both paths."""
+    from conftest import csrf_token
+
+    from app.services import accounts
+    app = create_app(Settings(db=tmp_path / "lab.duckdb", auth="required"))
+    tokens = {}
+    for name, role in (("rita", "reviewer"), ("ada", "admin")):
+        accounts.add_user(app.state.db, name, role, "correct horse battery")
+        tokens[name] = {"Authorization": f"Bearer {accounts.create_token(app.state.db, name)}"}
+    changed = make_trace(task_id="changed")
+    with TestClient(app, base_url=BASE_URL) as client:
+        json_ = {"Content-Type": "application/json"}
+        assert client.post("/api/traces", content=json.dumps(make_trace()), headers=tokens["rita"] | json_
+                           ).status_code == 201
+        refused = client.post("/api/traces?replace=true", content=json.dumps(changed), headers=tokens["rita"] | json_)
+        assert refused.status_code == 403
+        assert refused.json()["error"].startswith("replacing a stored trace needs the admin role ('rita' is a reviewer)")
+        form = {"HX-Request": "true", "X-CSRF-Token": csrf_token(client)}
+        upload = client.post("/upload?replace=true", files={"file": ("t.json", json.dumps(changed))},
+                             headers=tokens["rita"] | form)
+        assert upload.status_code == 403 and "replacing a stored trace needs the admin role" in upload.text
+        assert client.get("/api/traces/t-small", headers=tokens["rita"]).json()["task_id"] == "task-1"
+        replaced = client.post("/api/traces?replace=true", content=json.dumps(changed), headers=tokens["ada"] | json_)
+        assert replaced.status_code == 201
+        assert client.get("/api/traces/t-small", headers=tokens["rita"]).json()["task_id"] == "changed"
+    app.state.db.close()

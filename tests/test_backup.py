@@ -3,6 +3,8 @@ a fresh file, serves the same traces, label history and papers at the same migra
 the files."""
 
 import json
+import os
+import stat
 import threading
 import urllib.error
 import urllib.request
@@ -82,8 +84,8 @@ def test_backup_through_the_running_server_restores_every_trace_label_and_paper(
         assert f"error: {copy} already exists; pass --force to replace it" in capsys.readouterr().err
         assert main(["backup", str(copy), "--db", str(db), "--server", url, "--force"]) == 0
         assert "(by the server at" in capsys.readouterr().out  # the server still holds the file after a backup
-        assert post(f"{url}/api/backup", {"path": "copy.duckdb"}) == (
-            422, {"error": "path must be absolute, as it is written on the server's machine: copy.duckdb"})
+        assert post(f"{url}/api/backup", {"path": "copy.duckdb"}) == (  # a bare name: in the backup folder
+            409, {"error": f"{copy} already exists; pass --force to replace it"})
         assert main(["restore", str(copy), "--db", str(db), "--force"]) == 1
         assert f"error: {db} is held by a running process (is `orchestrace serve` running?)" in capsys.readouterr().err
     assert migrations(copy) == migrations(db)
@@ -164,3 +166,55 @@ def test_backup_refuses_a_copy_that_a_writer_outside_the_lock_changed(tmp_path, 
     finally:
         db.close()
     assert refused.value.status == 503 and sorted(p.name for p in tmp_path.iterdir()) == ["db.duckdb"]
+
+
+def test_the_server_writes_backups_in_its_folder_only_owner_readable_and_never_onto_the_database(tmp_path):
+    db = tmp_path / "db.duckdb"
+    folder, outside = tmp_path / "backups", tmp_path / "outside"
+    outside.mkdir()
+    populate(db)
+    with TestClient(create_app(Settings(db=db)), base_url=BASE_URL) as client:
+        old_umask = os.umask(0)  # a permissive umask: the backup is 0600 all the same
+        try:
+            made = client.post("/api/backup", json={"path": "nightly.duckdb"})
+        finally:
+            os.umask(old_umask)
+        assert made.status_code == 201 and made.json()["path"] == str(folder / "nightly.duckdb")
+        assert stat.S_IMODE((folder / "nightly.duckdb").stat().st_mode) == 0o600
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700  # made for the first backup
+        (folder / "link").symlink_to(outside)
+        for path, words in ((str(outside / "x.duckdb"), "is outside the backup folder"),
+                            ("../x.duckdb", "is outside the backup folder"),
+                            ("link/x.duckdb", "is outside the backup folder"),
+                            (str(db), "is outside the backup folder"),
+                            ("x\x00.duckdb", "holds a NUL character"),
+                            ("x\n.duckdb", "holds the control character U+000A"),
+                            ("", "the path is empty"), ("sub/", "names a folder"),
+                            ("missing/x.duckdb", f"{folder / 'missing'} is not a folder")):
+            answer = client.post("/api/backup", json={"path": path, "force": True})
+            assert answer.status_code == 422 and words in answer.json()["error"], (path, answer.json())
+        surrogate = client.post("/api/backup", content=b'{"path": "x\\ud800.duckdb"}',
+                                headers={"Content-Type": "application/json"})
+        assert surrogate.status_code == 422 and "lone surrogate" in surrogate.json()["error"]
+    assert sorted(p.name for p in folder.iterdir()) == ["link", "nightly.duckdb"] and not list(outside.iterdir())
+
+    beside = create_app(Settings(db=db, backup_dir=tmp_path))  # a folder that holds the database too
+    with TestClient(beside, base_url=BASE_URL) as client:
+        for name, what in (("db.duckdb", "the database itself"), ("db.duckdb.wal", "the database's write-ahead log")):
+            answer = client.post("/api/backup", json={"path": name, "force": True})
+            assert answer.status_code == 422 and f"is {what}" in answer.json()["error"]
+    assert trace_ids(db) == ["a", "b"]
+
+
+def test_the_command_line_writes_a_bare_name_in_the_backup_folder(tmp_path, monkeypatch, capsys):
+    db = tmp_path / "db.duckdb"
+    populate(db)
+    assert main(["backup", "copy.duckdb", "--db", str(db)]) == 0
+    written = tmp_path / "backups" / "copy.duckdb"
+    assert f"wrote backup {written} of {db}" in capsys.readouterr().out
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    monkeypatch.setenv("ORCHESTRACE_BACKUP_DIR", str(tmp_path / "elsewhere"))
+    assert main(["backup", "copy.duckdb", "--db", str(db)]) == 0
+    assert (tmp_path / "elsewhere" / "copy.duckdb").exists()
+    assert main(["backup", f"{db}.wal", "--db", str(db), "--force"]) == 1
+    assert "is the database's write-ahead log" in capsys.readouterr().err

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 from conftest import BASE_URL
+from fastapi.testclient import TestClient
 
 from app.ingest.documents import Upload
 from app.ingest.importers import convert
@@ -296,3 +297,70 @@ def test_a_live_service_told_hash_once_builds_without_content_from_then_on(app):
         live.close()
     trace = queries.read_trace(app.state.db, whole()["trace_id"])
     assert trace["events"] and not any("content" in e for e in trace["events"])
+
+
+def lab_of(tmp_path):
+    """A server that requires accounts, and the tokens of a reviewer and an admin."""
+    from app.main import create_app
+    from app.services import accounts
+    from app.settings import Settings
+    app = create_app(Settings(db=tmp_path / "lab.duckdb", auth="required"))
+    tokens = {}
+    for name, role in (("rita", "reviewer"), ("ada", "admin")):
+        accounts.add_user(app.state.db, name, role, "correct horse battery")
+        tokens[name] = {"Authorization": f"Bearer {accounts.create_token(app.state.db, name)}"}
+    return app, tokens
+
+
+def late_batch(route: str):
+    """(body, headers) of one more span of the delegation run, which its exporter sends after the run was built."""
+    if route == "agents":
+        body = json.loads(AGENTS.read_text())
+        span = copy.deepcopy(next(r for r in body["data"] if r["object"] == "trace.span"))
+        span["id"] = span["id"][:-4] + "beef"
+        return json.dumps({"data": [span]}), JSON
+    doc = json.loads(OTLP.read_text())
+    late = keeping(doc, [next(s for s in spans_of(doc) if s["name"] == "execute_tool search")])
+    spans_of(late)[0]["spanId"] = "00000000000000aa"
+    return (json.dumps(late), JSON) if route == "json" else (as_protobuf(late), PROTOBUF)
+
+
+@pytest.mark.parametrize("route", ["json", "protobuf", "agents"])
+def test_a_reviewer_s_exporter_cannot_replace_a_stored_trace_and_an_admin_s_can(tmp_path, route):
+    """A reviewer's token sends new runs; a batch that would replace a stored, complete trace is refused whole, 403,
+    and logged; a retry replaces nothing and passes; an admin's token extends the trace as before."""
+    app, tokens = lab_of(tmp_path)
+    with TestClient(app, base_url=BASE_URL, headers=tokens["rita"]) as client:
+        trace_id = post_run(client, route)
+        app.state.live.flush()
+        stored = client.get(f"/api/traces/{trace_id}").json()
+        received = client.get(f"/api/traces/{trace_id}/live").json()["received"]
+        post_run(client, route)  # a retry: every span received before
+        body, headers = late_batch(route)
+        path = "/v1/traces/ingest" if route == "agents" else "/v1/traces"
+        refused = client.post(path, content=body, headers=headers)
+        assert refused.status_code == 403
+        assert f"trace {trace_id} is stored and complete" in refused.json()["error"]
+        assert "needs the admin role" in refused.json()["error"]
+        app.state.live.flush()
+        assert client.get(f"/api/traces/{trace_id}").json() == stored
+        assert client.get(f"/api/traces/{trace_id}/live").json()["received"] == received
+        assert client.get("/api/ingest-log").json()["items"][0]["status"] == 403
+
+        client.headers.update(tokens["ada"])
+        assert client.post(path, content=body, headers=headers).status_code == 200
+        app.state.live.flush()
+        assert client.get(f"/api/traces/{trace_id}/live").json()["received"] == received + 1
+
+    app.state.db.close()
+
+
+def test_a_reviewer_s_exporter_cannot_replace_a_trace_uploaded_under_its_run_s_id(tmp_path):
+    app, tokens = lab_of(tmp_path)
+    with TestClient(app, base_url=BASE_URL, headers=tokens["ada"]) as client:
+        assert client.post("/api/traces", json=whole()).status_code == 201
+        first, _ = split(json.loads(OTLP.read_text()))
+        refused = client.post("/v1/traces", content=json.dumps(first), headers=JSON | tokens["rita"])
+        assert refused.status_code == 403 and f"trace {whole()['trace_id']} is stored" in refused.json()["error"]
+        assert client.post("/v1/traces", content=json.dumps(first), headers=JSON).status_code == 200
+    app.state.db.close()

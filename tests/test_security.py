@@ -248,7 +248,7 @@ def test_a_backup_through_a_server_that_requires_accounts_needs_an_admin_token(t
     app.state.db.close()
     monkeypatch.setenv("ORCHESTRACE_AUTH", "required")
     with running_server(db) as url:
-        target = tmp_path / "copy.duckdb"
+        target = tmp_path / "backups" / "copy.duckdb"  # the server writes only in its backup folder
         assert main(["backup", str(target), "--db", str(db), "--server", url]) == 1
         assert "--token" in capsys.readouterr().err
         assert main(["backup", str(target), "--db", str(db), "--server", url, "--token", reviewer]) == 1
@@ -276,3 +276,24 @@ def test_imported_label_histories_keep_their_reviewer_and_times_and_record_the_i
     original = json.loads(export)
     assert [(r[0], r[1], r[2]) for r in rows] == [("rita", 1, "ada"), ("rita", 2, "ada")]
     assert [r[3].isoformat() for r in rows] == [o["created_at"].rstrip("Z").replace("+00:00", "") for o in original]
+
+
+def test_health_names_the_database_only_to_a_logged_in_caller_or_in_open_mode(lab, client):
+    app, anonymous = lab
+    assert anonymous.get("/api/health").json() == {"status": "ok"}  # no path for the anonymous
+    answer = anonymous.get("/api/health", headers=bearer(app, "vic")).json()
+    assert answer["status"] == "ok" and answer["db"].endswith("lab.duckdb")
+    assert client.get("/api/health").json()["db"].endswith("test.duckdb")  # open single-user mode
+
+
+def test_an_ipv6_loopback_host_is_served_when_allowed(client, tmp_path):
+    assert client.get("/api/traces", headers={"Host": "[::1]:8000"}).status_code == 200
+    assert client.get("/api/traces", headers={"Host": "[::1]"}).status_code == 200
+    assert client.get("/api/traces", headers={"Host": "[::2]:8000"}).status_code == 400
+    assert client.get("/api/traces", headers={"Host": "[::1"}).status_code == 400
+    app = create_app(Settings(db=tmp_path / "v6.duckdb", allowed_hosts="[::1], lab.example.org"))
+    with TestClient(app, base_url="http://[::1]:8000") as named:
+        assert named.get("/api/traces").status_code == 200
+        same_origin = named.post("/api/annotations", content=label(reviewer="me"),
+                                 headers={"Content-Type": "application/json", "Origin": "http://[::1]:8000"})
+        assert same_origin.status_code == 404  # past the Host and cross-site checks: no such trace

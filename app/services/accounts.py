@@ -7,13 +7,21 @@ session ids and tokens are 256-bit random values, so SHA-256 of them is enough t
 Accounts are managed while the server runs: who may change what is `may_manage`, the one rule (an admin any
 account; anyone their own password and tokens). A disabled account's sessions end and its tokens are refused
 until it is enabled again; there is always an enabled admin left.
+
+Wrong passwords are throttled (`LoginThrottle`) per account and per client address, in the memory of the process
+that checks them; password checks and hashes, which argon2id makes memory-hard (64 MiB each), run at most
+`PASSWORD_CHECKS_AT_ONCE` at a time.
 """
 
 import hashlib
 import hmac
+import math
 import re
 import secrets
-from dataclasses import dataclass
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from argon2 import PasswordHasher
@@ -35,6 +43,17 @@ CHANGES = ("role", "disabled", "password")  # what a change of an account may ho
 SELF_SERVICE = frozenset({"password"})  # what anyone may change of their own account (their tokens too)
 ACCOUNTS_LOCK = ("accounts",)  # held by role and state changes, so two instances cannot demote the last two admins
 _hasher = PasswordHasher()
+# Each argon2id check or hash holds its memory_cost (64 MiB by default) for its run: 40 logins at once took a
+# server from 180 MB to 2.6 GB. More wait their turn.
+PASSWORD_CHECKS_AT_ONCE = 2
+_password_work = threading.BoundedSemaphore(PASSWORD_CHECKS_AT_ONCE)
+# Wrong passwords allowed in LOGIN_WINDOW_S, per account name and per client address, before logins to that
+# account (or from that address) are refused for LOGIN_LOCK_S, even with the right password.
+LOGIN_FAILURES_PER_ACCOUNT = 5
+LOGIN_FAILURES_PER_ADDRESS = 20
+LOGIN_WINDOW_S = 10 * 60
+LOGIN_LOCK_S = 5 * 60
+LOGIN_TRACKED_MAX = 10_000  # accounts and addresses with recent failures kept in memory at most
 
 
 class AccountError(Refusal, ValueError):
@@ -118,7 +137,8 @@ def _check_role(role) -> str:
 def _password_hash(password) -> str:
     if not isinstance(password, str) or len(password) < MIN_PASSWORD:
         raise AccountError(f"a password has at least {MIN_PASSWORD} characters", "password")
-    return _hasher.hash(password)
+    with _password_work:
+        return _hasher.hash(password)
 
 
 def _sha256(text: str) -> str:
@@ -221,7 +241,8 @@ def check_password(db: Database, name: str, password: str) -> User | None:
     row = db.execute("SELECT role, password_hash, disabled_at FROM users WHERE username = ?", [name]).fetchone()
     stored = row[1] if row else _UNKNOWN_USER_HASH
     try:
-        _hasher.verify(stored, password)
+        with _password_work:
+            _hasher.verify(stored, password)
     except (VerificationError, InvalidHashError):
         return None
     if row and row[2] is not None:
@@ -230,6 +251,79 @@ def check_password(db: Database, name: str, password: str) -> User | None:
 
 
 _UNKNOWN_USER_HASH = _hasher.hash(secrets.token_urlsafe(16))
+
+
+@dataclass(frozen=True)
+class LoginLock:
+    """Logging in refused for a while: why, and the seconds until the lock lifts (the Retry-After)."""
+
+    message: str
+    retry_after_s: int
+
+
+@dataclass
+class _Failures:
+    times: list[float] = field(default_factory=list)  # of the wrong passwords in the window, until a lock
+    locked_until: float = 0.0
+    last: float = 0.0  # the latest wrong password
+
+
+class LoginThrottle:
+    """Wrong passwords counted per account name and per client address over a sliding window; past the limit,
+    logins to the account (or from the address) are refused until a lock lifts by itself, the right password
+    too, without checking it. Kept in this process's memory: each server process (each instance of a lake)
+    counts its own, and a restart forgets them."""
+
+    def __init__(self, clock=time.monotonic):
+        self._clock = clock
+        self._tracked: OrderedDict[tuple[str, str], _Failures] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def lock_of(self, name: str, address: str) -> LoginLock | None:
+        """The lock that refuses this login now, if any."""
+        now = self._clock()
+        with self._lock:
+            for key, what in ((("account", name), f"for '{name}'"), (("address", address), "from your address")):
+                failures = self._tracked.get(key)
+                if failures is not None and failures.locked_until > now:
+                    left = math.ceil(failures.locked_until - now)
+                    return LoginLock(f"too many wrong passwords {what}: logging in is refused for the next "
+                                     f"{_minutes(left)}, even with the right password; try again then", left)
+        return None
+
+    def failed(self, name: str, address: str) -> None:
+        """Count a wrong password for the account and the address; one past its limit locks it."""
+        now = self._clock()
+        with self._lock:
+            for key, limit in ((("account", name), LOGIN_FAILURES_PER_ACCOUNT),
+                               (("address", address), LOGIN_FAILURES_PER_ADDRESS)):
+                failures = self._tracked.pop(key, None) or _Failures()
+                failures.times = [t for t in failures.times if t > now - LOGIN_WINDOW_S] + [now]
+                if len(failures.times) >= limit:
+                    failures.times, failures.locked_until = [], now + LOGIN_LOCK_S
+                failures.last = now
+                self._tracked[key] = failures  # kept in the order of their latest failure
+            self._forget_old(now)
+
+    def succeeded(self, name: str) -> None:
+        """A right password: the account's count starts again (its address's does not, or an attacker with an
+        account of their own could clear theirs between guesses)."""
+        with self._lock:
+            self._tracked.pop(("account", name), None)
+
+    def _forget_old(self, now: float) -> None:
+        """Drop what can no longer refuse anything (no failure in the window or the lock's time), then the
+        least recent beyond LOGIN_TRACKED_MAX."""
+        while self._tracked:
+            oldest = next(iter(self._tracked.values()))
+            if oldest.last > now - max(LOGIN_WINDOW_S, LOGIN_LOCK_S) and len(self._tracked) <= LOGIN_TRACKED_MAX:
+                break
+            self._tracked.popitem(last=False)
+
+
+def _minutes(seconds: int) -> str:
+    minutes = math.ceil(seconds / 60)
+    return f"{minutes} minute" + ("" if minutes == 1 else "s")
 
 
 def start_session(db: Database, user: User) -> str:

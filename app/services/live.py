@@ -11,6 +11,10 @@ Builds keep the content the spans carried unless the server's content policy (`O
 The receivers pass the server's policy with every batch and a `hash` one holds from then on, so no build keeps
 content once a batch arrived under it; the policy given at construction covers the builds that `recover` runs
 before any batch arrives.
+
+A batch extends a trace its exporter is still sending; one that names a trace already stored and complete (an
+upload's, or a live trace built since its root span arrived) would replace it, which only callers who may
+replace traces (admins, or anyone in open mode) do: for others it is refused whole (`StoredTrace`, 403).
 """
 
 import copy
@@ -21,6 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from app.domain.jsontext import dumps, loads
+from app.domain.refusals import Refusal
 from app.ingest import log as ingest_log
 from app.ingest.importers import openai_agents, otlp
 from app.ingest.importers.common import KEEP, ContentPolicy, ImportFailed, strictest
@@ -45,6 +50,12 @@ BUILD_DELAY_S = 1.0
 # lately, and a batch need not look them up in the database (3-4 ms a batch). On a lake, other instances
 # add ids too: every batch looks them up.
 SEEN_TRACES = 16
+
+
+class StoredTrace(Refusal, PermissionError):
+    """A batch that would replace a stored, complete trace, from a caller who may not replace traces."""
+
+    status = 403
 
 
 @dataclass
@@ -74,9 +85,11 @@ class LiveTraces:
 
     # ---- receiving ----------------------------------------------------------------------------
 
-    def receive_otlp(self, doc: dict, receipt: Receipt, content_policy: ContentPolicy = KEEP) -> None:
+    def receive_otlp(self, doc: dict, receipt: Receipt, content_policy: ContentPolicy = KEEP,
+                     may_replace: bool = True) -> None:
         """Keep the new, usable spans of an OTLP/JSON-shaped request; spans that cannot be used are
-        counted as skipped in the receipt, each with its reason."""
+        counted as skipped in the receipt, each with its reason. Without `may_replace`, StoredTrace refuses a
+        batch that would replace a stored, complete trace."""
         self.content_policy = strictest(self.content_policy, content_policy)
         if not otlp.looks_like_otlp(doc):
             raise ImportFailed("body is not an OTLP ExportTraceServiceRequest (no resourceSpans array)")
@@ -109,10 +122,11 @@ class LiveTraces:
             (CREATED, {trace: _Incoming(p["ids"], False, True, p["groups"]) for trace, p in created.items()}, False),
             (OTLP, {trace: _Incoming(p["ids"], p["root"], p["usable"], p["groups"])
                     for trace, p in incoming.items() if trace not in created}, True),
-        ], receipt)
+        ], receipt, may_replace)
 
-    def receive_agents(self, doc, receipt: Receipt, content_policy: ContentPolicy = KEEP) -> None:
-        """Keep the new records of an Agents SDK export (`{"data": [...]}`)."""
+    def receive_agents(self, doc, receipt: Receipt, content_policy: ContentPolicy = KEEP,
+                       may_replace: bool = True) -> None:
+        """Keep the new records of an Agents SDK export (`{"data": [...]}`); `may_replace` as for OTLP."""
         self.content_policy = strictest(self.content_policy, content_policy)
         records = doc.get("data") if isinstance(doc, dict) else None
         if not isinstance(records, list):
@@ -130,11 +144,14 @@ class LiveTraces:
             part["root"] |= record["object"] == openai_agents.SPAN and not record.get("parent_id")
             part["records"].append(record)
         self._receive([(AGENTS, {trace: _Incoming(p["ids"], p["root"], True, p["records"])
-                                 for trace, p in incoming.items()}, True)], receipt)
+                                 for trace, p in incoming.items()}, True)], receipt, may_replace)
 
-    def _receive(self, groups: list[tuple[str, dict[str, _Incoming], bool]], receipt: Receipt) -> None:
+    def _receive(self, groups: list[tuple[str, dict[str, _Incoming], bool]], receipt: Receipt,
+                 may_replace: bool = True) -> None:
         """Store the new items of each (source, incoming parts, whether to build them) in one transaction,
         with the receipt's ingest log entry (a batch costs one commit)."""
+        if not may_replace:
+            self._refuse_replacing(groups)
         now = _now()
 
         def receive_group(cur, source: str, incoming: dict[str, _Incoming], build: bool, tally: Receipt,
@@ -195,6 +212,23 @@ class LiveTraces:
         vars(receipt).update(vars(tally))
         for key, delay in due.items():  # once committed: the builder reads what this batch stored
             self._schedule(key, delay)
+
+    def _refuse_replacing(self, groups: list[tuple[str, dict[str, _Incoming], bool]]) -> None:
+        """StoredTrace when a batch brings new items to a trace that is stored and no longer being received: an
+        upload's, or a live trace whose root span arrived and that was built since. A retry (only items received
+        before) replaces nothing, and a trace still receiving or building is its exporter's to extend."""
+        cur = self.db.cursor()
+        for source, incoming, build in groups:
+            for source_trace, part in incoming.items() if build else ():
+                trace_id = _trace_id(source, source_trace)
+                known = queries.live_trace(cur, source, source_trace)
+                if (known is not None and not _complete(known)) or not queries.trace_exists(self.db, trace_id):
+                    continue
+                if known is not None and queries.live_items_seen(cur, source, source_trace, part.ids) >= set(part.ids):
+                    continue
+                raise StoredTrace(f"trace {trace_id} is stored and complete, and this batch would replace it, which "
+                                  "needs the admin role: nothing of the batch is kept. Send the run under a new trace "
+                                  "id, or export with an admin's token")
 
     def _seen_before(self, cur, source: str, source_trace: str, ids: list[str]) -> set[str]:
         """Which of these ids of a live trace were received before (see SEEN_TRACES); under `_seen_lock`."""
@@ -356,6 +390,12 @@ def _part_body(source: str, part: _Incoming, new: set[str]):
             resource_spans.append({**otlp.without_spans(resource),
                                    "scopeSpans": [{**otlp.without_spans(scope), "spans": kept}]})
     return {"resourceSpans": resource_spans}
+
+
+def _complete(live: dict) -> bool:
+    """A live trace whose root span arrived and that was built since its last batch (queries.live_status's
+    `complete`)."""
+    return bool(live["root_seen"]) and live["built_at"] is not None and live["built_at"] >= live["last_received_at"]
 
 
 def _trace_id(source: str, source_trace: str) -> str:

@@ -1,9 +1,9 @@
 """Who is asking and what they may do: one middleware for the Host allow-list, the caller's identity
-(API token or session cookie), cross-site refusals and the role each route needs.
+(API token or session cookie), cross-site refusals and the access the route declares (app.web.access).
 
-Modes (ORCHESTRACE_AUTH): `required` makes every route but the login page, static files and the health
-check need a session or a token; `auto` is open single-user mode while the server binds to loopback
-(anyone who can reach it is its one user, as before accounts existed) and `required` otherwise.
+Modes (ORCHESTRACE_AUTH): `required` makes every route but those declared `Public` (the login page, static
+files, the health check) need a session or a token; `auto` is open single-user mode while the server binds to
+loopback (anyone who can reach it is its one user, as before accounts existed) and `required` otherwise.
 Cross-site and Host checks apply in both modes: a page on another origin must never write here.
 """
 
@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from app.domain.refusals import Refusal
 from app.services import accounts
 from app.services.accounts import User
+from app.web import access
 
 SESSION_COOKIE = "orchestrace_session"
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -26,27 +27,6 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 # exporter route that takes JSON or protobuf refuses them, so such a request cannot write.
 SIMPLE_TYPES = ("text/plain", "application/x-www-form-urlencoded")
 FILE_ROUTES = ("/api/traces", "/api/papers/import", "/api/annotations/import")  # also take multipart files
-
-# (methods, path prefix, role needed); the first match wins. None: public. A `*` in a prefix is one path segment.
-POLICY = (
-    ("GET", "/static/", None), ("GET", "/favicon.ico", None), ("GET", "/api/health", None),
-    ("*", "/login", None),
-    ("DELETE", "/api/traces/", "admin"),
-    ("POST", "/api/annotations/import", "admin"),
-    ("POST", "/api/papers/import", "admin"),
-    ("POST", "/api/backup", "admin"),
-    # A queue's reviewers take, label and skip its items; making a queue and settling disputes is an admin's.
-    ("POST", "/api/queues/*/next", "reviewer"), ("POST", "/api/queues/*/items/*/skip", "reviewer"),
-    ("POST", "/queues/*/review/next", "reviewer"), ("POST", "/queues/*/items/*/label", "reviewer"),
-    ("POST", "/api/queues", "admin"), ("POST", "/queues", "admin"),
-    # A user's own password and tokens are theirs to manage: past the role, accounts.may_manage decides whose.
-    ("*", "/api/users/*", "viewer"),
-    ("*", "/api/users", "admin"), ("*", "/users", "admin"),
-    ("POST", "/logout", "viewer"), ("*", "/account", "viewer"),
-    ("UNSAFE", "/", "reviewer"),
-    ("*", "/", "viewer"),
-)
-
 
 
 class Forbidden(Refusal, PermissionError):
@@ -68,24 +48,8 @@ def open_mode(settings) -> bool:
 
 
 def allowed_hosts(settings) -> set[str]:
-    configured = {h.strip().lower() for h in settings.allowed_hosts.split(",") if h.strip()}
+    configured = {h.strip().lower().strip("[]") for h in settings.allowed_hosts.split(",") if h.strip()}
     return configured or {settings.host.lower(), *LOOPBACK_NAMES}
-
-
-def role_needed(method: str, path: str) -> str | None:
-    for methods, prefix, role in POLICY:
-        if _covers(prefix, path):
-            if methods == "*" or methods == method or (methods == "UNSAFE" and method in UNSAFE):
-                return role
-    return "admin"
-
-
-def _covers(prefix: str, path: str) -> bool:
-    """Whether a POLICY prefix covers `path`: the path itself or anything under it."""
-    if "*" not in prefix:
-        return path == prefix.rstrip("/") or path.startswith(prefix)
-    wanted, given = prefix.split("/"), path.split("/")
-    return len(given) >= len(wanted) and all(w == g or (w == "*" and g) for w, g in zip(wanted, given))
 
 
 def sign(key: bytes, value: str) -> str:
@@ -106,10 +70,11 @@ def session_id_of(request: Request, key: bytes) -> str | None:
 
 
 def _host(request: Request) -> str:
-    host = request.headers.get("host", "")
+    """The Host header's name without its port; an IPv6 address without its brackets (`[::1]:8000` is `::1`)."""
+    host = request.headers.get("host", "").lower()
     if host.startswith("["):
-        return host[:host.find("]") + 1].lower()
-    return host.rpartition(":")[0].lower() if ":" in host else host.lower()
+        return host[1:host.index("]")] if "]" in host else host
+    return host.rpartition(":")[0] if ":" in host else host
 
 
 def _same_origin(request: Request) -> bool:
@@ -141,7 +106,8 @@ def _refuse(request: Request, status: int, message: str):
 
 
 async def guard(request: Request, call_next):
-    """The Host allow-list, cross-site refusals, the caller's identity and the role the route needs."""
+    """The Host allow-list, cross-site refusals, the caller's identity and the access the route declares, all
+    before the request's body is read."""
     app = request.app
     db = app.state.db
     host = _host(request)
@@ -161,13 +127,9 @@ async def guard(request: Request, call_next):
     user = identify(request, db, app.state.secret_key)
     request.state.user = user
     request.state.open_mode = app.state.open_mode
-    if not app.state.open_mode:
-        role = role_needed(method, path)
-        if role is not None:
-            if user is None:
-                return _refuse(request, 401, "log in (a session) or send Authorization: Bearer <token>")
-            if not user.may(role):
-                return _refuse(request, 403, f"'{user.name}' is a {user.role}; this needs the {role} role")
+    refused = access.refusal_for(request, method, path)  # in open mode, only a route that declares nothing
+    if refused is not None:
+        return _refuse(request, *refused)
     return await call_next(request)
 
 

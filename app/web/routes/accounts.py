@@ -10,6 +10,7 @@ from fastapi.responses import RedirectResponse
 
 from app.services import accounts
 from app.web import security
+from app.web.access import Admin, AnyViewer, Public
 from app.web.browser import local_url, require_csrf
 from app.web.deps import DbDep
 from app.web.render import render
@@ -25,25 +26,35 @@ DONE = {"added": "Added {name}, a {role}.", "role": "{name}'s role is now {role}
 OPEN_MODE_HAS_NO_ACCOUNT = "open single-user mode has no accounts: add one with `orchestrace users add`"
 
 
-@router.get("/login")
+@router.get("/login", dependencies=[Public])
 def read_login_page(request: Request, next: str = "/"):
     return render(request, "login.html", {"next": local_url(next), "error": None})
 
 
-@router.post("/login", dependencies=[Depends(require_csrf)])
+@router.post("/login", dependencies=[Public, Depends(require_csrf)])
 async def log_in(request: Request, db: DbDep):
-    """Form fields `username` and `password`; sets the session cookie and goes to `next`."""
+    """Form fields `username` and `password`; sets the session cookie and goes to `next`. Too many wrong
+    passwords for an account or from an address lock it for a while (429 with Retry-After; see LoginThrottle)."""
     form = await request.form()
     name, password = str(form.get("username", "")).strip(), str(form.get("password", ""))
     next_url = local_url(str(form.get("next", "/")))
+    throttle, address = request.app.state.login_throttle, request.client.host if request.client else ""
+    locked = throttle.lock_of(name, address)
+    if locked is not None:  # refused unchecked: a lock also spares the server the password's work
+        page = render(request, "login.html", {"next": next_url, "error": locked.message, "username": name},
+                      status_code=429)
+        page.headers["Retry-After"] = str(locked.retry_after_s)
+        return page
     try:
         user = await run_in_threadpool(accounts.check_password, db, name, password)
     except accounts.AccountError as exc:  # a disabled account
         return render(request, "login.html", {"next": next_url, "error": str(exc), "username": name},
                       status_code=exc.status)
     if user is None:
+        throttle.failed(name, address)
         return render(request, "login.html", {"next": next_url, "error": "wrong user name or password",
                                               "username": name}, status_code=401)
+    throttle.succeeded(name)
     session_id = accounts.start_session(db, user)
     response = RedirectResponse(next_url, status_code=303)
     response.set_cookie(security.SESSION_COOKIE, security.session_cookie_value(request.app.state.secret_key, session_id),
@@ -52,7 +63,7 @@ async def log_in(request: Request, db: DbDep):
     return response
 
 
-@router.post("/logout", dependencies=[Depends(require_csrf)])
+@router.post("/logout", dependencies=[AnyViewer, Depends(require_csrf)])
 def log_out(request: Request, db: DbDep):
     session_id = security.session_id_of(request, request.app.state.secret_key)
     if session_id:
@@ -69,12 +80,12 @@ def account_context(request: Request, db, **extra) -> dict:
             "password_changed": request.query_params.get("done") == "password"} | extra
 
 
-@router.get("/account")
+@router.get("/account", dependencies=[AnyViewer])
 def read_account_page(request: Request, db: DbDep):
     return render(request, "account.html", account_context(request, db))
 
 
-@router.post("/account/password", dependencies=[Depends(require_csrf)])
+@router.post("/account/password", dependencies=[AnyViewer, Depends(require_csrf)])
 async def change_my_password(request: Request, db: DbDep):
     """Form fields `password` and `again`; ends the user's other sessions, keeps this one."""
     user = security.current_user(request)
@@ -93,7 +104,7 @@ async def change_my_password(request: Request, db: DbDep):
     return RedirectResponse("/account?done=password", status_code=303)
 
 
-@router.post("/account/tokens", dependencies=[Depends(require_csrf)])
+@router.post("/account/tokens", dependencies=[AnyViewer, Depends(require_csrf)])
 async def create_token(request: Request, db: DbDep):
     """A new API token, shown once on the page that answers."""
     user = security.current_user(request)
@@ -106,7 +117,7 @@ async def create_token(request: Request, db: DbDep):
     return render(request, "account.html", account_context(request, db, new_token=token["token"]), status_code=201)
 
 
-@router.post("/account/tokens/{token_id}/revoke", dependencies=[Depends(require_csrf)])
+@router.post("/account/tokens/{token_id}/revoke", dependencies=[AnyViewer, Depends(require_csrf)])
 def revoke_token(request: Request, token_id: str, db: DbDep):
     user = security.current_user(request)
     if user is not None:
@@ -129,7 +140,7 @@ def users_context(request: Request, db, selected: str | None = None, **extra) ->
             "new_token": None, "error": None, "asked": {}} | extra
 
 
-@router.get("/users")
+@router.get("/users", dependencies=[Admin])
 def read_users_page(request: Request, db: DbDep, user: str | None = None):
     return render(request, "users.html", users_context(request, db, user))
 
@@ -138,7 +149,7 @@ def _back_to(name: str, done: str) -> RedirectResponse:
     return RedirectResponse(f"/users?{urlencode({'user': name, 'done': done})}#manage", status_code=303)
 
 
-@router.post("/users", dependencies=[Depends(require_csrf)])
+@router.post("/users", dependencies=[Admin, Depends(require_csrf)])
 async def add_user(request: Request, db: DbDep):
     """Form fields `name`, `role`, `password`: a new account, then the page with it selected."""
     form = await request.form()
@@ -152,7 +163,7 @@ async def add_user(request: Request, db: DbDep):
     return _back_to(user["name"], "added")
 
 
-@router.post("/users/{name}", dependencies=[Depends(require_csrf)])
+@router.post("/users/{name}", dependencies=[Admin, Depends(require_csrf)])
 async def change_user(request: Request, name: str, db: DbDep):
     """One of the form fields `role`, `disabled` ("true" or "false") or `password`: the change of
     PATCH /api/users/{name}."""
@@ -169,7 +180,7 @@ async def change_user(request: Request, name: str, db: DbDep):
     return _back_to(name, done)
 
 
-@router.post("/users/{name}/tokens", dependencies=[Depends(require_csrf)])
+@router.post("/users/{name}/tokens", dependencies=[Admin, Depends(require_csrf)])
 async def create_user_token(request: Request, name: str, db: DbDep):
     """A new API token for the user, shown once on the page that answers."""
     label = str((await request.form()).get("name", ""))
@@ -180,7 +191,7 @@ async def create_user_token(request: Request, name: str, db: DbDep):
     return render(request, "users.html", users_context(request, db, name, new_token=token["token"]), status_code=201)
 
 
-@router.post("/users/{name}/tokens/{token_id}/revoke", dependencies=[Depends(require_csrf)])
+@router.post("/users/{name}/tokens/{token_id}/revoke", dependencies=[Admin, Depends(require_csrf)])
 def revoke_user_token(request: Request, name: str, token_id: str, db: DbDep):
     try:
         accounts.revoke_token_of(db, name, token_id, security.current_user(request))

@@ -13,6 +13,7 @@ from app.services import exports, papers
 from app.services import labels as annotations
 from app.store import labels as label_store
 from app.store import queries
+from app.web.access import Admin, AnyViewer, Reviewer
 from app.web.apidoc import (
     BINARY,
     CSV,
@@ -55,28 +56,31 @@ LABEL_ANSWERS = WRITE_REFUSALS | NOT_JSON | {
 }
 
 
-@router.post("/annotations", status_code=201, openapi_extra=LABEL_BODY, responses=LABEL_ANSWERS)
+@router.post("/annotations", dependencies=[Reviewer], status_code=201, openapi_extra=LABEL_BODY,
+             responses=LABEL_ANSWERS)
 async def create_annotation(request: Request, db: DbDep):
     """Save a label version; omitted fields keep their previous value."""
     body = acting_reviewer(request, await json_object(request))
     return saved(*await run_in_threadpool(annotations.save_label, db, body))
 
 
-@router.post("/annotations/clear", status_code=201, openapi_extra=LABEL_BODY, responses=LABEL_ANSWERS)
+@router.post("/annotations/clear", dependencies=[Reviewer], status_code=201, openapi_extra=LABEL_BODY,
+             responses=LABEL_ANSWERS)
 async def clear_annotation(request: Request, db: DbDep):
     """A new version with every field empty."""
     body = acting_reviewer(request, await json_object(request))
     return saved(*await run_in_threadpool(annotations.clear_label, db, body))
 
 
-@router.post("/annotations/undo", status_code=201, openapi_extra=LABEL_BODY, responses=LABEL_ANSWERS)
+@router.post("/annotations/undo", dependencies=[Reviewer], status_code=201, openapi_extra=LABEL_BODY,
+             responses=LABEL_ANSWERS)
 async def undo_annotation(request: Request, db: DbDep):
     """A new version restoring the version before the current one."""
     body = acting_reviewer(request, await json_object(request))
     return saved(*await run_in_threadpool(annotations.undo_label, db, body))
 
 
-@router.get("/annotations")
+@router.get("/annotations", dependencies=[AnyViewer])
 def read_annotations(db: DbDep, viewer: Viewer, trace_id: str | None = None, event_id: str | None = None,
                      reviewer: str | None = None, history: bool = False, orphaned: bool = False):
     """Current labels (every version with history=true); orphaned=true lists labels of vanished events. On an
@@ -86,7 +90,7 @@ def read_annotations(db: DbDep, viewer: Viewer, trace_id: str | None = None, eve
     return JsonBody({"items": annotations.list_labels(db, viewer, trace_id, event_id, reviewer, history)})
 
 
-@router.get("/annotations/export", responses=READ_REFUSALS | INVALID | {
+@router.get("/annotations/export", dependencies=[AnyViewer], responses=READ_REFUSALS | INVALID | {
     200: {"description": "csv, json: one row per label (per version with history=true); rllm, trl_stepwise, "
                          "credit_jsonl: JSON Lines for RL trainers (README, 'Exports for RL trainers')",
           "content": {"text/csv": {"schema": CSV}, "application/json": {"schema": {"type": "array"}},
@@ -109,7 +113,7 @@ def export_annotations(db: DbDep, cache: CacheDep, viewer: Viewer,
     return StreamingResponse(export.chunks, media_type=export.media_type, headers=attachment(export.filename))
 
 
-@router.post("/annotations/import", openapi_extra={"requestBody": {"required": True, "content": {
+@router.post("/annotations/import", dependencies=[Admin], openapi_extra={"requestBody": {"required": True, "content": {
     "application/json": {"schema": {"type": "array", "items": OBJECT}}, "text/csv": {"schema": CSV},
     "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
         "file": {"type": "array", "items": BINARY}}}}},
@@ -130,7 +134,8 @@ async def import_annotations(request: Request, db: DbDep):
     return await run_in_threadpool(annotations.import_labels, db, rows, user.name if user else None)
 
 
-@router.get("/traces/{trace_id}/annotated", responses=READ_REFUSALS | {404: reply("no such trace")})
+@router.get("/traces/{trace_id}/annotated", dependencies=[AnyViewer],
+            responses=READ_REFUSALS | {404: reply("no such trace")})
 def read_annotated_trace(trace_id: TraceId, db: DbDep, viewer: Viewer):
     """The trace with an `annotations` list (current labels) on each labelled event."""
     trace = queries.read_trace(db, trace_id)
@@ -144,7 +149,7 @@ def read_annotated_trace(trace_id: TraceId, db: DbDep, viewer: Viewer):
     return JsonBody(trace)
 
 
-@router.get("/agreement", responses=READ_REFUSALS | {
+@router.get("/agreement", dependencies=[AnyViewer], responses=READ_REFUSALS | {
     200: reply("the agreement coefficient with the units and ratings it was computed on", OBJECT),
     422: reply("fewer than two reviewers, a field agreement is not computed on, or an invalid parameter", PROBLEMS)})
 def read_agreement(db: DbDep, viewer: Viewer, field: str, reviewers: str,

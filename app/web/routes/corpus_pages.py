@@ -6,6 +6,7 @@ from app.domain import charts
 from app.domain.audit import RULES, SEVERITIES, SUMMARIES
 from app.services import analysis
 from app.store import queries
+from app.web.access import AnyViewer
 from app.web.deps import CacheDep, DbDep
 from app.web.render import render
 
@@ -36,7 +37,7 @@ def rule_totals(rows: list[dict]) -> list[dict]:
                   key=lambda t: (SEVERITIES.index(t["severity"]), -t["findings"], t["rule"]))
 
 
-@router.get("/audit")
+@router.get("/audit", dependencies=[AnyViewer])
 def read_audit_page(request: Request, db: DbDep, cache: CacheDep, sort: str = "-error"):
     """Findings by rule across the corpus, then traces × the rules that found anything."""
     rows = audit_rows(db, cache, sort)
@@ -48,7 +49,7 @@ def read_audit_page(request: Request, db: DbDep, cache: CacheDep, sort: str = "-
         "quiet_rules": [rule for rule in RULES if rule not in found]})
 
 
-@router.get("/dashboard")
+@router.get("/dashboard", dependencies=[AnyViewer])
 def read_dashboard(request: Request, db: DbDep, cache: CacheDep):
     """Charts across all traces; every point links to its trace."""
     analysis.ensure_all(db, cache)

@@ -4,6 +4,7 @@ from fastapi import APIRouter
 
 from app.domain.refusals import NotFound
 from app.store import queries
+from app.web.access import AnyViewer
 from app.web.apidoc import COUNT, OBJECT, READ_REFUSALS, TEXT, object_schema, reply
 from app.web.deps import DbDep, TraceId
 from app.web.responses import JsonBody
@@ -23,7 +24,7 @@ EVENT_ANSWER = object_schema({
     "trace_id", "seq", "event", "edges")
 
 
-@router.get("/traces/{trace_id}/events/{event_id}", responses=READ_REFUSALS | {
+@router.get("/traces/{trace_id}/events/{event_id}", dependencies=[AnyViewer], responses=READ_REFUSALS | {
     200: reply("the event, its position and its edges", EVENT_ANSWER),
     404: reply("no trace with this id, or no event with this id in the trace")})
 def read_event(trace_id: TraceId, event_id: str, db: DbDep):

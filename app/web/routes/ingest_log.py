@@ -4,6 +4,7 @@ from fastapi import APIRouter, Query, Request
 
 from app.domain.paging import MAX_OFFSET, fetch_page
 from app.store import queries
+from app.web.access import AnyViewer
 from app.web.apidoc import COUNT, INVALID, OBJECT, READ_REFUSALS, TEXT, TEXTS, object_schema, reply
 from app.web.deps import DbDep
 from app.web.render import render
@@ -20,7 +21,7 @@ RECEIPT = object_schema({
     "id", "received_at", "endpoint", "status")
 
 
-@router.get("/api/ingest-log", responses=READ_REFUSALS | INVALID | {
+@router.get("/api/ingest-log", dependencies=[AnyViewer], responses=READ_REFUSALS | INVALID | {
     200: reply("one page of receipts, newest first, and how many match",
                object_schema({"items": {"type": "array", "items": RECEIPT}, "total": COUNT}, "items", "total"))})
 def read_ingest_log(db: DbDep, endpoint: str | None = None, trace_id: str | None = None,
@@ -30,7 +31,7 @@ def read_ingest_log(db: DbDep, endpoint: str | None = None, trace_id: str | None
     return {"items": items, "total": total}
 
 
-@router.get("/ingest-log", include_in_schema=False)
+@router.get("/ingest-log", dependencies=[AnyViewer], include_in_schema=False)
 def read_ingest_log_page(request: Request, db: DbDep, endpoint: str | None = None, trace_id: str | None = None,
                          page: int = 1):
     rows, total, page, pages = fetch_page(

@@ -13,11 +13,11 @@ from app.services import labels as annotations
 from app.services import queues
 from app.store import labels as label_store
 from app.store import queries
+from app.web.access import AnyViewer, Reviewer, may_call
 from app.web.browser import COOKIE_MAX_AGE_S, REVIEWER_COOKIE, local_url, require_csrf, reviewer_of
 from app.web.deps import DbDep, TraceId, Viewer
 from app.web.label_form import form_values, label_context
 from app.web.render import render
-from app.web.security import current_user, role_needed
 
 router = APIRouter(include_in_schema=False)
 DISAGREEMENT_ROWS = 50
@@ -37,7 +37,7 @@ def form_base_version(form) -> int | None:
         raise LabelError("base_version", message) from None
 
 
-@router.post("/traces/{trace_id}/events/{event_id}/label", dependencies=[Depends(require_csrf)])
+@router.post("/traces/{trace_id}/events/{event_id}/label", dependencies=[Reviewer, Depends(require_csrf)])
 async def save_label_form(request: Request, trace_id: str, event_id: str, db: DbDep):
     """Save, clear or undo from the inspector's form; answers with the form showing the outcome."""
     form = await request.form()
@@ -73,7 +73,7 @@ async def save_label_form(request: Request, trace_id: str, event_id: str, db: Db
     return render(request, "_label_form.html", context, status_code=code)
 
 
-@router.get("/traces/{trace_id}/events/{event_id}/history")
+@router.get("/traces/{trace_id}/events/{event_id}/history", dependencies=[AnyViewer])
 def read_label_history(request: Request, trace_id: str, event_id: str, db: DbDep, viewer: Viewer):
     """Every version of every reviewer's label on an event (that the reviewer may see), with what each one
     changed."""
@@ -88,7 +88,7 @@ def read_label_history(request: Request, trace_id: str, event_id: str, db: DbDep
     return render(request, "_label_history.html", {"rows": rows, "event_id": event_id, "trace_id": trace_id})
 
 
-@router.get("/reviewer")
+@router.get("/reviewer", dependencies=[AnyViewer])
 def read_reviewer_page(request: Request, db: DbDep, next: str = "/"):
     """Pick a reviewer name: open single-user mode only; with accounts, you label as yourself."""
     if not request.state.open_mode:
@@ -96,7 +96,7 @@ def read_reviewer_page(request: Request, db: DbDep, next: str = "/"):
     return render(request, "reviewer.html", {"names": annotations.reviewers(db), "next": local_url(next)})
 
 
-@router.post("/reviewer", dependencies=[Depends(require_csrf)])
+@router.post("/reviewer", dependencies=[Reviewer, Depends(require_csrf)])
 async def set_reviewer(request: Request, db: DbDep):
     """Remember the reviewer name in a cookie (created in the reviewer list on first use)."""
     if not request.state.open_mode:
@@ -114,7 +114,7 @@ async def set_reviewer(request: Request, db: DbDep):
     return response
 
 
-@router.get("/annotations")
+@router.get("/annotations", dependencies=[AnyViewer])
 def read_labels_page(request: Request, db: DbDep, viewer: Viewer, trace_id: str | None = None,
                      reviewer: str | None = None, reward_family: str | None = None, history: bool = False):
     labels = annotations.list_labels(db, viewer, trace_id or None, None, reviewer or None, history)
@@ -130,15 +130,12 @@ def read_labels_page(request: Request, db: DbDep, viewer: Viewer, trace_id: str 
 
 
 def may_post(request: Request, method: str, path: str) -> bool:
-    """Whether this browser may send that request: anyone in open mode, else who has the role the access
-    policy names for it (so a form is shown only to those whose post would not be refused)."""
-    if request.state.open_mode:
-        return True
-    role, user = role_needed(method, path), current_user(request)
-    return role is None or (user is not None and user.may(role))
+    """Whether this browser may send that request: what its route declares (app.web.access) lets the caller call
+    it (so a form is shown only to those whose post would not be refused)."""
+    return may_call(request, method, path)
 
 
-@router.get("/traces/{trace_id}/agreement")
+@router.get("/traces/{trace_id}/agreement", dependencies=[AnyViewer])
 def read_agreement_page(request: Request, trace_id: TraceId, db: DbDep, viewer: Viewer, reviewers: str | None = None):
     """Agreement per field among the trace's reviewers, and the events they disagree on most (as far as the
     reviewer asking may see their labels)."""

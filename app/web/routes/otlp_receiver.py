@@ -12,7 +12,9 @@ from app.ingest.documents import DocumentError, TooLarge, fast_loads, strict_loa
 from app.ingest.importers.common import ImportFailed
 from app.ingest.importers.otlp_protobuf import NotProtobuf, decode_request, encode_response
 from app.ingest.log import Receipt
+from app.services.live import StoredTrace
 from app.store.gcpause import paused_gc
+from app.web.access import Reviewer, replace_refusal
 from app.web.apidoc import BINARY, COUNT, DOCUMENT_ERROR, OBJECT, READ_REFUSALS, TEXT, TEXTS, object_schema, reply
 from app.web.deps import DbDep, LiveDep, SettingsDep
 from app.web.limits import UnsupportedEncoding, decode_content
@@ -26,7 +28,8 @@ MAX_MESSAGE_CHARS = 2000
 # What an exporter's request may meet besides READ_REFUSALS.
 REFUSALS = READ_REFUSALS | {
     400: reply("the body cannot be decoded (or the Host is not served here)", DOCUMENT_ERROR),
-    403: reply("a cross-site request, or a role that may not write"),
+    403: reply("a cross-site request, a role that may not write, or a batch that would replace a stored, complete "
+               "trace from a caller who is not an admin"),
     413: reply("the body, or what it decompresses to, is larger than the server's limit"),
     415: reply("a Content-Type or Content-Encoding this endpoint does not take"),
 }
@@ -78,7 +81,7 @@ async def accept(db, receipt: Receipt, work) -> Receipt:
             await run_in_threadpool(_paused, work, receipt)
         except ImportFailed as exc:  # the body is not a request of the kind this endpoint decodes
             raise DocumentError(str(exc)) from None
-    except (HTTPException, DocumentError, NotProtobuf, TooLarge) as exc:
+    except (HTTPException, DocumentError, NotProtobuf, TooLarge, StoredTrace) as exc:
         await run_in_threadpool(ingest_log.record, db, receipt.refused(status_of(exc), str(getattr(exc, "detail", exc))))
         raise
     return receipt
@@ -90,7 +93,7 @@ def skipped_message(receipt: Receipt) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "..."
 
 
-@router.post("/v1/traces", openapi_extra={"requestBody": {"required": True, "description": (
+@router.post("/v1/traces", dependencies=[Reviewer], openapi_extra={"requestBody": {"required": True, "description": (
     f"An OTLP ExportTraceServiceRequest, {ENCODED}"), "content": {
     PROTOBUF: {"schema": BINARY}, "application/protobuf": {"schema": BINARY},
     "application/json": {"schema": object_schema({"resourceSpans": {"type": "array", "items": OBJECT}},
@@ -103,8 +106,10 @@ def skipped_message(receipt: Receipt) -> str:
         "warnings": TEXTS}, "partialSuccess")}}}})
 async def export_traces(request: Request, db: DbDep, settings: SettingsDep, live: LiveDep):
     """OTLP/HTTP traces as every OpenTelemetry SDK's exporter sends them: protobuf (the default) or JSON,
-    optionally gzip- or deflate-compressed. Unusable spans are counted in `partial_success`."""
+    optionally gzip- or deflate-compressed. Unusable spans are counted in `partial_success`. A batch that would
+    replace a stored, complete trace is an admin's (403 for others)."""
     kind = OTLP_MEDIA_TYPES.get(media_type(request))
+    may_replace = replace_refusal(request) is None
     receipt = Receipt("POST /v1/traces", kind or media_type(request) or "none", "spans")
 
     def work(receipt: Receipt) -> None:
@@ -115,7 +120,7 @@ async def export_traces(request: Request, db: DbDep, settings: SettingsDep, live
         doc = decode_request(data) if kind == "otlp/protobuf" else parse_json(data)
         if not isinstance(doc, dict):
             raise DocumentError("body must be a JSON object (an ExportTraceServiceRequest)")
-        live.receive_otlp(doc, receipt, settings.content)
+        live.receive_otlp(doc, receipt, settings.content, may_replace)
 
     body = await request.body()
     await accept(db, receipt, work)
@@ -126,8 +131,8 @@ async def export_traces(request: Request, db: DbDep, settings: SettingsDep, live
     return {"partialSuccess": partial, "ingested": receipt.created + receipt.extended, "warnings": receipt.warnings}
 
 
-@router.post("/v1/traces/ingest", openapi_extra={"requestBody": {"required": True, "description": (
-    f"The Agents SDK's export, {ENCODED}"), "content": {
+@router.post("/v1/traces/ingest", dependencies=[Reviewer], openapi_extra={"requestBody": {
+    "required": True, "description": f"The Agents SDK's export, {ENCODED}", "content": {
     "application/json": {"schema": object_schema({"data": {"type": "array", "description": (
         "trace and span records; one that is not is skipped and counted")}}, "data")},
 }}}, responses=REFUSALS | {
@@ -139,14 +144,16 @@ async def export_traces(request: Request, db: DbDep, settings: SettingsDep, live
                DOCUMENT_ERROR)})
 async def ingest_agents_export(request: Request, db: DbDep, settings: SettingsDep, live: LiveDep):
     """The OpenAI Agents SDK's `BackendSpanExporter` body, `{"data": [trace and span records]}`: point the
-    exporter's endpoint here. Batches of one run merge into one trace; retries add nothing."""
+    exporter's endpoint here. Batches of one run merge into one trace; retries add nothing. A batch that would
+    replace a stored, complete trace is an admin's (403 for others)."""
     receipt = Receipt("POST /v1/traces/ingest", "openai_agents", "records")
+    may_replace = replace_refusal(request) is None
     body = await request.body()
 
     def work(receipt: Receipt) -> None:
         if media_type(request) != "application/json":
             raise HTTPException(415, "send the Agents SDK export as application/json")
-        live.receive_agents(parse_json(decoded(body, request, settings)), receipt, settings.content)
+        live.receive_agents(parse_json(decoded(body, request, settings)), receipt, settings.content, may_replace)
 
     await accept(db, receipt, work)
     return {"received": receipt.received, "used": receipt.used, "duplicates": receipt.duplicates,

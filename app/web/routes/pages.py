@@ -20,13 +20,14 @@ from app.services import analysis, graph, labels
 from app.store import labels as label_store
 from app.store import queries
 from app.store.writes import TracesExist
+from app.web.access import AnyViewer, Reviewer, may_call, replace_refusal
 from app.web.browser import require_csrf, reviewer_of
 from app.web.deps import CacheDep, DbDep, SettingsDep, TraceId, Viewer
 from app.web.event_view import content_view
 from app.web.label_form import label_context
 from app.web.render import is_htmx, render
 from app.web.requests import read_uploads
-from app.web.security import current_user, role_needed
+from app.web.security import Forbidden
 
 router = APIRouter(include_in_schema=False)
 
@@ -48,7 +49,7 @@ def trace_list_context(db, q, system, topology, sort, page, reviewer=None) -> di
             "receiving": queries.receiving_trace_ids(db, [t["trace_id"] for t in items])}
 
 
-@router.get("/")
+@router.get("/", dependencies=[AnyViewer])
 def read_trace_list(request: Request, db: DbDep, cache: CacheDep, q: str | None = None, system: str | None = None,
                     topology: str | None = None, sort: str = DEFAULT_TRACE_SORT, page: int = 1,
                     deleted: str | None = None):
@@ -64,13 +65,16 @@ NO_FILE = ("No file chosen: choose one or more .json, .jsonl or .gz files with t
            "on the dashed box, then press Upload.")
 
 
-@router.post("/upload", dependencies=[Depends(require_csrf)])
+@router.post("/upload", dependencies=[Reviewer, Depends(require_csrf)])
 async def create_upload(request: Request, db: DbDep, settings: SettingsDep, replace: bool = False):
     """The upload form: ingest the files, then show what was stored or every reason it was refused; ids
-    stored already are offered for replacing (the same files posted again with replace=true)."""
+    stored already are offered for replacing (the same files posted again with replace=true), which is an
+    admin's."""
     result: dict = {"ingested": [], "errors": [], "error": None, "warnings": [], "taken": [], "orphaned": [],
                     "replace": replace}
     try:
+        if replace and (refused := replace_refusal(request)):
+            raise Forbidden(refused)
         uploads = await read_uploads(request)
         result["ingested"], _, result["warnings"] = await run_in_threadpool(
             ingest, db, uploads, "replace" if replace else "error", settings.max_body_bytes,
@@ -111,7 +115,7 @@ def split_lanes(rows: list[dict]) -> dict:
     return {"agents": [row for row in rows if row["kind"] == "agent"], "others": others, "other_words": words}
 
 
-@router.get("/traces/{trace_id}")
+@router.get("/traces/{trace_id}", dependencies=[AnyViewer])
 def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: CacheDep, event: str | None = None,
                     type: str | None = None, agent: str | None = None, role: str | None = None,
                     sort: str = "seq", page: int = 1, queue: str | None = None):
@@ -154,14 +158,12 @@ def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: Cache
 
 
 def may_delete(request: Request, trace_id: str) -> bool:
-    """Whether this browser may delete the trace through the JSON API (the page offers it only then)."""
-    if getattr(request.state, "open_mode", False):
-        return True
-    user = current_user(request)
-    return user is not None and user.may(role_needed("DELETE", f"/api/traces/{quote(trace_id, safe='')}"))
+    """Whether this browser may delete the trace through the JSON API (the page offers it only then): what the
+    DELETE route declares lets the caller call it."""
+    return may_call(request, "DELETE", f"/api/traces/{quote(trace_id, safe='')}")
 
 
-@router.get("/traces/{trace_id}/analysis")
+@router.get("/traces/{trace_id}/analysis", dependencies=[AnyViewer])
 def read_analysis_panel(request: Request, trace_id: TraceId, db: DbDep, cache: CacheDep):
     """Metrics, deployment envelope and audit findings of a trace, loaded after the page (htmx)."""
     if not is_htmx(request):
@@ -176,7 +178,7 @@ def read_analysis_panel(request: Request, trace_id: TraceId, db: DbDep, cache: C
         "rule_groups": group_by_rule(result["findings"])})
 
 
-@router.get("/traces/{trace_id}/credit")
+@router.get("/traces/{trace_id}/credit", dependencies=[AnyViewer])
 def read_credit_panel(request: Request, trace_id: TraceId, db: DbDep, cache: CacheDep, viewer: Viewer,
                       rule: str = "causal", channel: str | None = None):
     """Computed credit rolled up to the eight credit units, beside the reviewers' mean credit."""

@@ -13,6 +13,7 @@ from app.services import papers
 from app.services.labels import LabelError
 from app.store import labels as label_store
 from app.store import papers as paper_store
+from app.web.access import AnyViewer, Reviewer
 from app.web.browser import require_csrf, reviewer_of
 from app.web.deps import DbDep
 from app.web.render import render
@@ -21,7 +22,7 @@ router = APIRouter(include_in_schema=False)
 PAPERS_PER_PAGE = 25
 
 
-@router.get("/papers")
+@router.get("/papers", dependencies=[AnyViewer])
 def read_papers_page(request: Request, db: DbDep, q: str | None = None, sort: str = "position", page: int = 1):
     filters = {field: request.query_params.getlist(field) for field in PAPER_FIELDS}
     filters = {field: [v for v in values if v] for field, values in filters.items()}
@@ -33,7 +34,7 @@ def read_papers_page(request: Request, db: DbDep, q: str | None = None, sort: st
     return render(request, "papers.html", context, fragments=("_papers_table.html",))
 
 
-@router.get("/papers/excluded")
+@router.get("/papers/excluded", dependencies=[AnyViewer])
 def read_excluded_page(request: Request, db: DbDep, stage: str | None = None, source: str | None = None,
                        query_family: str | None = None):
     context = {"records": paper_store.list_excluded(db, stage, source, query_family),
@@ -42,7 +43,7 @@ def read_excluded_page(request: Request, db: DbDep, stage: str | None = None, so
     return render(request, "papers_excluded.html", context, fragments=("_excluded_table.html",))
 
 
-@router.get("/papers/stats")
+@router.get("/papers/stats", dependencies=[AnyViewer])
 def read_stats_page(request: Request, db: DbDep, source: str = papers.POOL):
     sources = [papers.POOL, *papers.taggers(db)]
     source = source if source in sources else papers.POOL
@@ -56,7 +57,7 @@ def read_stats_page(request: Request, db: DbDep, source: str = papers.POOL):
     return render(request, "papers_stats.html", {"stats": stats, "figures": figures, "sources": sources})
 
 
-@router.get("/papers/disagreements")
+@router.get("/papers/disagreements", dependencies=[AnyViewer])
 def read_disagreements_page(request: Request, db: DbDep, reviewers: str | None = None):
     """Per controlled field, the papers where the chosen raters differ (the pool counts as a rater)."""
     everyone = [papers.POOL, *papers.taggers(db)]
@@ -81,7 +82,7 @@ def paper_context(db, key: str, reviewer: str | None, **extra) -> dict | None:
             "events": label_store.events_labelled_with_paper(db, reviewer, key)} | extra
 
 
-@router.get("/papers/{key}")
+@router.get("/papers/{key}", dependencies=[AnyViewer])
 def read_paper_page(request: Request, key: str, db: DbDep):
     context = paper_context(db, key, reviewer_of(request))
     if context is None:
@@ -89,7 +90,7 @@ def read_paper_page(request: Request, key: str, db: DbDep):
     return render(request, "paper_detail.html", context, fragments=("_paper_tags.html",))
 
 
-@router.post("/papers/{key}/tags", dependencies=[Depends(require_csrf)])
+@router.post("/papers/{key}/tags", dependencies=[Reviewer, Depends(require_csrf)])
 async def save_paper_tags_form(request: Request, key: str, db: DbDep):
     """The tag form: saves, as a new version, only the fields the reviewer changed; the rest keep their
     value, so a field left on "as the pool says" keeps following the pool."""

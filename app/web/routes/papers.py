@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 
 from app.domain.taxonomy import EXCLUSION_COLUMNS
 from app.services import papers
+from app.web.access import Admin, AnyViewer, Reviewer
 from app.web.apidoc import (
     CSV,
     FIELD_ERROR,
@@ -30,7 +31,7 @@ from app.web.security import acting_reviewer
 router = APIRouter(prefix="/api/papers", tags=["papers"])
 
 
-@router.post("/import", openapi_extra={"requestBody": {"required": True, "content": {
+@router.post("/import", dependencies=[Admin], openapi_extra={"requestBody": {"required": True, "content": {
     "text/csv": {"schema": CSV},
     "multipart/form-data": {"schema": object_schema({"file": {"type": "array", "items": {
         "type": "string", "format": "binary"}}}, "file")}},
@@ -46,7 +47,7 @@ async def import_papers(request: Request, db: DbDep):
     return results[0] if len(results) == 1 else {"files": results}
 
 
-@router.get("/export", responses=READ_REFUSALS | INVALID | {
+@router.get("/export", dependencies=[AnyViewer], responses=READ_REFUSALS | INVALID | {
     200: {"description": "the rows", "content": {"text/csv": {"schema": CSV},
                                                  "application/json": {"schema": {"type": "array"}}}},
     404: reply("no reviewer of that name has tagged papers")})
@@ -70,13 +71,13 @@ def export_papers(db: DbDep, format: Literal["csv", "json"] = "csv", source: str
                     headers=attachment(name))
 
 
-@router.get("/stats")
+@router.get("/stats", dependencies=[AnyViewer])
 def read_stats(db: DbDep, source: str = papers.POOL):
     """Counts per controlled field, the sparsity cross-tabs and the exclusion log's facets."""
     return JsonBody(papers.stats(db, source))
 
 
-@router.post("/{key}/tags", status_code=201, openapi_extra=json_body(
+@router.post("/{key}/tags", dependencies=[Reviewer], status_code=201, openapi_extra=json_body(
     "the paper fields to set for this reviewer (null: follow the pool), `note`; `reviewer` in open mode"),
     responses=WRITE_REFUSALS | NOT_JSON | {201: reply("the new version of the reviewer's tags", OBJECT),
                                            404: reply("no paper with this key"),
@@ -87,6 +88,6 @@ async def create_tags(key: str, request: Request, db: DbDep):
     return await run_in_threadpool(papers.save_tags, db, key, body)
 
 
-@router.get("/{key}/tags")
+@router.get("/{key}/tags", dependencies=[AnyViewer])
 def read_tags(key: str, db: DbDep, reviewer: str | None = None, history: bool = True):
     return JsonBody({"items": papers.tag_history(db, key, reviewer, history)})

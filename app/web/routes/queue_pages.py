@@ -14,6 +14,7 @@ from app.domain.taxonomy import EVENT_TYPES, SUBDECISIONS
 from app.services import accounts, labels, queues
 from app.store import labels as label_store
 from app.store import queries
+from app.web.access import Admin, AnyViewer, Reviewer
 from app.web.browser import require_csrf, reviewer_of
 from app.web.deps import DbDep, Viewer
 from app.web.event_view import event_view
@@ -33,7 +34,7 @@ def _form_context(db, request: Request) -> dict:
             "people": names}
 
 
-@router.get("/queues")
+@router.get("/queues", dependencies=[AnyViewer])
 def read_queues_page(request: Request, db: DbDep, viewer: Viewer):
     return render(request, "queues.html", {"queues": queues.list_all(db, viewer), **_form_context(db, request)})
 
@@ -42,7 +43,7 @@ def _words(value: str) -> list[str]:
     return [word.strip() for word in value.replace("\n", ",").split(",") if word.strip()]
 
 
-@router.post("/queues", dependencies=[Depends(require_csrf)])
+@router.post("/queues", dependencies=[Admin, Depends(require_csrf)])
 async def create_queue_from_form(request: Request, db: DbDep, viewer: Viewer):
     """Make a queue from the form; a refusal shows the form again with the message."""
     form = await request.form()
@@ -67,7 +68,7 @@ async def create_queue_from_form(request: Request, db: DbDep, viewer: Viewer):
     return RedirectResponse(f"/queues/{quote(queue['id'])}", status_code=303)
 
 
-@router.get("/queues/{queue_id}")
+@router.get("/queues/{queue_id}", dependencies=[AnyViewer])
 def read_queue_page(request: Request, queue_id: str, db: DbDep, viewer: Viewer):
     queue = queues.summary(db, queue_id, viewer)
     items = queues.items(db, queue_id, viewer)
@@ -76,13 +77,13 @@ def read_queue_page(request: Request, queue_id: str, db: DbDep, viewer: Viewer):
         "disputed": [item for item in items if item["disputed"]]})
 
 
-@router.get("/queues/{queue_id}/next")
+@router.get("/queues/{queue_id}/next", dependencies=[AnyViewer])
 def open_next_item(queue_id: str):
     """Where "Label my next item" used to lead: the review workspace (a GET keeps no item for anyone)."""
     return RedirectResponse(f"/queues/{quote(queue_id)}/review", status_code=303)
 
 
-@router.get("/queues/{queue_id}/review")
+@router.get("/queues/{queue_id}/review", dependencies=[AnyViewer])
 def read_review_page(request: Request, queue_id: str, db: DbDep, viewer: Viewer):
     """The review workspace; its first item is taken by a POST the page sends as it loads."""
     if viewer is None:
@@ -116,7 +117,7 @@ def _caller(request: Request) -> str:
     return me
 
 
-@router.post("/queues/{queue_id}/review/next", dependencies=[Depends(require_csrf)])
+@router.post("/queues/{queue_id}/review/next", dependencies=[Reviewer, Depends(require_csrf)])
 async def take_next_item(request: Request, queue_id: str, db: DbDep):
     """Take the reviewer's next item and answer with its workspace."""
     me = _caller(request)
@@ -124,7 +125,7 @@ async def take_next_item(request: Request, queue_id: str, db: DbDep):
     return _workspace(request, db, queue_id, me, item)
 
 
-@router.post("/queues/{queue_id}/items/{item_id}/label", dependencies=[Depends(require_csrf)])
+@router.post("/queues/{queue_id}/items/{item_id}/label", dependencies=[Reviewer, Depends(require_csrf)])
 async def save_and_next(request: Request, queue_id: str, item_id: int, db: DbDep):
     """Save the label once (a retried request id saves nothing more) and answer with the next item; a refusal
     answers with the same item, its form as the reviewer left it and what is missing. `action=skip` saves
@@ -154,7 +155,7 @@ async def save_and_next(request: Request, queue_id: str, item_id: int, db: DbDep
                       just_skipped=item_id if saved is None else None)
 
 
-@router.post("/queues/{queue_id}/items/{item_id}/adjudicate", dependencies=[Depends(require_csrf)])
+@router.post("/queues/{queue_id}/items/{item_id}/adjudicate", dependencies=[Admin, Depends(require_csrf)])
 async def adjudicate_from_form(request: Request, queue_id: str, item_id: int, db: DbDep):
     form = await request.form()
     queue = queues.load(db, queue_id)

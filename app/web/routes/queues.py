@@ -5,6 +5,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from app.services import labels, queues
+from app.web.access import Admin, AnyViewer, Reviewer
 from app.web.apidoc import (
     COUNT,
     FIELD_ERROR,
@@ -31,7 +32,7 @@ QUEUE = object_schema({"id": TEXT, "name": TEXT, "items": COUNT, "done": COUNT, 
 NO_QUEUE = {404: reply("no queue with this id")}
 
 
-@router.post("", status_code=201, openapi_extra=json_body(
+@router.post("", dependencies=[Admin], status_code=201, openapi_extra=json_body(
     '`{"name", "filter": {"trace_ids", "systems", "topologies", "tasks", "findings", "event_types", "roles", '
     '"agents", "tools", "subdecisions"} (all optional lists), "sample": {"n", "seed", "stratify_by"} (optional), '
     '"fields": [...], "required": [...], "reviewers": [...], "overlap": k, "blind": bool}`'),
@@ -45,20 +46,21 @@ async def create_queue(request: Request, db: DbDep):
                     status_code=201)
 
 
-@router.get("", responses=READ_REFUSALS | {200: reply("every queue with its progress", object_schema(
-    {"queues": {"type": "array", "items": QUEUE}}, "queues"))})
+@router.get("", dependencies=[AnyViewer], responses=READ_REFUSALS | {200: reply(
+    "every queue with its progress", object_schema({"queues": {"type": "array", "items": QUEUE}}, "queues"))})
 def read_queues(db: DbDep, viewer: Viewer):
     return JsonBody({"queues": queues.list_all(db, viewer)})
 
 
-@router.get("/{queue_id}", responses=READ_REFUSALS | NO_QUEUE | {200: reply("the queue with its progress", QUEUE)})
+@router.get("/{queue_id}", dependencies=[AnyViewer],
+            responses=READ_REFUSALS | NO_QUEUE | {200: reply("the queue with its progress", QUEUE)})
 def read_queue(queue_id: str, db: DbDep, viewer: Viewer):
     """The queue: its rubric, reviewers, items, done, labelled per reviewer, disputed, adjudicated, agreement
     (in a blind queue, a reviewer's figures count only the items they have labelled)."""
     return JsonBody(queues.summary(db, queue_id, viewer))
 
 
-@router.get("/{queue_id}/items", responses=READ_REFUSALS | NO_QUEUE | {200: reply(
+@router.get("/{queue_id}/items", dependencies=[AnyViewer], responses=READ_REFUSALS | NO_QUEUE | {200: reply(
     "every item in order: its event, labels by reviewer, done, disputed and the adjudication", OBJECT)})
 def read_queue_items(queue_id: str, db: DbDep, viewer: Viewer):
     """Every item with its status and the labels the caller may see (blind: others' only once theirs is saved)."""
@@ -80,7 +82,7 @@ NEXT_ANSWERS = NO_QUEUE | {
     422: reply("the caller is not a reviewer of this queue (or no reviewer is known)", FIELD_ERROR)}
 
 
-@router.post("/{queue_id}/next", responses=WRITE_REFUSALS | NEXT_ANSWERS)
+@router.post("/{queue_id}/next", dependencies=[Reviewer], responses=WRITE_REFUSALS | NEXT_ANSWERS)
 async def take_next_item(queue_id: str, request: Request, db: DbDep, reviewer: str | None = None):
     """Give the caller their next item and keep it for them: the one given before and neither labelled nor
     skipped, else a new one, else the item they skipped longest ago. The caller is the logged-in user; in open
@@ -89,7 +91,7 @@ async def take_next_item(queue_id: str, request: Request, db: DbDep, reviewer: s
     return Response(status_code=204) if item is None else JsonBody(item)
 
 
-@router.get("/{queue_id}/next", responses=READ_REFUSALS | NEXT_ANSWERS)
+@router.get("/{queue_id}/next", dependencies=[AnyViewer], responses=READ_REFUSALS | NEXT_ANSWERS)
 def read_next_item(queue_id: str, request: Request, db: DbDep, reviewer: str | None = None):
     """The item `POST .../next` would give the caller now, without keeping it for them (a read changes
     nothing: a link or an image elsewhere cannot take items for a reviewer)."""
@@ -97,7 +99,8 @@ def read_next_item(queue_id: str, request: Request, db: DbDep, reviewer: str | N
     return Response(status_code=204) if item is None else JsonBody(item)
 
 
-@router.post("/{queue_id}/items/{item_id}/skip", status_code=204, responses=WRITE_REFUSALS | NO_QUEUE | {
+@router.post("/{queue_id}/items/{item_id}/skip", dependencies=[Reviewer], status_code=204,
+             responses=WRITE_REFUSALS | NO_QUEUE | {
     204: {"description": "skipped: `next` gives it to the caller again after every other item"},
     404: reply("no queue with this id, or the item was not given to the caller"),
     422: reply("the caller is not a reviewer of this queue (or no reviewer is known)", FIELD_ERROR)})
@@ -107,7 +110,7 @@ async def skip_item(queue_id: str, item_id: int, request: Request, db: DbDep, re
     return Response(status_code=204)
 
 
-@router.post("/{queue_id}/items/{item_id}/adjudicate", status_code=201, openapi_extra=json_body(
+@router.post("/{queue_id}/items/{item_id}/adjudicate", dependencies=[Admin], status_code=201, openapi_extra=json_body(
     '`{"label": {field: value} (the rubric\'s fields), "note": text}`'),
     responses=WRITE_REFUSALS | NOT_JSON | NO_QUEUE | {
         201: reply("the item with its labels and the adjudication", OBJECT),

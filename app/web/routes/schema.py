@@ -4,6 +4,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from app.domain.schema import trace_schema
+from app.web.access import AnyViewer
 from app.web.apidoc import OBJECT, READ_REFUSALS, TEXT, TEXTS, object_schema, reply
 
 router = APIRouter(prefix="/api", tags=["format"])
@@ -18,7 +19,7 @@ class SchemaBody(JSONResponse):
     media_type = SCHEMA_MEDIA_TYPE
 
 
-@router.get("/schema", response_class=SchemaBody, responses=READ_REFUSALS | {
+@router.get("/schema", dependencies=[AnyViewer], response_class=SchemaBody, responses=READ_REFUSALS | {
     200: reply("the JSON Schema (draft 2020-12) of one trace; the rules beyond it are in its description",
                JSON_SCHEMA, SCHEMA_MEDIA_TYPE)})
 def read_schema():

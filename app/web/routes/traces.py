@@ -20,6 +20,7 @@ from app.store import labels as label_store
 from app.store import queries
 from app.store.db import iso_utc
 from app.store.writes import delete_trace
+from app.web.access import Admin, AnyViewer, Reviewer, replace_refusal
 from app.web.apidoc import (
     BINARY,
     COUNT,
@@ -39,6 +40,7 @@ from app.web.apidoc import (
 from app.web.deps import CacheDep, DbDep, SettingsDep, TraceId, Viewer
 from app.web.requests import read_uploads
 from app.web.responses import JsonBody
+from app.web.security import Forbidden
 
 router = APIRouter(prefix="/api/traces", tags=["traces"])
 
@@ -75,20 +77,22 @@ UPLOAD_BODY = {"requestBody": {"required": True, "description": (
 ImportFormat = Literal[FORMATS]
 
 
-@router.post("", status_code=201, openapi_extra=UPLOAD_BODY, responses=WRITE_REFUSALS | {
+@router.post("", dependencies=[Reviewer], status_code=201, openapi_extra=UPLOAD_BODY, responses=WRITE_REFUSALS | {
     201: reply("the traces are stored; `orphaned_labels` (with replace=true) lists labels of events that vanished",
                object_schema({"ingested": TEXTS, "warnings": TEXTS, "orphaned_labels": {"type": "array",
                                                                                         "items": OBJECT}},
                              "ingested", "warnings")),
     400: reply("the body is not readable (malformed JSON, not UTF-8, not gzip, a multipart upload without a "
                "`file` part), or the Host is not served here", DOCUMENT_ERROR),
-    409: reply("a trace id is stored already (add replace=true); nothing is stored",
+    403: reply("a cross-site request, a viewer, or replace=true from a caller who is not an admin"),
+    409: reply("a trace id is stored already (an admin may add replace=true); nothing is stored",
                object_schema({"error": TEXT, "trace_ids": TEXTS}, "error", "trace_ids")),
     415: reply("a Content-Type a browser may send cross-site (text/plain, a form)"),
     422: reply("invalid traces (each problem with its trace and path), a file no importer can read, or an "
                "invalid parameter; nothing is stored", PROBLEMS)})
 async def create_traces(request: Request, db: DbDep, settings: SettingsDep, background: BackgroundTasks,
-                        replace: bool = False, format: ImportFormat | None = None,
+                        replace: bool = Query(False, description="replace traces whose ids are stored (admins)"),
+                        format: ImportFormat | None = None,
                         content: ContentPolicy = Query(KEEP, description=(
                             "`hash`: keep only the `content_ref` hashes of what an industrial format's events said, "
                             "not the content itself; a server whose ORCHESTRACE_CONTENT is `hash` keeps hashes "
@@ -98,7 +102,10 @@ async def create_traces(request: Request, db: DbDep, settings: SettingsDep, back
     Beyond the published schema, refused (422, naming the path): text with a lone surrogate (an
     unpaired \\ud800-\\udfff escape), a number beyond a double (such as 1e400), an integer of 2**63 or
     more in `t` or `costs`, a key given twice in one object, and an event property nested more than 64
-    levels of objects and arrays deep. Other integers of any size are kept exactly."""
+    levels of objects and arrays deep. Other integers of any size are kept exactly. Replacing (replace=true) is
+    an admin's."""
+    if replace and (refused := replace_refusal(request)):
+        raise Forbidden(refused)
     uploads = await read_uploads(request)
     existing = "replace" if replace else "error"
     stored, _, warnings = await run_in_threadpool(ingest, db, uploads, existing, settings.max_body_bytes,
@@ -111,7 +118,7 @@ async def create_traces(request: Request, db: DbDep, settings: SettingsDep, back
     return answer
 
 
-@router.get("", responses=READ_REFUSALS | INVALID | {
+@router.get("", dependencies=[AnyViewer], responses=READ_REFUSALS | INVALID | {
     200: reply("one page of trace summaries, and how many match",
                object_schema({"items": {"type": "array", "items": TRACE_SUMMARY}, "total": COUNT}, "items", "total"))})
 def read_traces(
@@ -131,14 +138,15 @@ def read_traces(
     return JsonBody({"items": items, "total": total})
 
 
-@router.get("/{trace_id}", responses=READ_REFUSALS | NO_TRACE | {200: reply("the trace as ingested", TRACE)})
+@router.get("/{trace_id}", dependencies=[AnyViewer],
+            responses=READ_REFUSALS | NO_TRACE | {200: reply("the trace as ingested", TRACE)})
 def read_trace(trace_id: TraceId, db: DbDep):
     """The trace exactly as ingested."""
     trace = queries.read_trace(db, trace_id)
     return JsonBody(trace)
 
 
-@router.get("/{trace_id}/live", responses=READ_REFUSALS | {
+@router.get("/{trace_id}/live", dependencies=[AnyViewer], responses=READ_REFUSALS | {
     200: reply("how the trace stands", object_schema({
         "status": {"enum": ["receiving", "building", "complete"]}, "source": TEXT, "received": COUNT,
         "first_received_at": TEXT, "last_received_at": TEXT, "built_at": MAYBE_TEXT,
@@ -157,7 +165,7 @@ def read_live_status(trace_id: str, db: DbDep):
             "build_error": status["build_error"], "build_warnings": status["build_warnings"]}
 
 
-@router.get("/{trace_id}/figure", responses=READ_REFUSALS | INVALID | NO_TRACE | {
+@router.get("/{trace_id}/figure", dependencies=[AnyViewer], responses=READ_REFUSALS | INVALID | NO_TRACE | {
     200: reply("a Plotly figure with its lanes and event positions", object_schema(
         {"figure": OBJECT, "lanes": {"type": "array"}, "event_ids": TEXTS}, "figure"))})
 def read_figure(trace_id: TraceId, db: DbDep, cache: CacheDep, group: Grouping = "auto",
@@ -171,7 +179,7 @@ def read_figure(trace_id: TraceId, db: DbDep, cache: CacheDep, group: Grouping =
     return Response(body, media_type="application/json")
 
 
-@router.get("/{trace_id}/window", responses=READ_REFUSALS | INVALID | NO_TRACE | {
+@router.get("/{trace_id}/window", dependencies=[AnyViewer], responses=READ_REFUSALS | INVALID | NO_TRACE | {
     200: reply("the window's Plotly traces, exact or binned", object_schema(
         {"mode": {"enum": ["exact", "bins"]}, "traces": {"type": "array"}, "count": COUNT,
          "events": {"type": ["object", "null"]}}, "mode", "traces", "count"))})
@@ -194,7 +202,7 @@ def read_window(trace_id: TraceId, db: DbDep, cache: CacheDep, viewer: Viewer, t
     return Response(body, media_type="application/json")
 
 
-@router.get("/{trace_id}/locate", responses=READ_REFUSALS | INVALID | NO_TRACE | {
+@router.get("/{trace_id}/locate", dependencies=[AnyViewer], responses=READ_REFUSALS | INVALID | NO_TRACE | {
     200: reply("where the events are drawn", object_schema({"items": {"type": "array", "items": object_schema(
         {"event_id": TEXT, "seq": COUNT, "t": NUMBER, "lane_owner": TEXT}, "event_id", "seq", "t", "lane_owner")},
         "missing": TEXTS}, "items", "missing"))})
@@ -212,7 +220,7 @@ SEARCH_HIT = object_schema({"kind": {"enum": ["agent", "role", "tool", "event"]}
                             "first_event": TEXT}, "kind", "value", "events", "first_event")
 
 
-@router.get("/{trace_id}/search", responses=READ_REFUSALS | INVALID | NO_TRACE | {
+@router.get("/{trace_id}/search", dependencies=[AnyViewer], responses=READ_REFUSALS | INVALID | NO_TRACE | {
     200: reply("the matches, best first", object_schema({"items": {"type": "array", "items": SEARCH_HIT}}, "items"))})
 def search_trace(trace_id: TraceId, db: DbDep, q: str = Query(min_length=1, max_length=200),
                  limit: int = Query(20, ge=1, le=100)):
@@ -221,7 +229,7 @@ def search_trace(trace_id: TraceId, db: DbDep, q: str = Query(min_length=1, max_
     return JsonBody({"items": queries.search_trace(db, trace_id, q, limit)})
 
 
-@router.get("/{trace_id}/overlays", responses=READ_REFUSALS | NO_TRACE | {
+@router.get("/{trace_id}/overlays", dependencies=[AnyViewer], responses=READ_REFUSALS | NO_TRACE | {
     200: reply("the numeric channels", object_schema({"channels": {"type": "array", "items": object_schema(
         {"name": TEXT, "count": COUNT, "min": NUMBER, "max": NUMBER}, "name", "count", "min", "max")}}, "channels"))})
 def read_overlays(trace_id: TraceId, db: DbDep, cache: CacheDep, viewer: Viewer):
@@ -230,7 +238,7 @@ def read_overlays(trace_id: TraceId, db: DbDep, cache: CacheDep, viewer: Viewer)
     return JsonBody({"channels": describe(channels)})
 
 
-@router.get("/{trace_id}/overlay", responses=READ_REFUSALS | INVALID | {
+@router.get("/{trace_id}/overlay", dependencies=[AnyViewer], responses=READ_REFUSALS | INVALID | {
     200: reply("the channel's value per event", object_schema(
         {"channel": TEXT, "values": {"type": "array", "items": {"type": ["number", "null"]}}}, "channel", "values")),
     404: reply("no trace with this id, or no numeric channel of this name")})
@@ -245,7 +253,7 @@ def read_overlay(trace_id: TraceId, channel: str, db: DbDep, cache: CacheDep, vi
     return {"channel": channel, "values": values}
 
 
-@router.get("/{trace_id}/metrics", responses=READ_REFUSALS | NO_TRACE | {
+@router.get("/{trace_id}/metrics", dependencies=[AnyViewer], responses=READ_REFUSALS | NO_TRACE | {
     200: reply("the measures by name", object_schema({"events": COUNT, "edges": COUNT, "agents": COUNT,
                                                       "critical_path": TEXTS}, "events", "edges", "agents"))})
 def read_metrics(trace_id: TraceId, db: DbDep, cache: CacheDep):
@@ -254,7 +262,7 @@ def read_metrics(trace_id: TraceId, db: DbDep, cache: CacheDep):
     return JsonBody(result["metrics"])
 
 
-@router.get("/{trace_id}/audit", responses=READ_REFUSALS | NO_TRACE | {
+@router.get("/{trace_id}/audit", dependencies=[AnyViewer], responses=READ_REFUSALS | NO_TRACE | {
     200: reply("the findings", object_schema({"findings": {"type": "array", "items": object_schema(
         {"rule": TEXT, "severity": {"enum": ["error", "warning", "info"]}, "message": TEXT, "events": TEXTS},
         "rule", "severity", "message", "events")}}, "findings"))})
@@ -264,7 +272,7 @@ def read_audit(trace_id: TraceId, db: DbDep, cache: CacheDep):
     return JsonBody({"findings": result["findings"]})
 
 
-@router.get("/{trace_id}/credit", responses=READ_REFUSALS | NO_TRACE | {
+@router.get("/{trace_id}/credit", dependencies=[AnyViewer], responses=READ_REFUSALS | NO_TRACE | {
     200: reply("each event's credit, the roll-ups and the correlation with reviewers", object_schema(
         {"rule": TEXT, "channel": TEXT, "total": NUMBER, "events": {"type": "array", "items": object_schema(
             {"id": TEXT, "credit": NUMBER}, "id", "credit")}, "rollup": OBJECT}, "rule", "channel", "total", "events")),
@@ -284,7 +292,7 @@ def read_credit(trace_id: TraceId, db: DbDep, cache: CacheDep, viewer: Viewer, c
                      "events": [{"id": i, "credit": v} for i, v in zip(ids, values)], **report})
 
 
-@router.delete("/{trace_id}", responses=WRITE_REFUSALS | NO_TRACE | {
+@router.delete("/{trace_id}", dependencies=[Admin], responses=WRITE_REFUSALS | NO_TRACE | {
     200: reply("the trace is removed; its labels are kept",
                object_schema({"deleted": TEXT, "labels_kept": COUNT}, "deleted", "labels_kept")),
     409: reply("the trace has labels: add force=true")})

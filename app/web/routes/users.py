@@ -6,6 +6,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from app.services import accounts
 from app.web import security
+from app.web.access import Admin, Owner
 from app.web.apidoc import (
     FIELD_ERROR,
     MAYBE_TEXT,
@@ -32,13 +33,13 @@ NOT_YOURS = {403: reply("a cross-site request, or an account that is not the cal
 NO_USER = {404: reply("no such user")}
 
 
-@router.get("", responses=READ_REFUSALS | {200: reply("every account", object_schema(
+@router.get("", dependencies=[Admin], responses=READ_REFUSALS | {200: reply("every account", object_schema(
     {"users": {"type": "array", "items": USER}}, "users")), 403: reply("the caller is not an admin")})
 def read_users(db: DbDep):
     return {"users": accounts.users(db)}
 
 
-@router.post("", status_code=201, openapi_extra=json_body('`{"name", "role", "password"}`'),
+@router.post("", dependencies=[Admin], status_code=201, openapi_extra=json_body('`{"name", "role", "password"}`'),
              responses=WRITE_REFUSALS | NOT_JSON | INVALID_FIELD | {
                  201: reply("the new account", USER), 409: reply("the name is taken", FIELD_ERROR)})
 async def create_user(request: Request, db: DbDep):
@@ -47,7 +48,7 @@ async def create_user(request: Request, db: DbDep):
     return await run_in_threadpool(accounts.create_user, db, body, security.current_user(request))
 
 
-@router.patch("/{name}", openapi_extra=json_body('any of `{"role", "disabled", "password"}`'),
+@router.patch("/{name}", dependencies=[Owner], openapi_extra=json_body('any of `{"role", "disabled", "password"}`'),
               responses=WRITE_REFUSALS | NOT_JSON | INVALID_FIELD | NOT_YOURS | NO_USER | {
                   200: reply("the account as changed", USER),
                   409: reply("the change would leave no enabled admin", FIELD_ERROR)})
@@ -59,14 +60,15 @@ async def update_user(name: str, request: Request, db: DbDep):
     return await run_in_threadpool(accounts.update_user, db, name, body, security.current_user(request), session)
 
 
-@router.get("/{name}/tokens", responses=READ_REFUSALS | NOT_YOURS | NO_USER | {200: reply(
+@router.get("/{name}/tokens", dependencies=[Owner], responses=READ_REFUSALS | NOT_YOURS | NO_USER | {200: reply(
     "the user's tokens, newest first, revoked ones too", object_schema(
         {"tokens": {"type": "array", "items": TOKEN}}, "tokens"))})
 def read_tokens(name: str, request: Request, db: DbDep):
     return {"tokens": accounts.tokens_of(db, name, security.current_user(request))}
 
 
-@router.post("/{name}/tokens", status_code=201, openapi_extra=json_body('`{"name": "what it is for"}` (optional)'),
+@router.post("/{name}/tokens", dependencies=[Owner], status_code=201,
+             openapi_extra=json_body('`{"name": "what it is for"}` (optional)'),
              responses=WRITE_REFUSALS | NOT_JSON | INVALID_FIELD | NOT_YOURS | NO_USER | {
                  201: reply("the new token, with `token` shown this once", NEW_TOKEN)})
 async def create_token(name: str, request: Request, db: DbDep):
@@ -77,8 +79,10 @@ async def create_token(name: str, request: Request, db: DbDep):
                                    security.current_user(request))
 
 
-@router.delete("/{name}/tokens/{token_id}", status_code=204, responses=WRITE_REFUSALS | NOT_YOURS | {
-    204: {"description": "revoked"}, 404: reply("no such user, or no live token of theirs with this id")})
+@router.delete("/{name}/tokens/{token_id}", dependencies=[Owner], status_code=204,
+               responses=WRITE_REFUSALS | NOT_YOURS | {
+                   204: {"description": "revoked"},
+                   404: reply("no such user, or no live token of theirs with this id")})
 def revoke_token(name: str, token_id: str, request: Request, db: DbDep):
     accounts.revoke_token_of(db, name, token_id, security.current_user(request))
     return Response(status_code=204)
