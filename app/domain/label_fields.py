@@ -176,11 +176,6 @@ def clean_values(data: dict) -> dict:
     return {f.name: f.clean(data[f.name]) for f in FIELDS if f.name in data}
 
 
-def says_nothing(values: dict) -> bool:
-    """Whether a label's values are all empty (a cleared label)."""
-    return all(BY_NAME[name].is_empty(value) for name, value in values.items() if name in BY_NAME)
-
-
 def disagree(labels: list[dict], fields) -> bool:
     """Whether reviewers' labels on one item differ on an asked field that agreement is measured on: numbers
     more than NUMBER_SPREAD apart, different answers, or an answer against none (tags, notes and flags are

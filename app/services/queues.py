@@ -23,9 +23,6 @@ FILTER_KEYS = ("trace_ids", "systems", "topologies", "tasks", "findings", "event
 STRATA = ("trace_id", "system", "topology", "task_id", "type", "role", "agent", "tool")
 DEFAULT_FIELDS = ("credit", "counterfactual", "stop", "note")
 MAX_ITEMS = 100_000
-# What an item's final label is, for the final export: settled by an admin, agreed by its k reviewers, disputed
-# and waiting for an admin, or still open (fewer than k labels).
-STATUSES = ("agreed", "adjudicated", "disputed", "open")
 
 
 class QueueError(Refusal, ValueError):
@@ -173,7 +170,8 @@ def item_states(db: Database, queue: dict, viewer: str | None) -> dict[int, dict
 
 
 def status_of(state: dict) -> str:
-    """One of STATUSES for an item's state."""
+    """What an item's final label is: `adjudicated` (an admin settled it), `disputed` (waiting for an admin),
+    `agreed` (its k reviewers labelled it without dispute) or `open` (fewer than k labels)."""
     if state["adjudicated"] is not None:
         return "adjudicated"
     if state["disputed"]:
