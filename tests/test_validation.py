@@ -39,9 +39,10 @@ from app.domain.validation import (
 
 PROPERTY_SETTINGS = settings(max_examples=100, deadline=None)
 SAMPLES = sorted((Path(__file__).resolve().parent.parent / "sample_traces").glob("*.json"))
-# Rules JSON Schema cannot express; only these may reject what jsonschema accepts.
+# Rules JSON Schema cannot express (or neither schema states: a trace id usable in URLs and file names); only
+# these may reject what jsonschema accepts.
 BEYOND_SCHEMA = ("duplicate id", "is not an event id", "is not a valid JSON number", "must be below 2**63",
-                 "lone surrogate", "given more than once", "levels of objects and arrays deep")
+                 "lone surrogate", "given more than once", "levels of objects and arrays deep", "a trace id")
 
 
 def small_trace() -> dict:
@@ -331,7 +332,7 @@ def test_a_batch_is_checked_trace_by_trace():
     second["edges"][0]["dst"] = "e4"  # only the other traces have an e4
     third["events"][1]["id"] = "e1"
     batch = [first, second, third, large_trace(_CHUNK), small_trace()]
-    assert validate_traces(batch) == [validate_trace(trace) for trace in batch]
+    assert [list(problems) for problems in validate_traces(batch)] == [validate_trace(trace) for trace in batch]
     assert [[format_problem(p) for p in problems] for problems in validate_traces(batch)] == [
         [], ["edges[0].dst: 'e4' is not an event id"],
         ["events[1].id: duplicate id 'e1' (first at events[0])", "edges[0].dst: 'e2' is not an event id",
@@ -381,6 +382,11 @@ def events_with_id(event_id: str):
     return st.tuples(event_extras, published).map(lambda pair: {**pair[0], **pair[1]})
 
 
+# A trace id names a URL path segment and files: no / or \\, no control character, not . or ..
+trace_ids = st.text(st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters="/\\"), min_size=1,
+                    max_size=10).filter(lambda text: text not in (".", ".."))
+
+
 @st.composite
 def valid_traces(draw) -> dict:
     """Traces valid under the trace schemas and the structural rules."""
@@ -398,7 +404,7 @@ def valid_traces(draw) -> dict:
     return draw(
         st.fixed_dictionaries(
             {
-                "trace_id": st.text(min_size=1, max_size=10),
+                "trace_id": trace_ids,
                 "task_id": st.text(min_size=1, max_size=10),
                 "events": st.just(events),
                 "edges": st.lists(edge, max_size=10),
@@ -486,7 +492,7 @@ def test_mutated_traces_agree_with_the_schema(schema_validator, trace):
 @PROPERTY_SETTINGS
 @given(st.lists(st.one_of(valid_traces(), mutated_traces()), min_size=2, max_size=6))
 def test_a_batch_gets_the_problems_of_each_of_its_traces(traces):
-    assert validate_traces(traces) == [validate_trace(trace) for trace in traces]
+    assert [list(problems) for problems in validate_traces(traces)] == [validate_trace(trace) for trace in traces]
 
 
 @PROPERTY_SETTINGS

@@ -2,7 +2,10 @@
 
 The API, the CLI and every importer call this one validator, so a trace is
 accepted or rejected for the same reasons with the same messages everywhere.
-It reports every problem, in document order, with a path to the offending value.
+It finds problems in document order, each with a path to the offending value, lazily: a request lists
+the first MAX_PROBLEMS and counts the rest up to MAX_COUNTED_PROBLEMS (see `capped`), so a body of a million
+broken traces costs a few thousand problems, not millions of strings. A trace id must also be usable in a URL
+path and a file name (see `trace_id_error`).
 Beyond the schema, it refuses what the store could not keep exactly as sent, or what could break a page
 that shows it later: text with a lone surrogate, numbers beyond a double, integers of 2**63 or more in `t`
 or `costs` (a double or a 64-bit column; other properties keep integers of any size, as text), keys given
@@ -14,10 +17,11 @@ about a chunk falls back to the per-item walk that words the problems.
 """
 
 import math
+import re
 import threading
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
-from itertools import chain, compress, count, repeat
+from itertools import chain, compress, count, islice, repeat
 from operator import is_, itemgetter
 
 import orjson
@@ -53,6 +57,12 @@ MAX_DEPTH = 64  # levels of objects and arrays in one event property
 INT_LIMIT = 2**63  # integers in `t` and `costs` stay below it
 _JSON_TYPES = frozenset({str, int, float, bool, type(None), dict, list})
 _DICT_ONLY = {dict}
+MAX_PROBLEMS = 100  # listed in one report; the rest are only counted
+MAX_COUNTED_PROBLEMS = 10_000  # counted in one report at most: past it the report says "at least"
+MAX_TRACE_ID_CHARS = 256
+# A trace id is a URL path segment and part of file names: no separator, no control character, no dot folder.
+_UNSAFE_IN_TRACE_ID = re.compile(r"[/\\\x00-\x1f\x7f-\x9f]")
+_DOT_FOLDERS = frozenset({".", ".."})
 
 
 @dataclass(frozen=True)
@@ -63,9 +73,55 @@ class Problem:
     message: str
 
 
+@dataclass(frozen=True)
+class Capped:
+    """The first MAX_PROBLEMS items of a report, and how many more it holds (see `capped`)."""
+
+    listed: list
+    more: int
+    at_least: bool  # counting stopped at MAX_COUNTED_PROBLEMS: there are more still
+
+    def more_text(self, what: str = "problems") -> str:
+        """'and 9,900 more problems', or 'and at least 9,900 more problems'."""
+        return f"and {'at least ' if self.at_least else ''}{self.more:,} more {what}"
+
+
+def capped(items: Iterable) -> Capped:
+    """The first MAX_PROBLEMS of `items`, the rest counted up to MAX_COUNTED_PROBLEMS in all: a report of
+    millions of problems is neither worded nor held whole, and a lazy walk stops where counting does."""
+    rest = iter(items)
+    listed = list(islice(rest, MAX_PROBLEMS))
+    more = sum(1 for _ in islice(rest, MAX_COUNTED_PROBLEMS - len(listed)))
+    return Capped(listed, more, next(rest, None) is not None)
+
+
 def format_problem(p: Problem) -> str:
     """Render a problem as 'path: message', or the bare message at the root."""
     return f"{p.path}: {p.message}" if p.path else p.message
+
+
+def trace_id_error(value) -> str | None:
+    """Why a value cannot be a trace id, or None. Ids are URL path segments and parts of file names, so one holds
+    at most MAX_TRACE_ID_CHARS characters, no / or \\, no control character (NUL included), and is not . or ..:
+    such an id could be stored but never read or deleted by its URL."""
+    error = _string_error(value, non_empty=True)
+    if error:
+        return error
+    if len(value) > MAX_TRACE_ID_CHARS:
+        return f"{_show(value)} is {len(value):,} characters long; a trace id has at most {MAX_TRACE_ID_CHARS}"
+    unsafe = _UNSAFE_IN_TRACE_ID.search(value)
+    if unsafe:
+        return (f"{_show(value)} holds {_show(unsafe.group())}: a trace id is part of URLs and file names, so it "
+                "holds no / or \\ and no control character")
+    if value in _DOT_FOLDERS:
+        return f"{_show(value)} is not a trace id: . and .. name folders in URLs and file paths"
+    return None
+
+
+def _trace_id_valid(value) -> bool:
+    """trace_id_error(value) is None, but for a lone surrogate (the fast path checks all its strings at once)."""
+    return (type(value) is str and 0 < len(value) <= MAX_TRACE_ID_CHARS and value not in _DOT_FOLDERS
+            and not _UNSAFE_IN_TRACE_ID.search(value))
 
 
 def validate_trace(obj) -> list[Problem]:
@@ -74,58 +130,67 @@ def validate_trace(obj) -> list[Problem]:
 
 
 def _problems(obj) -> list[Problem]:
-    """The walk that finds and words every problem."""
+    """Every problem the walk finds."""
+    return list(_walk(obj))
+
+
+def _walk(obj) -> Iterator[Problem]:
+    """The walk that finds and words problems, one at a time."""
     if not isinstance(obj, dict):
-        return [Problem("", f"{_show(obj)} is not an object")]
-    problems = _missing(obj, TRACE_REQUIRED_KEYS, "") + _repeated(obj, "")
+        yield Problem("", f"{_show(obj)} is not an object")
+        return
+    yield from _missing(obj, TRACE_REQUIRED_KEYS, "")
+    yield from _repeated(obj, "")
     # Edge endpoints need the event ids even when edges come first in the document.
-    event_problems, ids = _check_events(obj["events"]) if "events" in obj else ([], None)
+    ids, doubtful = _event_ids(obj["events"]) if "events" in obj else (None, ())
     for key, value in obj.items():
         if key not in TRACE_KEYS:
-            problems.append(Problem("", f"unknown key {_show(key)}; allowed: {', '.join(TRACE_KEYS)}"))
+            yield Problem("", f"unknown key {_show(key)}; allowed: {', '.join(TRACE_KEYS)}")
         elif key == "events":
-            problems += event_problems
+            yield from _check_events(value, ids, doubtful)
         elif key == "edges":
-            problems += _check_edges(value, ids)
+            yield from _check_edges(value, ids)
         elif key == "costs":
-            problems += _check_number_map(value, key, REQUIRED_COSTS, non_negative=True, exact=True)
+            yield from _check_number_map(value, key, REQUIRED_COSTS, non_negative=True, exact=True)
         elif key in ("rewards", "metrics"):
-            problems += _check_number_map(value, key)
+            yield from _check_number_map(value, key)
         else:
             if key == "topology":
                 error = _enum_error(value, TOPOLOGIES)
+            elif key == "trace_id":
+                error = trace_id_error(value)
             else:
                 error = _string_error(value, non_empty=key != "system")
             if error:
-                problems.append(Problem(key, error))
-    return problems
+                yield Problem(key, error)
 
 
-def validate_traces(traces: list) -> list[list[Problem]]:
-    """validate_trace of each trace of a batch. The columnar checks cost as much per call as per event on small
-    traces, so the traces of a batch are proven valid in groups of about _CHUNK events (larger groups lose more
-    to cache misses than they save); any doubt about a group sends each of its traces its own way."""
-    problems: list[list[Problem]] = []
+def validate_traces(traces: list) -> Iterator[Iterable[Problem]]:
+    """validate_trace of each trace of a batch, lazily: each trace's problems are found as they are read (see
+    `capped`). The columnar checks cost as much per call as per event on small traces, so the traces of a batch
+    are proven valid in groups of about _CHUNK events (larger groups lose more to cache misses than they save);
+    any doubt about a group sends each of its traces its own way."""
     group: list = []
     events = 0
     for trace in traces:
         if not _head_valid(trace):
-            problems += _validate_group(group) + [_problems(trace)]
+            yield from _group_problems(group)
+            yield _walk(trace)
             group, events = [], 0
             continue
         group.append(trace)
         events += len(trace["events"])
         if events >= _CHUNK:
-            problems += _validate_group(group)
+            yield from _group_problems(group)
             group, events = [], 0
-    return problems + _validate_group(group)
+    yield from _group_problems(group)
 
 
-def _validate_group(traces: list) -> list[list[Problem]]:
-    """Problems of traces whose heads are valid."""
+def _group_problems(traces: list) -> Iterator[Iterable[Problem]]:
+    """The problems of each of these traces, whose heads are valid."""
     if len(traces) > 1 and _all_certainly_valid(traces):
-        return [[] for _ in traces]
-    return list(map(validate_trace, traces))
+        return repeat((), len(traces))
+    return (() if _certainly_valid(trace) else _walk(trace) for trace in traces)
 
 
 def _all_certainly_valid(traces: list) -> bool:
@@ -164,7 +229,7 @@ def _head_valid(trace) -> bool:
         return False
     trace_id, task_id, costs = trace["trace_id"], trace["task_id"], trace["costs"]
     events, edges = trace["events"], trace["edges"]
-    return bool(type(trace_id) is str and trace_id and type(task_id) is str and task_id
+    return bool(_trace_id_valid(trace_id) and type(task_id) is str and task_id
                 and type(trace.get("system", "")) is str and trace.get("topology", TOPOLOGIES[0]) in TOPOLOGIES
                 and _numbers_look_valid(costs, non_negative=True, exact=True) and _REQUIRED_COST_SET <= costs.keys()
                 and _numbers_look_valid(trace["rewards"]) and _numbers_look_valid(trace.get("metrics", {}))
@@ -182,23 +247,36 @@ def _numbers_look_valid(value, non_negative=False, exact=False) -> bool:
                            and (not exact or max(numbers) < INT_LIMIT))
 
 
-def _check_events(events) -> tuple[list[Problem], dict[str, int] | None]:
-    """Problems of the events array, and where each valid id first appears (None if unknowable)."""
+def _event_ids(events) -> tuple[dict[str, int] | None, list[int]]:
+    """Where each valid event id first appears (None if unknowable), and the starts of the chunks of events
+    not proven valid, which the walk words event by event."""
     if not isinstance(events, list):
-        return [Problem("events", f"{_show(events)} is not an array")], None
-    if not events:
-        return [Problem("events", "must contain at least one event")], {}
-    problems = []
-    first_seen = {}
+        return None, []
+    first_seen: dict[str, int] = {}
+    doubtful = []
     for start in range(0, len(events), _CHUNK):
         chunk = events[start : start + _CHUNK]
         ids = _valid_event_ids(chunk)
         if ids is not None and first_seen.keys().isdisjoint(ids):
             first_seen.update(zip(ids, count(start)))
-        else:
-            for index, event in enumerate(chunk, start):
-                problems += _event_problems(event, index, first_seen)
-    return problems, first_seen
+            continue
+        doubtful.append(start)
+        for index, event in enumerate(chunk, start):
+            event_id = event.get("id") if isinstance(event, dict) else None
+            if _string_error(event_id, non_empty=True) is None:
+                first_seen.setdefault(event_id, index)
+    return first_seen, doubtful
+
+
+def _check_events(events, first_seen: dict[str, int] | None, doubtful: list[int]) -> Iterator[Problem]:
+    """Problems of the events array, given what _event_ids found in it."""
+    if not isinstance(events, list):
+        yield Problem("events", f"{_show(events)} is not an array")
+    elif not events:
+        yield Problem("events", "must contain at least one event")
+    for start in doubtful:
+        for index, event in enumerate(events[start : start + _CHUNK], start):
+            yield from _event_problems(event, index, first_seen)
 
 
 def _valid_event_ids(events: list) -> tuple[str, ...] | None:
@@ -300,20 +378,19 @@ def _finite(numbers, non_negative=False) -> bool:
     return total - total == 0 and (not non_negative or min(numbers) >= 0)
 
 
-def _event_problems(event, index: int, first_seen: dict) -> list[Problem]:
-    """Problems of one event; records its id in first_seen when the id is valid and new."""
+def _event_problems(event, index: int, first_seen: dict) -> Iterator[Problem]:
+    """Problems of one event; an id that first_seen places earlier is a duplicate."""
     path = f"events[{index}]"
     if not isinstance(event, dict):
-        return [Problem(path, f"{_show(event)} is not an object")]
-    problems = _missing(event, EVENT_REQUIRED_KEYS, path) + _repeated(event, path)
+        yield Problem(path, f"{_show(event)} is not an object")
+        return
+    yield from _missing(event, EVENT_REQUIRED_KEYS, path)
+    yield from _repeated(event, path)
     for key, value in event.items():
         if key == "id":
             error = _string_error(value, non_empty=True)
-            if error is None:
-                if value in first_seen:
-                    error = f"duplicate id {_show(value)} (first at events[{first_seen[value]}])"
-                else:
-                    first_seen[value] = index
+            if error is None and first_seen[value] != index:
+                error = f"duplicate id {_show(value)} (first at events[{first_seen[value]}])"
         elif key == "t":
             error = _number_error(value, non_negative=True, exact=True)
         elif key == "type":
@@ -327,25 +404,23 @@ def _event_problems(event, index: int, first_seen: dict) -> list[Problem]:
         else:
             problem = _key_problem(key, path) or _value_problem(value, key_path(path, key))
             if problem:
-                problems.append(problem)
+                yield problem
             continue
         if error:
-            problems.append(Problem(key_path(path, key), error))
-    return problems
+            yield Problem(key_path(path, key), error)
 
 
-def _check_edges(edges, ids: Container[str] | None) -> list[Problem]:
+def _check_edges(edges, ids: Container[str] | None) -> Iterator[Problem]:
     """Problems of the edges array; endpoints are checked only when ids is known."""
     if not isinstance(edges, list):
-        return [Problem("edges", f"{_show(edges)} is not an array")]
-    problems = []
+        yield Problem("edges", f"{_show(edges)} is not an array")
+        return
     known = None if ids is None else set(ids)
     for start in range(0, len(edges), _CHUNK):
         chunk = edges[start : start + _CHUNK]
         if known is None or not _edges_look_valid(chunk, known):
             for index, edge in enumerate(chunk, start):
-                problems += _edge_problems(edge, f"edges[{index}]", known)
-    return problems
+                yield from _edge_problems(edge, f"edges[{index}]", known)
 
 
 def _edges_look_valid(edges: list, ids: set[str]) -> bool:
@@ -368,11 +443,13 @@ def _edge_ends(edges: list) -> tuple[tuple, tuple] | None:
     return (src, dst) if valid else None
 
 
-def _edge_problems(edge, path: str, ids: Container[str] | None) -> list[Problem]:
+def _edge_problems(edge, path: str, ids: Container[str] | None) -> Iterator[Problem]:
     """Problems of one edge."""
     if not isinstance(edge, dict):
-        return [Problem(path, f"{_show(edge)} is not an object")]
-    problems = _missing(edge, EDGE_KEYS, path) + _repeated(edge, path)
+        yield Problem(path, f"{_show(edge)} is not an object")
+        return
+    yield from _missing(edge, EDGE_KEYS, path)
+    yield from _repeated(edge, path)
     for key, value in edge.items():
         if key == "type":
             error = _enum_error(value, EDGE_TYPES)
@@ -381,32 +458,32 @@ def _edge_problems(edge, path: str, ids: Container[str] | None) -> list[Problem]
             if error is None and ids is not None and value not in ids:
                 error = f"{_show(value)} is not an event id"
         else:
-            problems.append(Problem(path, f"unknown key {_show(key)}; allowed: {', '.join(EDGE_KEYS)}"))
+            yield Problem(path, f"unknown key {_show(key)}; allowed: {', '.join(EDGE_KEYS)}")
             continue
         if error:
-            problems.append(Problem(key_path(path, key), error))
-    return problems
+            yield Problem(key_path(path, key), error)
 
 
-def _check_number_map(value, path: str, required=(), non_negative=False, exact=False) -> list[Problem]:
+def _check_number_map(value, path: str, required=(), non_negative=False, exact=False) -> Iterator[Problem]:
     """Problems of an object whose values must all be numbers."""
     if not isinstance(value, dict):
-        return [Problem(path, f"{_show(value)} is not an object")]
-    problems = _missing(value, required, path) + _repeated(value, path)
+        yield Problem(path, f"{_show(value)} is not an object")
+        return
+    yield from _missing(value, required, path)
+    yield from _repeated(value, path)
     for key, number in value.items():
         problem = _key_problem(key, path)
         error = _number_error(number, non_negative, exact)
         if problem:
-            problems.append(problem)
+            yield problem
         elif error:
-            problems.append(Problem(key_path(path, key), error))
-    return problems
+            yield Problem(key_path(path, key), error)
 
 
-def _repeated(obj: dict, path: str) -> list[Problem]:
+def _repeated(obj: dict, path: str) -> Iterator[Problem]:
     """One problem per key the object's JSON text gave more than once."""
-    return [Problem(key_path(path, key), REPEATED_KEY)
-            for key in obj.twice] if isinstance(obj, KeyedTwice) else []
+    if isinstance(obj, KeyedTwice):
+        yield from (Problem(key_path(path, key), REPEATED_KEY) for key in obj.twice)
 
 
 def _key_problem(key, path: str) -> Problem | None:
@@ -420,38 +497,46 @@ def _key_problem(key, path: str) -> Problem | None:
 
 def _value_problem(value, path: str) -> Problem | None:
     """The first part of an event property (in document order) that the store would not keep as sent or
-    that could break a page: see _plain; walked with a stack, so no depth can exhaust Python's."""
-    stack = [(value, path, 0)]
-    while stack:
-        value, path, depth = stack.pop()
+    that could break a page: see _plain. Walked with one iterator per level, so no depth can exhaust Python's
+    stack, and a path is made only for the containers walked into and what is reported, so no width of an
+    array fills memory with paths."""
+    levels: list[tuple[Iterator, str, bool]] = []  # per container walked into: its items, its path, is it a list
+    while True:
         kind = type(value)
-        if kind is str:
-            error = _string_error(value)
-        elif kind is float:
-            error = _number_error(value)
-        elif kind in (dict, list, KeyedTwice):
-            if depth == MAX_DEPTH:
+        if kind in (dict, list, KeyedTwice):
+            if len(levels) == MAX_DEPTH:
                 return Problem(path, f"nested more than {MAX_DEPTH} levels of objects and arrays deep")
             if kind is list:
-                items = [(item, f"{path}[{i}]") for i, item in enumerate(value)]
+                levels.append((enumerate(value), path, True))
             else:
-                problem = next(iter(_repeated(value, path)), None) or next(
+                problem = next(_repeated(value, path), None) or next(
                     filter(None, (_key_problem(key, path) for key in value)), None)
                 if problem:
                     return problem
-                items = [(item, key_path(path, key)) for key, item in value.items()]
-            stack += [(item, item_path, depth + 1) for item, item_path in reversed(items)]
-            continue
+                levels.append((iter(value.items()), path, False))
         else:
-            error = None if kind in _JSON_TYPES else f"{_show(value)} is not a JSON value"
-        if error:
-            return Problem(path, error)
-    return None
+            if kind is str:
+                error = _string_error(value)
+            elif kind is float:
+                error = _number_error(value)
+            else:
+                error = None if kind in _JSON_TYPES else f"{_show(value)} is not a JSON value"
+            if error:
+                return Problem(path, error)
+        while levels:
+            step = next(levels[-1][0], None)
+            if step is not None:
+                break
+            levels.pop()
+        else:
+            return None
+        (key, value), (_, parent, is_list) = step, levels[-1]
+        path = f"{parent}[{key}]" if is_list else key_path(parent, key)
 
 
-def _missing(obj: dict, required, path: str) -> list[Problem]:
+def _missing(obj: dict, required, path: str) -> Iterator[Problem]:
     """One problem per required key absent from obj."""
-    return [Problem(path, f"missing required key '{key}'") for key in required if key not in obj]
+    return (Problem(path, f"missing required key '{key}'") for key in required if key not in obj)
 
 
 def _number_error(value, non_negative=False, exact=False) -> str | None:

@@ -1,7 +1,9 @@
 """The one ingest path shared by the API, the CLI and `orchestrace demo`: parse, validate, store."""
 
+from collections.abc import Iterator
+
 from app.domain.refusals import Refusal, status_of
-from app.domain.validation import validate_traces
+from app.domain.validation import Capped, capped, trace_id_error, validate_traces
 from app.ingest import log as ingest_log
 from app.ingest.documents import DEFAULT_MAX_BYTES, DocumentError, TooLarge, Upload
 from app.ingest.importers import convert
@@ -12,17 +14,19 @@ from app.store.gcpause import paused_gc
 from app.store.writes import TracesExist, store_traces
 
 ALREADY_STORED = "already stored (skipped: replace was not asked for)"
-MAX_LOGGED_PROBLEMS = 20  # of a refused upload, in the ingest log (the answer lists them all)
+MAX_LOGGED_PROBLEMS = 20  # of a refused upload, in the ingest log (the answer lists up to MAX_PROBLEMS)
 
 
 class InvalidTraces(Refusal, ValueError):
-    """Some traces in a request break the format; `errors` lists every problem with its path."""
+    """Some traces in a request break the format; `errors` lists the first MAX_PROBLEMS problems, each with its
+    trace and path, and then, if there are more, an entry that counts them."""
 
     status = 422
 
-    def __init__(self, errors: list[dict]):
-        self.errors = errors
-        super().__init__(f"{len(errors)} problem(s) in the submitted traces")
+    def __init__(self, report: Capped):
+        self.errors = listed(report)
+        total = len(report.listed) + report.more
+        super().__init__(f"{'at least ' if report.at_least else ''}{total:,} problem(s) in the submitted traces")
 
     def details(self) -> dict:
         return {"errors": self.errors}
@@ -34,32 +38,52 @@ def load_uploads(uploads: list[Upload], max_bytes: int, fmt: str | None = None,
     ImportFailed or InvalidTraces."""
     with paused_gc():
         result = convert(uploads, fmt, content_policy, max_bytes)
-        errors = problems_of(result.traces)
-    if errors:
-        raise InvalidTraces(errors)
+        report = capped(_problems(result.traces))
+    if report.listed:
+        raise InvalidTraces(report)
+    result.warnings = capped_texts(result.warnings, "warnings")
     return result
 
 
 def problems_of(traces: list) -> list[dict]:
-    """Validation problems of a batch, each naming its trace (id when readable, else index)."""
-    errors = []
+    """Validation problems of a batch as a request's answer lists them (see InvalidTraces)."""
+    return listed(capped(_problems(traces)))
+
+
+def listed(report: Capped) -> list[dict]:
+    """A report's problems, and past MAX_PROBLEMS one more entry, at the first trace not fully listed, that
+    says how many more there are: every reader of the list (the API, the upload page, the CLI) shows it."""
+    errors = list(report.listed)
+    if report.more:
+        last = errors[-1]
+        errors.append({"trace": last["trace"], "index": last["index"], "path": "",
+                       "message": f"{report.more_text()} (not listed), from this trace on"})
+    return errors
+
+
+def capped_texts(texts: list[str], what: str) -> list[str]:
+    """The first MAX_PROBLEMS of a list of messages, then one that counts the rest."""
+    report = capped(texts)
+    return report.listed + ([report.more_text(what)] if report.more else [])
+
+
+def _problems(traces: list) -> Iterator[dict]:
+    """Validation problems of a batch, lazily, each naming its trace (its id when valid, else its index)."""
     first_index: dict[str, int] = {}
     for index, (trace, problems) in enumerate(zip(traces, validate_traces(traces))):
         label = _label(trace, index)
         for problem in problems:
-            errors.append({"trace": label, "index": index, "path": problem.path, "message": problem.message})
+            yield {"trace": label, "index": index, "path": problem.path, "message": problem.message}
         if label != index:
-            if label in first_index:
-                errors.append({"trace": label, "index": index, "path": "trace_id",
-                               "message": f"'{label}' appears twice in this request "
-                                          f"(traces {first_index[label]} and {index})"})
-            first_index.setdefault(label, index)
-    return errors
+            first = first_index.setdefault(label, index)
+            if first != index:
+                yield {"trace": label, "index": index, "path": "trace_id",
+                       "message": f"'{label}' appears twice in this request (traces {first} and {index})"}
 
 
 def _label(trace, index: int):
     trace_id = trace.get("trace_id") if isinstance(trace, dict) else None
-    return trace_id if isinstance(trace_id, str) and trace_id else index
+    return trace_id if trace_id_error(trace_id) is None else index
 
 
 def ingest(db: Database, uploads: list[Upload], existing: str = "error", max_bytes: int = DEFAULT_MAX_BYTES,

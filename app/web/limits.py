@@ -6,7 +6,7 @@ import zlib
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.domain.refusals import Refusal
-from app.ingest.documents import DocumentError, TooLarge
+from app.ingest.documents import GZIP_WBITS, DocumentError, TooLarge, inflate
 from app.web.errors import refusal_response
 
 
@@ -58,30 +58,28 @@ class UnsupportedEncoding(ValueError):
 
 # Content-Encoding -> zlib window bits: gzip framing, or zlib framing for "deflate" (RFC 9110), which
 # some clients send raw; that is tried when the zlib header is missing.
-CONTENT_ENCODINGS = {"gzip": 31, "x-gzip": 31, "deflate": 15}
+CONTENT_ENCODINGS = {"gzip": GZIP_WBITS, "x-gzip": GZIP_WBITS, "deflate": 15}
+RAW_DEFLATE_WBITS = -15
 
 
 def decode_content(body: bytes, encoding: str | None, max_bytes: int) -> bytes:
-    """The body after its Content-Encoding, refusing to expand past `max_bytes` (a bomb stops early)."""
+    """The body after its Content-Encoding, inflated with a running cap at `max_bytes` (see documents.inflate)."""
     encoding = (encoding or "identity").strip().lower()
     if encoding == "identity":
         return body
     if encoding not in CONTENT_ENCODINGS:
         raise UnsupportedEncoding(f"Content-Encoding {encoding!r} is not supported; send gzip, deflate or none")
-    wbits = CONTENT_ENCODINGS[encoding]
     try:
-        inflater = zlib.decompressobj(wbits=wbits)
-        out = inflater.decompress(body, max_bytes + 1)
-    except zlib.error:
-        if encoding != "deflate":
-            raise DocumentError("body is not readable gzip data") from None
         try:
-            inflater = zlib.decompressobj(wbits=-15)
-            out = inflater.decompress(body, max_bytes + 1)
-        except zlib.error as exc:
-            raise DocumentError(f"body is not readable deflate data ({exc})") from None
-    if len(out) > max_bytes:
-        raise TooLarge(f"body decompresses to more than {max_bytes} bytes")
-    if not inflater.eof:
-        raise DocumentError(f"truncated {encoding} body")
-    return out
+            return inflate(body, CONTENT_ENCODINGS[encoding], max_bytes)
+        except zlib.error:
+            if encoding != "deflate":
+                raise DocumentError("body is not readable gzip data") from None
+            try:
+                return inflate(body, RAW_DEFLATE_WBITS, max_bytes)
+            except zlib.error as exc:
+                raise DocumentError(f"body is not readable deflate data ({exc})") from None
+    except EOFError:
+        raise DocumentError(f"truncated {encoding} body") from None
+    except TooLarge as exc:
+        raise TooLarge(f"body {exc}") from None

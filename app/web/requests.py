@@ -3,14 +3,14 @@
 from fastapi import HTTPException, Request
 from starlette.datastructures import UploadFile
 
-from app.ingest.documents import Upload, strict_loads
+from app.ingest.documents import MAX_FILES, MAX_JSON_VALUES, TooManyValues, Upload, json_values, strict_loads
 from app.services import labels
 
 
 async def read_uploads(request: Request) -> list[Upload]:
-    """The request's documents: each multipart `file` part, or the raw body."""
+    """The request's documents: each multipart `file` part (at most MAX_FILES), or the raw body."""
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
-        form = await request.form(max_files=10_000)
+        form = await request.form(max_files=MAX_FILES)
         files = [part for part in form.getlist("file") if isinstance(part, UploadFile)]
         if not files:
             raise HTTPException(400, "multipart upload has no `file` part")
@@ -19,10 +19,13 @@ async def read_uploads(request: Request) -> list[Upload]:
 
 
 async def json_object(request: Request) -> dict:
-    """The body as a JSON object, checked before anything reads it: too deep is 400; a key given twice or a
-    lone surrogate is 422 naming the field."""
+    """The body as a JSON object, checked before anything reads it: more than MAX_JSON_VALUES values is 413 (before
+    parsing); too deep is 400; a key given twice or a lone surrogate is 422 naming the field."""
+    data = await request.body()
+    if json_values(data) > MAX_JSON_VALUES:
+        raise TooManyValues("body")
     try:
-        body = strict_loads(await request.body())
+        body = strict_loads(data)
     except ValueError as exc:
         raise HTTPException(400, f"body is not JSON: {exc}") from exc
     if not isinstance(body, dict):

@@ -8,22 +8,32 @@ grouping expects, so the CLI, the web upload and the tests read sessions one way
 """
 
 import io
+import struct
 import tarfile
 import zipfile
+import zlib
+from functools import partial
 from pathlib import Path, PurePosixPath
 
-from app.domain.jsontext import first_problem
+from app.domain.jsontext import escaped, first_problem
+from app.domain.refusals import Refusal
 from app.domain.validation import is_text
 from app.ingest.documents import (
     DEFAULT_MAX_BYTES,
     GZIP_MAGIC,
+    INFLATE_CHUNK,
+    MAX_FILES,
+    MAX_JSON_VALUES,
     DocumentError,
     TooLarge,
+    TooManyValues,
     Upload,
+    capped_bytes,
     decode,
     exact_lines,
     fast_documents,
     gunzip,
+    json_values,
     parse_documents,
     strict_loads,
 )
@@ -33,14 +43,19 @@ from app.ingest.importers.common import KEEP, ContentPolicy, ImportFailed, Impor
 FORMATS = ("orchestrace", "otlp", "openai_agents", "claude_code")  # the one list of --format / ?format=
 SUBAGENTS = "subagents"  # a Claude Code session's `<session>/subagents/` folder
 ZIP_MAGIC = b"PK\x03\x04"
+ZIP_ENTRY_MAGIC = b"PK\x01\x02"  # begins each entry of a zip's central directory
+ZIP_ENCRYPTED = 0x1  # the general purpose flag of an encrypted member
+ZIP_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)  # bzip2 and LZMA inflate whole reads, uncapped
 TAR_MAGIC_OFFSET = 257
+TOO_MANY_FILES = f"the request holds more than {MAX_FILES:,} files (archive members included)"
 
 
 def unpack(uploads: list[Upload], max_bytes: int) -> list[Upload]:
     """Uploads gunzipped, with every .zip or .tar(.gz) replaced by its files (paths kept in the names, and
-    gzipped members gunzipped too). The limit is the request's, not each file's: all the files together
-    expand to at most `max_bytes`, so ten gzip parts cannot take ten times the memory."""
-    left = max_bytes
+    gzipped members gunzipped too). The limits are the request's, not each file's: all the files together
+    expand to at most `max_bytes`, so ten gzip parts cannot take ten times the memory, and hold at most
+    MAX_FILES files and MAX_JSON_VALUES values (see documents.json_values), counted before any is parsed."""
+    left, values = max_bytes, MAX_JSON_VALUES
     too_large = f"the request's files expand to more than {max_bytes} bytes together"
 
     def gunzipped(data: bytes, source: str) -> bytes:
@@ -56,13 +71,18 @@ def unpack(uploads: list[Upload], max_bytes: int) -> list[Upload]:
         return data
 
     def counted(upload: Upload) -> Upload:
-        nonlocal left
+        nonlocal left, values
+        if len(out) == MAX_FILES:
+            raise TooLarge(f"{upload.source}: {TOO_MANY_FILES}")
         if len(upload.data) > left:
             raise TooLarge(f"{upload.source}: {too_large}")
         left -= len(upload.data)
+        values -= json_values(upload.data)
+        if values < 0:
+            raise TooManyValues(upload.source)
         return upload
 
-    out = []
+    out: list[Upload] = []
     for upload in uploads:
         if upload.data[:4] == ZIP_MAGIC:
             members = _unzip(upload, left, too_large)
@@ -78,23 +98,54 @@ def unpack(uploads: list[Upload], max_bytes: int) -> list[Upload]:
 
 
 def _unzip(upload: Upload, max_bytes: int, too_large: str) -> list[Upload]:
+    """The files of a zip, each inflated a chunk at a time within what is left of the limit, whatever size it
+    declares (a member declaring 100 bytes may inflate to gigabytes: zipfile's read() inflates it whole before
+    it cuts it to its declared size); only stored and deflated members, which inflate a bounded chunk at a time,
+    are read. The entries are counted before the archive is opened, since opening it reads them all."""
+    if upload.data.count(ZIP_ENTRY_MAGIC) > MAX_FILES:
+        raise TooLarge(f"{upload.source}: {TOO_MANY_FILES}")
+    source = upload.source
     try:
         archive = zipfile.ZipFile(io.BytesIO(upload.data))
-        members = [m for m in archive.infolist() if not m.is_dir()]
-        if sum(m.file_size for m in members) > max_bytes:
-            raise TooLarge(f"{upload.source}: {too_large}")
-        return [Upload(f"{upload.source}:{m.filename}", archive.read(m)) for m in members]
-    except zipfile.BadZipFile as exc:
-        raise DocumentError(f"not a readable zip file ({exc})", upload.source) from exc
+        files, left = [], max_bytes
+        for member in archive.infolist():
+            if member.is_dir():
+                continue
+            source = f"{upload.source}:{escaped(member.filename)}"
+            if member.file_size > left:  # as declared: refused before inflating
+                raise TooLarge(f"{source}: {too_large}")
+            if member.flag_bits & ZIP_ENCRYPTED:
+                raise DocumentError("an encrypted zip member: send it unencrypted", source)
+            if member.compress_type not in ZIP_METHODS:
+                raise DocumentError(f"zip compression method {member.compress_type} is not read: store or deflate "
+                                    "the members", source)
+            with archive.open(member) as data:
+                try:
+                    files.append(Upload(source, capped_bytes(iter(partial(data.read, INFLATE_CHUNK), b""), left)))
+                except TooLarge:
+                    raise TooLarge(f"{source}: {too_large}") from None
+            left -= len(files[-1].data)
+        return files
+    except Refusal:
+        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError, struct.error, NotImplementedError) as exc:
+        # What zipfile raises for a forged header or entry: the sender's fault, a 400.
+        raise DocumentError(f"not a readable zip file ({exc})", source) from exc
 
 
 def _untar(upload: Upload, raw: bytes, max_bytes: int, too_large: str) -> list[Upload]:
+    """The files of a tar, its entries read one by one, so a tar of too many entries stops at MAX_FILES."""
     try:
         with tarfile.open(fileobj=io.BytesIO(raw)) as archive:
-            members = [m for m in archive.getmembers() if m.isfile()]
+            members = []
+            for entries, member in enumerate(archive, 1):
+                if entries > MAX_FILES:
+                    raise TooLarge(f"{upload.source}: {TOO_MANY_FILES}")
+                if member.isfile():
+                    members.append(member)
             if sum(m.size for m in members) > max_bytes:
                 raise TooLarge(f"{upload.source}: {too_large}")
-            return [Upload(f"{upload.source}:{m.name}", archive.extractfile(m).read()) for m in members]
+            return [Upload(f"{upload.source}:{escaped(m.name)}", archive.extractfile(m).read()) for m in members]
     except tarfile.TarError as exc:
         raise DocumentError(f"not a readable tar file ({exc})", upload.source) from exc
 
