@@ -202,7 +202,7 @@ def _target(args, settings: Settings, doing: str) -> Database | Server:
     running server holding the file, found by the URL it records beside it. Says on stderr which server
     it uses and what it asks of it (`doing`, e.g. "posting to {url}")."""
     if args.server:
-        server = _server_at(args.server.rstrip("/"))
+        server = _server_at(args.server.rstrip("/"), auth_headers(args))
         if server.holds(settings.db):
             print(f"{settings.db} is held by a running server; {doing.format(url=server.url)}", file=sys.stderr)
         else:
@@ -211,20 +211,20 @@ def _target(args, settings: Settings, doing: str) -> Database | Server:
     try:
         return Database(settings.db, settings.lake_data)
     except DatabaseLocked:
-        server = _holder(settings.db)
+        server = _holder(settings.db, auth_headers(args))
         print(f"{settings.db} is held by a running server; {doing.format(url=server.url)}", file=sys.stderr)
         return server
 
 
-def _server_at(url: str) -> Server:
+def _server_at(url: str, headers: dict) -> Server:
     """The Orchestrace server answering /api/health at url."""
-    reason = _probe(url)
+    reason = _probe(url, headers)
     if isinstance(reason, str):
         raise CommandError(f"no Orchestrace server answers at {url} ({reason})")
     return reason
 
 
-def _holder(db: Path) -> Server:
+def _holder(db: Path, headers: dict) -> Server:
     """The running server holding db, by the URL it recorded beside it. Without a record, or with a record
     no live server of db answers at (a server killed before it could remove it), says what to do."""
     record = address_file(db)
@@ -233,7 +233,7 @@ def _holder(db: Path) -> Server:
     except FileNotFoundError:
         raise CommandError(f"{db} is held by another process, and no server recorded its address beside it "
                            f"({record}): {WHAT_TO_DO}") from None
-    server = _probe(url)
+    server = _probe(url, headers)
     if isinstance(server, str):
         stale = f"no server answers there ({server})"
     elif not server.holds(db):
@@ -244,11 +244,9 @@ def _holder(db: Path) -> Server:
                        f"not trusted; {WHAT_TO_DO}")
 
 
-def _probe(url: str) -> Server | str:
+def _probe(url: str, headers: dict) -> Server | str:
     """The server at url by its /api/health answer, or why no Orchestrace server answers there. It names its
-    database only to a logged-in caller (or in open mode), so the probe sends ORCHESTRACE_TOKEN when set."""
-    token = os.environ.get("ORCHESTRACE_TOKEN")
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    database only to a logged-in caller (or in open mode), so the probe sends the command's token (auth_headers)."""
     request = urllib.request.Request(url + "/api/health", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=HEALTH_TIMEOUT_S) as response:

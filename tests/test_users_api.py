@@ -15,7 +15,7 @@ from app.cli import main
 from app.main import create_app
 from app.services import accounts
 from app.settings import Settings
-from app.web.security import role_needed
+from app.web.access import Access, declared, route_for
 
 PASSWORD = "correct horse battery"
 NEW_PASSWORD = "a brand new password"
@@ -216,15 +216,16 @@ def test_a_new_password_ends_the_other_sessions_and_keeps_the_one_that_changed_i
     assert by_admin.status_code == 200 and here.get("/api/traces").status_code == 401
 
 
-def test_the_policy_leaves_only_a_users_own_account_to_the_service():
-    assert role_needed("GET", "/api/users") == role_needed("POST", "/api/users") == "admin"
-    assert role_needed("GET", "/api/users/") == "admin"
+def test_the_routes_leave_only_a_users_own_account_to_the_service(app):
+    def access(method, path):
+        return declared(route_for(app, method, path)[0])
+
+    assert access("GET", "/api/users") == access("POST", "/api/users") == Access("admin")
     for method, path in (("PATCH", "/api/users/rita"), ("GET", "/api/users/rita/tokens"),
                          ("POST", "/api/users/rita/tokens"), ("DELETE", "/api/users/rita/tokens/ab12")):
-        assert role_needed(method, path) == "viewer", path
-    assert role_needed("GET", "/users") == role_needed("POST", "/users/rita") == "admin"
-    assert role_needed("POST", "/account/password") == "viewer"
-
+        assert access(method, path) == Access("viewer", owner=True), path
+    assert access("GET", "/users") == access("POST", "/users/rita") == Access("admin")
+    assert access("POST", "/account/password") == Access("viewer")
 
 def test_who_may_manage_an_account_is_one_rule():
     ada, rita = accounts.User("ada", "admin"), accounts.User("rita", "reviewer")

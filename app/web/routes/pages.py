@@ -71,7 +71,7 @@ async def create_upload(request: Request, db: DbDep, settings: SettingsDep, repl
     stored already are offered for replacing (the same files posted again with replace=true), which is an
     admin's."""
     result: dict = {"ingested": [], "errors": [], "error": None, "warnings": [], "taken": [], "orphaned": [],
-                    "replace": replace}
+                    "replace": replace, "may_replace": replace_refusal(request) is None}
     try:
         if replace and (refused := replace_refusal(request)):
             raise Forbidden(refused)
