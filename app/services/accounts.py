@@ -28,6 +28,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
 from app.domain.refusals import Refusal
+from app.store import accounts as store
 from app.store.db import CommitConflict, Database, iso_utc
 from app.store.db import utc_now as _now
 
@@ -150,10 +151,9 @@ def add_user(db: Database, name: str, role: str, password: str, actor: User | No
     name, role, password_hash = _check_name(name), _check_role(role), _password_hash(password)
 
     def add(cur) -> None:
-        if cur.execute("SELECT count(*) FROM users WHERE username = ?", [name]).fetchone()[0]:
+        if store.user_exists(cur, name):
             raise AccountConflict(f"user '{name}' exists already", "name")
-        cur.execute("INSERT INTO users (username, role, password_hash, created_at) VALUES (?, ?, ?, ?)",
-                    [name, role, password_hash, _now()])
+        store.insert_user(cur, name, role, password_hash, _now())
 
     db.write(add, [("user", name)])  # names are unique by the check above, across instances too
     return User(name, role)
@@ -167,8 +167,7 @@ def create_user(db: Database, body: dict, actor: User | None = None) -> dict:
 
 
 def list_users(db: Database) -> list[dict]:
-    return db.fetchall("SELECT username, role, disabled_at IS NOT NULL AS disabled, created_at FROM users "
-                       "ORDER BY username")
+    return store.list_users(db)
 
 
 def _shown_user(row: dict) -> dict:
@@ -182,8 +181,7 @@ def users(db: Database) -> list[dict]:
 
 
 def user_of(db: Database, name: str) -> dict:
-    row = db.fetchone("SELECT username, role, disabled_at IS NOT NULL AS disabled, created_at FROM users "
-                      "WHERE username = ?", [name])
+    row = store.read_user(db, name)
     if row is None:
         raise Unknown(f"no user '{name}'")
     return _shown_user(row)
@@ -209,36 +207,32 @@ def update_user(db: Database, name: str, changes: dict, actor: User | None = Non
     now = _now()
 
     def update(cur) -> None:
-        row = cur.execute("SELECT role, disabled_at FROM users WHERE username = ?", [name]).fetchone()
+        row = store.role_and_disabled(cur, name)
         if row is None:
             raise Unknown(f"no user '{name}'")
         role, disabled = changes.get("role", row[0]), changes.get("disabled", row[1] is not None)
         if row[0] == "admin" and row[1] is None and (role != "admin" or disabled):
-            others = cur.execute("SELECT count(*) FROM users WHERE role = 'admin' AND disabled_at IS NULL "
-                                 "AND username <> ?", [name]).fetchone()[0]
-            if not others:
+            if not store.other_enabled_admins(cur, name):
                 raise AccountConflict(f"'{name}' is the last enabled admin: make another user an admin first, or "
                                       "nobody could manage accounts", "disabled" if disabled else "role")
-        cur.execute("UPDATE users SET role = ?, disabled_at = ? WHERE username = ?",
-                    [role, (row[1] or now) if disabled else None, name])
+        store.set_role_and_disabled(cur, name, role, (row[1] or now) if disabled else None)
         if password_hash is not None:
-            cur.execute("UPDATE users SET password_hash = ? WHERE username = ?", [password_hash, name])
+            store.set_password_hash(cur, name, password_hash)
         if disabled or password_hash is not None:
-            cur.execute("DELETE FROM sessions WHERE username = ? AND session_hash IS DISTINCT FROM ?",
-                        [name, None if disabled else kept])
+            store.end_sessions_of(cur, name, None if disabled else kept)
 
     db.write(update, [ACCOUNTS_LOCK])
     return user_of(db, name)
 
 
 def has_admin(db: Database) -> bool:
-    return bool(db.scalar("SELECT count(*) FROM users WHERE role = 'admin' AND disabled_at IS NULL"))
+    return bool(store.enabled_admins(db))
 
 
 def check_password(db: Database, name: str, password: str) -> User | None:
     """The user when the password is theirs; None otherwise (the same time is spent for unknown names). A
     disabled account with its right password is refused, saying so."""
-    row = db.execute("SELECT role, password_hash, disabled_at FROM users WHERE username = ?", [name]).fetchone()
+    row = store.login_row(db, name)
     stored = row[1] if row else _UNKNOWN_USER_HASH
     try:
         with _password_work:
@@ -330,22 +324,18 @@ def start_session(db: Database, user: User) -> str:
     """A new session id for the cookie."""
     session_id = secrets.token_urlsafe(32)
     now = _now()
-    db.write(lambda cur: cur.execute("INSERT INTO sessions VALUES (?, ?, ?, ?)",
-                                     [_sha256(session_id), user.name, now, now + timedelta(days=SESSION_DAYS)]))
+    db.write(lambda cur: store.insert_session(cur, _sha256(session_id), user.name, now,
+                                              now + timedelta(days=SESSION_DAYS)))
     return session_id
 
 
 def session_user(db: Database, session_id: str) -> User | None:
-    row = db.execute(
-        "SELECT u.username, u.role FROM sessions s JOIN users u ON u.username = s.username "
-        "WHERE s.session_hash = ? AND s.expires_at > ? AND u.disabled_at IS NULL",
-        [_sha256(session_id), _now()]).fetchone()
+    row = store.session_owner(db, _sha256(session_id), _now())
     return User(*row) if row else None
 
 
 def end_session(db: Database, session_id: str) -> None:
-    db.write(lambda cur: cur.execute("DELETE FROM sessions WHERE session_hash = ? OR expires_at <= ?",
-                                     [_sha256(session_id), _now()]))
+    db.write(lambda cur: store.delete_session(cur, _sha256(session_id), _now()))
 
 
 def issue_token(db: Database, name: str, label="", actor: User | None = None) -> dict:
@@ -359,10 +349,9 @@ def issue_token(db: Database, name: str, label="", actor: User | None = None) ->
     now = _now()
 
     def insert(cur) -> None:
-        if not cur.execute("SELECT count(*) FROM users WHERE username = ?", [name]).fetchone()[0]:
+        if not store.user_exists(cur, name):
             raise Unknown(f"no user '{name}' (add one with `orchestrace users add`)")
-        cur.execute("INSERT INTO api_tokens (token_id, username, name, token_hash, created_at) "
-                    "VALUES (?, ?, ?, ?, ?)", [token_id, name, label, _sha256(token), now])
+        store.insert_token(cur, token_id, name, label, _sha256(token), now)
 
     db.write(insert)
     return {"token": token, "token_id": token_id, "user": name, "name": label, "created_at": iso_utc(now),
@@ -379,10 +368,7 @@ def token_user(db: Database, token: str) -> User | None:
     parts = token.split("_", 2)
     if len(parts) != 3 or parts[0] != TOKEN_PREFIX:
         return None
-    row = db.execute(
-        "SELECT t.token_hash, u.username, u.role, t.last_used_at FROM api_tokens t "
-        "JOIN users u ON u.username = t.username "
-        "WHERE t.token_id = ? AND t.revoked_at IS NULL AND u.disabled_at IS NULL", [parts[1]]).fetchone()
+    row = store.token_owner(db, parts[1])
     if row is None or not hmac.compare_digest(row[0], _sha256(token)):
         return None
     now = _now()
@@ -390,22 +376,19 @@ def token_user(db: Database, token: str) -> User | None:
         # Best effort: an exporter's every request need not write, and a use recorded by another instance of a
         # lake at the same moment (a commit conflict) is as good as this one.
         try:
-            db.write(lambda cur: cur.execute("UPDATE api_tokens SET last_used_at = ? WHERE token_id = ?",
-                                             [now, parts[1]]))
+            db.write(lambda cur: store.token_used(cur, parts[1], now))
         except CommitConflict:
             pass
     return User(row[1], row[2])
 
 
 def list_tokens(db: Database, name: str | None = None) -> list[dict]:
-    return db.fetchall("SELECT token_id, username, name, created_at, last_used_at, revoked_at FROM api_tokens "
-                       "WHERE ? IS NULL OR username = ? ORDER BY created_at DESC", [name, name])
+    return store.list_tokens(db, name)
 
 
 def live_token_counts(db: Database) -> dict[str, int]:
     """Live (unrevoked) tokens per user name."""
-    rows = db.execute("SELECT username, count(*) FROM api_tokens WHERE revoked_at IS NULL GROUP BY username")
-    return dict(rows.fetchall())
+    return store.live_token_counts(db)
 
 
 def tokens_of(db: Database, name: str, actor: User | None = None) -> list[dict]:
@@ -423,14 +406,7 @@ def _when(stamp) -> str | None:
 
 def revoke_token(db: Database, token_id: str, owner: str | None = None) -> bool:
     """Revoke a token (only the owner's, when `owner` is given); False when there is no such live token."""
-    def revoke(cur) -> bool:
-        found = cur.execute("SELECT count(*) FROM api_tokens WHERE token_id = ? AND revoked_at IS NULL "
-                            "AND (? IS NULL OR username = ?)", [token_id, owner, owner]).fetchone()[0]
-        if found:
-            cur.execute("UPDATE api_tokens SET revoked_at = ? WHERE token_id = ?", [_now(), token_id])
-        return bool(found)
-
-    return db.write(revoke)
+    return db.write(lambda cur: store.revoke_token(cur, token_id, owner, _now()))
 
 
 def revoke_token_of(db: Database, name: str, token_id: str, actor: User | None = None) -> None:
@@ -445,12 +421,11 @@ def secret_key(db: Database, configured: str | None) -> bytes:
     if configured:
         return configured.encode()
     def read_or_make(cur) -> str:
-        # min(): should two keys ever be kept (instances made them before keys were locked), all pick the same
-        row = cur.execute("SELECT min(value) FROM app_secrets WHERE name = 'signing_key'").fetchone()
-        if row[0] is None:
-            row = (secrets.token_hex(32),)
-            cur.execute("INSERT INTO app_secrets VALUES ('signing_key', ?)", [row[0]])
-        return row[0]
+        key = store.signing_key(cur)
+        if key is None:
+            key = secrets.token_hex(32)
+            store.keep_signing_key(cur, key)
+        return key
 
     # Instances starting together on one lake make one key between them, so each accepts the others' cookies.
     return db.write(read_or_make, [("secret", "signing_key")]).encode()
