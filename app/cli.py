@@ -491,9 +491,10 @@ def _findings_of(args, db: Database, settings: Settings) -> tuple[dict[str, list
     """Findings by trace id, and the ids named that are not stored."""
     from app.services.analysis import ensure_analysis
     from app.services.cache import TraceCache
+    from app.store import traces as trace_store
 
     db.migrate(settings.migrations_dir)
-    ids = args.trace_ids or [r["trace_id"] for r in db.fetchall("SELECT trace_id FROM traces ORDER BY trace_id")]
+    ids = args.trace_ids or trace_store.trace_ids(db)
     cache, results, missing = TraceCache(), {}, []
     for trace_id in ids:
         result = ensure_analysis(db, cache, trace_id)

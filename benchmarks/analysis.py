@@ -18,7 +18,7 @@ from app.domain.credit import assign, rollup  # noqa: E402
 from app.domain.generate import generate_swarm  # noqa: E402
 from app.domain.metrics import analyse_graph, compute_metrics  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from app.store import queries  # noqa: E402
+from app.store import traces as trace_store
 from app.store.db import Database  # noqa: E402
 from app.store.writes import store_traces  # noqa: E402
 
@@ -51,7 +51,7 @@ def read_seconds(trace: dict) -> list[float]:
         times = []
         for _ in range(REPEAT):
             start = time.perf_counter()
-            queries.read_trace(db, trace["trace_id"])
+            trace_store.read_trace(db, trace["trace_id"])
             times.append(time.perf_counter() - start)
         db.close()
     return sorted(times)

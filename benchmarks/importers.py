@@ -26,7 +26,7 @@ from app.ingest.pipeline import ingest  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.store.db import Database  # noqa: E402
 from app.store.gcpause import paused_gc  # noqa: E402
-from app.store.queries import read_trace  # noqa: E402
+from app.store.traces import read_trace  # noqa: E402
 
 SPANS = 20_000
 REPEAT = 7

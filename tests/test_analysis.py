@@ -25,7 +25,7 @@ from app.domain.audit import (
 from app.domain.credit import assign, correlation, rollup
 from app.domain.metrics import compute_metrics, team_members
 from app.services.analysis import ANALYSIS_VERSION, METRICS_VERSION, analysis_version
-from app.store import queries
+from app.store import traces as trace_store
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = sorted((REPO / "sample_traces").glob("*.json"))
@@ -207,11 +207,11 @@ def test_the_sql_and_python_agent_rules_agree(client, db):
     assert post_json(client, traces).status_code == 201
     for trace in traces:
         expected = len(team_members(trace["events"]))
-        assert queries.read_trace_summary(db, trace["trace_id"])["agents"] == expected, trace["trace_id"]
+        assert trace_store.read_trace_summary(db, trace["trace_id"])["agents"] == expected, trace["trace_id"]
         assert compute_metrics(trace)["agents"] == expected
-        facets = queries.event_facets(db, trace["trace_id"])["agent"]
+        facets = trace_store.event_facets(db, trace["trace_id"])["agent"]
         assert sum(row["kind"] == "agent" for row in facets) == expected
-    kinds = {row["value"]: row["kind"] for row in queries.event_facets(db, "h")["agent"]}
+    kinds = {row["value"]: row["kind"] for row in trace_store.event_facets(db, "h")["agent"]}
     assert (kinds["user"], kinds["maintainer"], kinds["search"], kinds["lead"]) == ("person", "person", "tool", "agent")
 
 
@@ -221,7 +221,7 @@ def test_stored_agent_counts_are_made_again_by_the_rule(client, db):
     assert post_json(client, harness).status_code == 201
     db.execute("UPDATE traces SET n_agents = 7")  # what the old rule stored: `user` counted
     db.execute(MIGRATION_0010.read_text())
-    assert queries.read_trace_summary(db, harness["trace_id"])["agents"] == 6 == compute_metrics(harness)["agents"]
+    assert trace_store.read_trace_summary(db, harness["trace_id"])["agents"] == 6 == compute_metrics(harness)["agents"]
 
 
 def test_a_run_ends_with_the_root_answering_the_user_or_with_a_handoff():

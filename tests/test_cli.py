@@ -15,7 +15,8 @@ from conftest import make_trace, running_server
 from app.cli import RecordingServer, address_file, main
 from app.ingest.importers import load_session_dir
 from app.ingest.importers.claude_code import import_session
-from app.store import queries
+from app.store import ingest_log as log_store
+from app.store import traces as trace_store
 from app.store.db import Database
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -102,7 +103,7 @@ def test_ingest_skips_existing_unless_replace(tmp_path, env_db, capsys):
     assert main(["ingest", path, "--replace"]) == 0
     db = Database(env_db)
     assert db.scalar("SELECT task_id FROM traces") == "changed"
-    log, total = queries.list_ingest_log(db, trace_id="a")
+    log, total = log_store.list_ingest_log(db, trace_id="a")
     assert total == 3 and [(r["created"], r["extended"], r["repeated"]) for r in log] == [
         ([], ["a"], []), ([], [], ["a"]), (["a"], [], [])]  # newest first: replaced, skipped, stored
     db.close()
@@ -286,7 +287,7 @@ def test_import_reads_a_claude_code_session_with_workflow_agents_as_the_importer
     assert "ingested 1 trace(s)" in capsys.readouterr().out
     db = Database(env_db)
     try:
-        assert queries.read_trace(db, expected["trace_id"]) == expected
+        assert trace_store.read_trace(db, expected["trace_id"]) == expected
     finally:
         db.close()
 
@@ -323,8 +324,8 @@ def test_import_keeps_what_events_said_unless_hashes_are_asked_or_the_policy(tmp
     assert main(["import", "--db", str(db_path), *flags, str(fixture)]) == 0
     db = Database(db_path)
     try:
-        (trace_id,) = queries.trace_ids(db)
-        events = queries.read_events(db, trace_id)
+        (trace_id,) = trace_store.trace_ids(db)
+        events = trace_store.read_events(db, trace_id)
     finally:
         db.close()
     assert any("content" in event for event in events) is kept

@@ -15,7 +15,6 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
-
 from conftest import free_port, make_trace, wait_until_up
 
 ROOT = Path(__file__).resolve().parent.parent

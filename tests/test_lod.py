@@ -11,7 +11,7 @@ from app.domain.figure import lane_agents, spawn_tree
 from app.domain.generate import generate_swarm
 from app.domain.metrics import agent_spans
 from app.services import graph
-from app.store import queries
+from app.store import lod as lod_store
 
 SAMPLES = sorted((Path(__file__).resolve().parent.parent / "sample_traces").glob("*.json"))
 
@@ -47,7 +47,7 @@ def test_the_skeleton_lays_out_lanes_and_lifetimes_as_all_events_do(client, db):
     traces.append(lod_trace())
     for trace in traces:
         trace_id = stored(client, db, trace)
-        skeleton = queries.skeleton_events(db, trace_id)
+        skeleton = lod_store.skeleton_events(db, trace_id)
         assert len(skeleton) <= len(trace["events"])
         assert spawn_tree(skeleton) == spawn_tree(trace["events"]), trace_id
         assert agent_spans(skeleton) == agent_spans(trace["events"]), trace_id
@@ -59,7 +59,7 @@ def test_the_skeleton_lays_out_lanes_and_lifetimes_as_all_events_do(client, db):
 def test_bins_count_the_events_of_each_row_and_time_bucket(client, db):
     trace_id = stored(client, db, lod_trace())
     rows = {"lead": 0, "w1": 1, "search": 2, "clock": 3}
-    bins = queries.event_bins(db, trace_id, rows, 0, 9, 3)  # buckets [0, 3), [3, 6), [6, 9]
+    bins = lod_store.event_bins(db, trace_id, rows, 0, 9, 3)  # buckets [0, 3), [3, 6), [6, 9]
     counts = {(row, bucket): n for row, bucket, n, *_ in bins}
     # the tool's answer (e4, t=4) is drawn on w1's lane: it answers w1's call; clock's answer has no caller
     assert counts == {(0, 0): 2, (1, 0): 1, (1, 1): 3, (1, 2): 2, (0, 2): 1, (3, 2): 1}
@@ -67,13 +67,13 @@ def test_bins_count_the_events_of_each_row_and_time_bucket(client, db):
     first = next(b for b in bins if b[:2] == (1, 1))
     assert (first[3], first[4], first[5]) == (3, 5, "tool_call")  # first and last t; of equals, the first type
     # a window counts only its events, and per-event values give each bin's mean
-    bins = queries.event_bins(db, trace_id, rows, 2, 6, 1, values={2: 1.0, 3: 0.0, 6: -0.5})
+    bins = lod_store.event_bins(db, trace_id, rows, 2, 6, 1, values={2: 1.0, 3: 0.0, 6: -0.5})
     assert {(row, n, value) for row, _, n, _, _, _, value in bins} == {(1, 5, 0.5 / 3)}
 
 
 def test_edge_bundles_join_edges_between_the_same_rows_and_bucket(client, db):
     trace_id = stored(client, db, lod_trace())
-    bundles = queries.edge_bundles(db, trace_id, {"lead": 0, "w1": 1, "search": 1, "clock": 1}, 0, 9, 1, 10)
+    bundles = lod_store.edge_bundles(db, trace_id, {"lead": 0, "w1": 1, "search": 1, "clock": 1}, 0, 9, 1, 10)
     assert sorted((kind, src, dst, n) for kind, src, dst, n, _, _ in bundles) == [
         ("return", 1, 0, 1), ("spawn", 0, 1, 1), ("temporal", 1, 1, 1), ("tool_dependency", 1, 1, 1)]
 
@@ -161,9 +161,9 @@ def test_rows_band_lanes_only_when_they_outnumber_the_rows(lanes, band):
 def test_a_large_trace_has_its_lanes_kept_after_the_ingest_answers(client, db):
     large, small = generate_swarm(100, graph.LOD_ABOVE + 1, seed=9), lod_trace("small")
     assert post_json(client, [large, small]).status_code == 201  # background work ends before the client returns
-    assert queries.lod_ready(db, large["trace_id"])
+    assert lod_store.lod_ready(db, large["trace_id"])
     assert db.scalar("SELECT count(*) FROM lod_events WHERE trace_id = ?", [large["trace_id"]]) == graph.LOD_ABOVE + 1
-    assert not queries.lod_ready(db, "small")  # a small trace is drawn whole: nothing to keep
+    assert not lod_store.lod_ready(db, "small")  # a small trace is drawn whole: nothing to keep
 
 
 def test_a_folded_agent_shows_its_whole_spawn_subtree_on_its_lane(client):

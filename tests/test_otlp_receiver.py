@@ -19,7 +19,8 @@ from app.ingest.documents import Upload
 from app.ingest.importers import convert
 from app.ingest.log import Receipt
 from app.services.live import LiveTraces
-from app.store import queries
+from app.store import live as live_store
+from app.store import traces as trace_store
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 OTLP = FIXTURES / "otlp" / "pydantic_ai_delegation.json"
@@ -79,7 +80,7 @@ def test_json_batches_merge_into_one_trace_and_a_retry_adds_nothing(client, app)
     assert r1.status_code == 200 and r1.json()["partialSuccess"] == {}
     assert gc.isenabled()  # paused while the batch was read, and only then
     trace_id = whole()["trace_id"]
-    assert queries.live_status(app.state.db, trace_id)["status"] == "receiving"
+    assert live_store.live_status(app.state.db, trace_id)["status"] == "receiving"
     r2 = client.post("/v1/traces", content=json.dumps(second), headers=JSON)
     assert r2.status_code == 200 and r2.json()["ingested"] == [trace_id]
     app.state.live.flush()
@@ -295,7 +296,7 @@ def test_a_live_service_told_hash_once_builds_without_content_from_then_on(app):
         assert live.content_policy == "hash"
     finally:
         live.close()
-    trace = queries.read_trace(app.state.db, whole()["trace_id"])
+    trace = trace_store.read_trace(app.state.db, whole()["trace_id"])
     assert trace["events"] and not any("content" in e for e in trace["events"])
 
 

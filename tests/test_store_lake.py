@@ -8,10 +8,10 @@ from contextlib import contextmanager
 
 import pytest
 
-from app.store import db as db_module
-from app.store.lake import shown
 from app.settings import Settings
+from app.store import db as db_module
 from app.store.db import CommitConflict, Database
+from app.store.lake import shown
 
 
 @pytest.fixture

@@ -10,9 +10,11 @@ import pytest
 from conftest import make_trace, post_json
 
 from app.settings import Settings
-from app.store import keys, queries
+from app.store import ingest_log as log_store
+from app.store import keys
+from app.store import live as live_store
 from app.store.db import Database
-from app.store.queries import read_trace
+from app.store.traces import read_trace
 
 LEGACY_MIGRATIONS = Path(__file__).resolve().parent / "fixtures" / "legacy_migrations"
 REPO = Path(__file__).resolve().parent.parent
@@ -107,7 +109,7 @@ def test_receipts_logged_before_0016_are_kept_and_name_no_repeats(tmp_path):
     db.execute("INSERT INTO ingest_log VALUES ('r1', now(), 'POST /v1/traces', 'otlp/json', 'spans', 3, 2, 1, 0, "
                "'[]', '[\"otlp-1\"]', '[]', 200, NULL)")
     assert db.migrate(Settings().migrations_dir)[0] == "0016_ingest_log_repeats.sql"
-    (receipt,), total = queries.list_ingest_log(db, trace_id="otlp-1")
+    (receipt,), total = log_store.list_ingest_log(db, trace_id="otlp-1")
     assert total == 1 and receipt["id"] == "r1" and receipt["created"] == ["otlp-1"] and receipt["repeated"] == []
     assert (receipt["received"], receipt["used"], receipt["duplicates"]) == (3, 2, 1)
 
@@ -117,7 +119,7 @@ def test_live_traces_built_before_0017_keep_their_status_with_no_warnings(tmp_pa
     db.execute("INSERT INTO live_traces VALUES ('otlp', 'ab', 'otlp-ab', 7, true, '2026-11-01 10:00:00', "
                "'2026-11-01 10:00:05', '2026-11-01 10:00:06', 'no agent, model or tool activity')")
     assert db.migrate(Settings().migrations_dir)[0] == "0017_live_build_warnings.sql"
-    status = queries.live_status(db, "otlp-ab")
+    status = live_store.live_status(db, "otlp-ab")
     assert (status["status"], status["received"], status["build_error"], status["build_warnings"]) == (
         "complete", 7, "no agent, model or tool activity", [])
 

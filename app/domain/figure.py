@@ -151,7 +151,7 @@ def lane_ticks(labels: list[str], px: float, first: int, last: int) -> dict:
 def lane_layout(events: list[dict], owners, group_by_role: bool | None, expand: frozenset[str],
                 collapse: frozenset[str] = frozenset()) -> tuple[list[dict], dict[str, int], bool]:
     """Lanes (label, role, agents, group, folded), each lane owner's lane, and whether lanes are grouped by
-    role. `events` may be all the trace's events or its skeleton (queries.skeleton_events): the spawn tree is
+    role. `events` may be all the trace's events or its skeleton (app/store/lod.py skeleton_events): the spawn tree is
     the same; `owners` are the lane owners (lane_agents) in event order, which add lanes for tools nobody
     called; `collapse` names agents whose spawn subtrees fold into their lanes."""
     order, parents, roles = spawn_tree(events)

@@ -135,7 +135,7 @@ def is_team_act(event: dict) -> bool:
     """Whether an event is a team member acting: not a tool answering a call (`tool_result`), not a person
     (a `human_intervention`, or anything said by `user`, the name the importers give the person at the
     keyboard). "Agents" everywhere (the trace list, the trace page, the metrics) are the distinct `agent`s
-    of such events. The SQL twin is app/store/queries.py TEAM_MEMBER_EVENT; a test checks they agree."""
+    of such events. The SQL twin is app/store/traces.py TEAM_MEMBER_EVENT; a test checks they agree."""
     return is_team(event["type"], event["agent"])
 
 

@@ -6,6 +6,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
+from app.store import ingest_log as log_store
 from app.store.db import Database, utc_now
 
 
@@ -51,10 +52,9 @@ def record(db: Database, receipt: Receipt) -> None:
 
 def insert(cur, receipt: Receipt) -> None:
     """Append the receipt to the log inside the caller's transaction (so it commits with what it logs)."""
-    now = utc_now()
-    cur.execute(
-        "INSERT INTO ingest_log (id, received_at, endpoint, format, unit, received, used, duplicates, skipped, "
-        "reasons, created, extended, repeated, status, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [uuid.uuid4().hex[:16], now, receipt.endpoint, receipt.format, receipt.unit, receipt.received, receipt.used,
-         receipt.duplicates, receipt.skipped_count, json.dumps(receipt.reasons()), json.dumps(receipt.created),
-         json.dumps(receipt.extended), json.dumps(receipt.repeated), receipt.status, receipt.error])
+    log_store.insert_receipt(cur, {
+        "id": uuid.uuid4().hex[:16], "received_at": utc_now(), "endpoint": receipt.endpoint, "format": receipt.format,
+        "unit": receipt.unit, "received": receipt.received, "used": receipt.used, "duplicates": receipt.duplicates,
+        "skipped": receipt.skipped_count, "reasons": json.dumps(receipt.reasons()),
+        "created": json.dumps(receipt.created), "extended": json.dumps(receipt.extended),
+        "repeated": json.dumps(receipt.repeated), "status": receipt.status, "error": receipt.error})

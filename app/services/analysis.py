@@ -13,7 +13,7 @@ from app.domain.credit import RULES, assign, correlation, rollup
 from app.domain.metrics import TraceGraph, analyse_graph, compute_metrics
 from app.services.cache import TraceCache
 from app.store import analysis as analysis_store
-from app.store import queries
+from app.store import traces as trace_store
 from app.store.db import Database
 
 COMPUTED_PREFIX = "computed credit: "
@@ -36,16 +36,16 @@ ANALYSIS_VERSION = analysis_version()
 
 def stored_trace(db: Database, cache: TraceCache, trace_id: str) -> dict | None:
     """The whole trace, read once per ingest and kept in the cache for the analyses."""
-    version = queries.trace_version(db, trace_id)
+    version = trace_store.trace_version(db, trace_id)
     if version is None:
         return None
-    return cache.get_or_build(("trace", trace_id, version), lambda: queries.read_trace(db, trace_id))
+    return cache.get_or_build(("trace", trace_id, version), lambda: trace_store.read_trace(db, trace_id))
 
 
 def stored_graph(db: Database, cache: TraceCache, trace_id: str) -> TraceGraph | None:
     """The trace's indexes (see analyse_graph), built once per ingest: the metrics, the audit and every
     credit rule and roll-up share them instead of each building its own."""
-    version = queries.trace_version(db, trace_id)
+    version = trace_store.trace_version(db, trace_id)
     if version is None:
         return None
     return cache.get_or_build(("graph", trace_id, version),
@@ -58,7 +58,7 @@ def ensure_analysis(db: Database, cache: TraceCache, trace_id: str) -> dict | No
     if state is None:
         return None
     if state["fresh"]:
-        return {"metrics": json.loads(state["metrics"]), "findings": queries.read_findings(db, trace_id)}
+        return {"metrics": json.loads(state["metrics"]), "findings": analysis_store.read_findings(db, trace_id)}
     trace = stored_trace(db, cache, trace_id)
     g = stored_graph(db, cache, trace_id)
     metrics = compute_metrics(trace, g)
@@ -70,7 +70,7 @@ def ensure_analysis(db: Database, cache: TraceCache, trace_id: str) -> dict | No
 
 def ensure_all(db: Database, cache: TraceCache) -> int:
     """Analyse every trace whose stored analysis is missing or stale; returns how many were computed."""
-    stale = queries.traces_needing_analysis(db, ANALYSIS_VERSION)
+    stale = analysis_store.traces_needing_analysis(db, ANALYSIS_VERSION)
     for trace_id in stale:
         ensure_analysis(db, cache, trace_id)
     return len(stale)
@@ -79,7 +79,7 @@ def ensure_all(db: Database, cache: TraceCache) -> int:
 def computed_credit(db: Database, cache: TraceCache, trace_id: str, rule: str, channel: str) -> list[float]:
     """A reward channel's value spread over the events by `rule` (see credit.assign); cached per trace."""
     # The version before the trace: read after it, a replace in between would key the old credit as new.
-    version = queries.trace_version(db, trace_id)
+    version = trace_store.trace_version(db, trace_id)
     trace = stored_trace(db, cache, trace_id)
     if rule not in RULES:
         raise ValueError(f"rule: {rule!r} is not one of {', '.join(RULES)}")

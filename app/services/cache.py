@@ -1,6 +1,6 @@
 """A small in-process cache of derived per-trace data (figure JSON, overlay channels).
 
-Keys include the trace's ingest time as stored (queries.trace_version), read before the data it keys, so a
+Keys include the trace's ingest time as stored (app/store/traces.py trace_version), read before the data it keys, so a
 replace makes the old entries unreachable, whichever app instance on a shared lake replaced it.
 """
 

@@ -14,7 +14,8 @@ from app.domain.refusals import NotFound, Refusal
 from app.services import analysis, labels, queues
 from app.services.cache import TraceCache
 from app.store import labels as label_store
-from app.store import queries
+from app.store import queues as queue_store
+from app.store import traces as trace_store
 from app.store.db import Database
 
 RL_FORMATS = ("rllm", "trl_stepwise", "credit_jsonl")
@@ -56,13 +57,13 @@ def label_export(db: Database, cache: TraceCache, viewer: str | None, fmt: str, 
             body = labels.to_csv(flat, columns).encode()
         return Export(MEDIA_TYPES[fmt], f"final-{queue_id}.{fmt}", iter([body]))
     if fmt in RL_FORMATS:  # (labels, unlike these, stay exportable after their trace is deleted)
-        if trace_id is not None and not queries.trace_exists(db, trace_id):
+        if trace_id is not None and not trace_store.trace_exists(db, trace_id):
             raise NotFound(f"no trace with id '{trace_id}'")
         if queue_id is not None:
-            ids = [t for t in queries.queue_trace_ids(db, queue_id) if trace_id in (None, t)]
+            ids = [t for t in queue_store.queue_trace_ids(db, queue_id) if trace_id in (None, t)]
         else:
             ids = [trace_id] if trace_id else (label_store.labelled_trace_ids(db, viewer) if fmt == "credit_jsonl"
-                                               else queries.trace_ids(db))
+                                               else trace_store.trace_ids(db))
         name = f"{fmt}{'-' + trace_id if trace_id else ''}{'-' + queue_id if queue_id else ''}.jsonl"
         return Export(MEDIA_TYPES[fmt], name, rl_lines(db, cache, viewer, fmt, ids, rule, channel, queue_id))
     rows = labels.list_labels(db, viewer, trace_id, None, None, history, queue_id)

@@ -16,7 +16,8 @@ from app.domain.taxonomy import COUNTERFACTUAL_SCORES, STOP_SCORES
 from app.services.analysis import computed_credit, parse_computed
 from app.services.cache import TraceCache
 from app.store import labels as label_store
-from app.store import queries
+from app.store import lod as lod_store
+from app.store import traces as trace_store
 from app.store.db import Database
 from app.store.writes import trace_locks
 
@@ -38,22 +39,22 @@ def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | No
     """Serialized figure payload, or None for an unknown trace: every event (figure.build_figure) when the
     trace has at most LOD_ABOVE, else the overview (figure.build_overview) with the whole trace's bins, sized
     for a plot of `px` (width, height) pixels; agents of `collapse` show their spawn subtrees on their lanes."""
-    version = queries.trace_version(db, trace_id)
+    version = trace_store.trace_version(db, trace_id)
     if version is None:
         return None
 
-    n_events = queries.event_count(db, trace_id)
+    n_events = trace_store.event_count(db, trace_id)
 
     def build() -> bytes:
         if n_events > LOD_ABOVE:
             skeleton, owners = _skeleton(db, cache, trace_id, version)
             payload = build_overview(trace_id, skeleton, owners, n_events, group, expand, collapse)
-            t0, t1 = queries.time_span(db, trace_id)
+            t0, t1 = lod_store.time_span(db, trace_id)
             payload.update(_window(db, cache, None, trace_id, version, (group, expand, collapse), t0, t1, None, px,
                                    None))
             return orjson.dumps(payload)
-        trace = {"trace_id": trace_id, "events": queries.read_event_cores(db, trace_id),
-                 "edges": queries.read_edges(db, trace_id)}
+        trace = {"trace_id": trace_id, "events": trace_store.read_event_cores(db, trace_id),
+                 "edges": trace_store.read_edges(db, trace_id)}
         return orjson.dumps(build_figure(trace, group, expand, collapse))
 
     key_px = px if n_events > LOD_ABOVE else None  # a whole figure does not depend on the plot's size
@@ -66,7 +67,7 @@ def window_json(db: Database, cache: TraceCache, viewer: str | None, trace_id: s
     """What a zoomed or panned view shows of [t0, t1] (and of the lanes in view): the events one by one when
     they are at most EXACT_LIMIT, else bins and edge bundles; coloured by `channel` (as `viewer` may see a
     human channel) when given."""
-    version = queries.trace_version(db, trace_id)
+    version = trace_store.trace_version(db, trace_id)
     if version is None:
         return None
     return orjson.dumps(_window(db, cache, viewer, trace_id, version, (group, expand, collapse), t0, t1, lanes, px,
@@ -74,13 +75,13 @@ def window_json(db: Database, cache: TraceCache, viewer: str | None, trace_id: s
 
 
 def ensure_lod(db: Database, trace_id: str) -> None:
-    """Keep each event's and edge's lanes (queries.fill_lod) the first time a trace is viewed by window."""
-    if queries.lod_ready(db, trace_id):
+    """Keep each event's and edge's lanes (lod_store.fill_lod) the first time a trace is viewed by window."""
+    if lod_store.lod_ready(db, trace_id):
         return
 
     def fill(cur) -> None:
-        if not queries.lod_ready_in(cur, trace_id):  # another request may have filled it meanwhile
-            queries.fill_lod(cur, trace_id)
+        if not lod_store.lod_ready_in(cur, trace_id):  # another request may have filled it meanwhile
+            lod_store.fill_lod(cur, trace_id)
 
     db.write(fill, trace_locks([trace_id]))  # one instance fills it; another then finds it kept
 
@@ -89,14 +90,14 @@ def prepare_lod(db: Database, trace_ids: list[str]) -> None:
     """Keep the lanes of the large ones among just-stored traces, after the ingest has answered, so that their
     first view does not wait for it (a million events take seconds)."""
     for trace_id in trace_ids:
-        if (queries.event_count(db, trace_id) or 0) > LOD_ABOVE:
+        if (trace_store.event_count(db, trace_id) or 0) > LOD_ABOVE:
             ensure_lod(db, trace_id)
 
 
 def _skeleton(db: Database, cache: TraceCache, trace_id: str, version) -> tuple[list[dict], list[str]]:
     def build() -> tuple[list[dict], list[str]]:
         ensure_lod(db, trace_id)
-        return queries.skeleton_events(db, trace_id), queries.lane_owners(db, trace_id)
+        return lod_store.skeleton_events(db, trace_id), lod_store.lane_owners(db, trace_id)
 
     return cache.get_or_build(("skeleton", trace_id, version), build)
 
@@ -110,10 +111,10 @@ def _window(db: Database, cache: TraceCache, viewer: str | None, trace_id: str, 
     values = overlay_channel(db, cache, viewer, trace_id, channel) if channel else None
     if channel and values is None:
         raise ValueError(f"trace '{trace_id}' has no numeric channel '{channel}'")
-    count = queries.window_count(db, trace_id, t0, t1)
+    count = lod_store.window_count(db, trace_id, t0, t1)
     if count <= EXACT_LIMIT:
-        traces, events = exact_traces(queries.window_events(db, trace_id, t0, t1),
-                                      queries.window_edges(db, trace_id, t0, t1), lane_of)
+        traces, events = exact_traces(lod_store.window_events(db, trace_id, t0, t1),
+                                      lod_store.window_edges(db, trace_id, t0, t1), lane_of)
         if values is not None:
             events["values"] = [values[seq] for seq in events["seq"]]
         return {"mode": "exact", "traces": traces, "events": events, "count": count, "window": [t0, t1]}
@@ -124,21 +125,21 @@ def _window(db: Database, cache: TraceCache, viewer: str | None, trace_id: str, 
     rows = {agent: row_of[lane] for agent, lane in lane_of.items()}
     buckets = max(1, min(px[0] // BIN_PX, MAX_MARKS // len(row_y)))
     numbers = None if values is None else {seq: v for seq, v in enumerate(values) if v is not None}
-    bins = queries.event_bins(db, trace_id, rows, t0, t1, buckets, numbers)
-    bundles = queries.edge_bundles(db, trace_id, rows, t0, t1, max(1, buckets // BUNDLE_BINS), MAX_BUNDLES)
+    bins = lod_store.event_bins(db, trace_id, rows, t0, t1, buckets, numbers)
+    bundles = lod_store.edge_bundles(db, trace_id, rows, t0, t1, max(1, buckets // BUNDLE_BINS), MAX_BUNDLES)
     traces = bundle_traces(bundles, row_y) + bin_traces(bins, row_y, row_names, channel)
     return {"mode": "bins", "traces": traces, "events": None, "count": count, "window": [t0, t1]}
 
 
 def channels(db: Database, cache: TraceCache, trace_id: str) -> dict[str, list] | None:
     """Every numeric per-event channel of a trace, aligned with event order; None for an unknown trace."""
-    version = queries.trace_version(db, trace_id)
+    version = trace_store.trace_version(db, trace_id)
     if version is None:
         return None
 
     def build() -> dict[str, list]:
-        n_events = db.scalar("SELECT n_events FROM traces WHERE trace_id = ?", [trace_id])
-        return event_channels(queries.read_event_extras(db, trace_id), n_events)
+        n_events = trace_store.event_count(db, trace_id)
+        return event_channels(trace_store.read_event_extras(db, trace_id), n_events)
 
     return cache.get_or_build(("channels", trace_id, version), build)
 
@@ -163,7 +164,7 @@ def overlay_channels(db: Database, cache: TraceCache, viewer: str | None, trace_
     stored = channels(db, cache, trace_id)
     if stored is None:
         return None
-    n_events = queries.event_count(db, trace_id)
+    n_events = trace_store.event_count(db, trace_id)
     per_reviewer: dict[str, list] = {}
     credits: dict[int, list[float]] = {}
     for row in label_store.human_credit(db, viewer, trace_id):

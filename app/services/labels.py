@@ -18,8 +18,10 @@ from app.domain.refusals import NotFound, Refusal
 from app.domain.validation import is_text
 from app.ingest.documents import strict_loads
 from app.services import queues
-from app.store import keys, queries, writes
+from app.store import keys, writes
+from app.store import labels as label_store
 from app.store import labels as store
+from app.store import traces as trace_store
 from app.store.db import Database, iso_utc, stored_utc, utc_now
 
 # The values of a label that says nothing: what clearing sets, and what a first version changes from.
@@ -87,10 +89,10 @@ def to_dict(row: LabelRow) -> dict:
 
 
 def _event_snapshot(db: Database, trace_id: str, event_id: str) -> dict:
-    row = queries.event_identity(db, trace_id, event_id)
+    row = trace_store.event_identity(db, trace_id, event_id)
     if row is not None:
         return {"event_type": row["type"], "agent": row["agent"], "role": row["role"]}
-    if not queries.trace_exists(db, trace_id):
+    if not trace_store.trace_exists(db, trace_id):
         raise NotFound(f"no trace with id '{trace_id}'")
     raise NotFound(f"trace '{trace_id}' has no event '{event_id}'")
 
@@ -200,7 +202,7 @@ def others_on_event(db: Database, viewer: str | None, trace_id: str, event_id: s
 
 
 def reviewers(db: Database) -> list[str]:
-    return queries.reviewer_names(db)
+    return label_store.reviewer_names(db)
 
 
 def add_reviewer(db: Database, name: str) -> str:
@@ -382,5 +384,5 @@ def _same(a: LabelRow, b: dict) -> bool:
 
 def progress(db: Database, trace_id: str, viewer: str | None) -> dict:
     """Events of the trace, how many `viewer` labelled, and how many anyone they may see did."""
-    total = queries.event_count(db, trace_id)
+    total = trace_store.event_count(db, trace_id)
     return {"total": total, **store.trace_label_counts(db, viewer, trace_id)}

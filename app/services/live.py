@@ -32,11 +32,11 @@ from app.ingest.importers.common import KEEP, ContentPolicy, ImportFailed, stric
 from app.ingest.log import Receipt
 from app.ingest.pipeline import problems_of
 from app.services.graph import prepare_lod
-from app.store import queries
+from app.store import live as live_store
+from app.store import traces as trace_store
 from app.store.db import Database
 from app.store.db import utc_now as _now
 from app.store.gcpause import paused_gc
-from app.store.lists import registered
 from app.store.writes import store_traces
 
 log = logging.getLogger("orchestrace.live")
@@ -114,7 +114,7 @@ class LiveTraces:
                 group = part["groups"][key] = (resource, scope, [])
             group[2].append((span.id, raw))
         created = {trace: p for trace, p in incoming.items() if p["creates"]
-                   and queries.live_trace(self.db, OTLP, trace) is None}
+                   and live_store.live_trace(self.db, OTLP, trace) is None}
         for trace, p in created.items():
             receipt.warnings.append(f"trace {trace}: {len(p['ids'])} create_agent span(s) held for the run "
                                     "that invokes those agents")
@@ -165,25 +165,19 @@ class LiveTraces:
                     tally.repeated.append(trace_id)
                 if not new:
                     continue
-                known = queries.live_trace(cur, source, source_trace)
+                known = live_store.live_trace(cur, source, source_trace)
                 if known is None and not part.usable:
                     tally.skip(f"trace {source_trace}: {otlp.NO_AGENT_SPAN} so far: nothing to build", len(new))
                     continue
                 tally.used += len(new)
                 if build:
                     (tally.extended if known else tally.created).append(trace_id)
-                cur.execute("INSERT INTO live_parts VALUES (?, ?, ?, ?)",
-                            [source, source_trace, now, dumps(_part_body(source, part, set(new)))])
-                with registered(cur, "new_items", item_id=new):
-                    cur.execute("INSERT INTO live_items SELECT ?, ?, item_id FROM new_items", [source, source_trace])
+                live_store.insert_part(cur, source, source_trace, now, dumps(_part_body(source, part, set(new))))
+                live_store.insert_items(cur, source, source_trace, new)
                 if known is None:
-                    cur.execute("INSERT INTO live_traces (source, source_trace_id, trace_id, items, root_seen, "
-                                "first_received_at, last_received_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                [source, source_trace, trace_id, len(new), part.has_root, now, now])
+                    live_store.insert_live_trace(cur, source, source_trace, trace_id, len(new), part.has_root, now)
                 else:
-                    cur.execute("UPDATE live_traces SET items = items + ?, root_seen = root_seen OR ?, "
-                                "last_received_at = ? WHERE source = ? AND source_trace_id = ?",
-                                [len(new), part.has_root, now, source, source_trace])
+                    live_store.extend_live_trace(cur, source, source_trace, len(new), part.has_root, now)
                 if build:
                     due[(source, source_trace)] = 0 if part.has_root else BUILD_DELAY_S
                 added[(source, source_trace)] = new
@@ -221,10 +215,10 @@ class LiveTraces:
         for source, incoming, build in groups:
             for source_trace, part in incoming.items() if build else ():
                 trace_id = _trace_id(source, source_trace)
-                known = queries.live_trace(cur, source, source_trace)
-                if (known is not None and not _complete(known)) or not queries.trace_exists(self.db, trace_id):
+                known = live_store.live_trace(cur, source, source_trace)
+                if (known is not None and not _complete(known)) or not trace_store.trace_exists(self.db, trace_id):
                     continue
-                if known is not None and queries.live_items_seen(cur, source, source_trace, part.ids) >= set(part.ids):
+                if known is not None and live_store.live_items_seen(cur, source, source_trace, part.ids) >= set(part.ids):
                     continue
                 raise StoredTrace(f"trace {trace_id} is stored and complete, and this batch would replace it, which "
                                   "needs the admin role: nothing of the batch is kept. Send the run under a new trace "
@@ -233,11 +227,11 @@ class LiveTraces:
     def _seen_before(self, cur, source: str, source_trace: str, ids: list[str]) -> set[str]:
         """Which of these ids of a live trace were received before (see SEEN_TRACES); under `_seen_lock`."""
         if self._seen is None:
-            return queries.live_items_seen(cur, source, source_trace, ids)
+            return live_store.live_items_seen(cur, source, source_trace, ids)
         key = (source, source_trace)
         received = self._seen.get(key)
         if received is None:
-            received = self._seen[key] = queries.live_item_ids(cur, source, source_trace)
+            received = self._seen[key] = live_store.live_item_ids(cur, source, source_trace)
             while len(self._seen) > SEEN_TRACES:
                 self._seen.popitem(last=False)
         self._seen.move_to_end(key)
@@ -266,7 +260,7 @@ class LiveTraces:
         return error
 
     def _build(self, source: str, source_trace: str) -> str | None:
-        parts = queries.live_parts(self.db, source, source_trace)
+        parts = live_store.live_parts(self.db, source, source_trace)
         if not parts:
             return None
         error = None
@@ -294,15 +288,14 @@ class LiveTraces:
 
     @staticmethod
     def _mark_built(cur, source: str, source_trace: str, error: str | None, warnings: list[str]) -> None:
-        cur.execute("UPDATE live_traces SET built_at = ?, build_error = ?, build_warnings = ? "
-                    "WHERE source = ? AND source_trace_id = ?", [_now(), error, dumps(warnings), source, source_trace])
+        live_store.mark_built(cur, source, source_trace, _now(), error, dumps(warnings))
 
     def _import(self, source: str, source_trace: str, bodies: list) -> tuple[dict | None, list[str]]:
         """The trace built from its parts (None when nothing could be read), and what the importer could not map."""
         if source == OTLP:
             doc = otlp.only_trace({"resourceSpans": [rs for body in bodies for rs in body["resourceSpans"]]},
                                   source_trace)
-            held = queries.live_parts_of_source(self.db, CREATED)
+            held = live_store.live_parts_of_source(self.db, CREATED)
             if held:
                 doc["resourceSpans"] += [rs for _, body in held for rs in loads(body)["resourceSpans"]]
             result = otlp.import_otlp(doc, self.content_policy)
@@ -317,14 +310,8 @@ class LiveTraces:
 
     def _forget(self, source: str, source_traces: list[str]) -> None:
         """Drop held parts that a built trace took in."""
-        def forget(cur) -> None:
-            with registered(cur, "taken_traces", source_trace_id=source_traces):
-                for table in ("live_parts", "live_items", "live_traces"):
-                    cur.execute(f"DELETE FROM {table} WHERE source = ? "  # table names are constants
-                                "AND source_trace_id IN (SELECT source_trace_id FROM taken_traces)", [source])
-
         with self._seen_lock:
-            self.db.write(forget)
+            self.db.write(lambda cur: live_store.forget_live_traces(cur, source, source_traces))
             self._forget_seen([(source, source_trace) for source_trace in source_traces])
 
     def _schedule(self, key: tuple[str, str], delay: float) -> None:
@@ -375,7 +362,7 @@ class LiveTraces:
 
     def recover(self) -> None:
         """Build the traces whose last batches arrived after their last build (e.g. before a restart)."""
-        for key in queries.live_traces_unbuilt(self.db):
+        for key in live_store.live_traces_unbuilt(self.db):
             self._schedule(tuple(key), 0)
 
 
@@ -393,7 +380,7 @@ def _part_body(source: str, part: _Incoming, new: set[str]):
 
 
 def _complete(live: dict) -> bool:
-    """A live trace whose root span arrived and that was built since its last batch (queries.live_status's
+    """A live trace whose root span arrived and that was built since its last batch (live_store.live_status's
     `complete`)."""
     return bool(live["root_seen"]) and live["built_at"] is not None and live["built_at"] >= live["last_received_at"]
 

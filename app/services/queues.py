@@ -15,7 +15,7 @@ from app.domain.label_fields import AGREEMENT_LEVELS, BY_NAME, NAMES, disagree
 from app.domain.refusals import NotFound, Refusal
 from app.domain.taxonomy import SUBDECISION_EVENT_TYPES, SUBDECISIONS
 from app.store import labels as label_store
-from app.store import queries
+from app.store import queues as queue_store
 from app.store.db import Database, iso_utc, utc_now
 
 FILTER_KEYS = ("trace_ids", "systems", "topologies", "tasks", "findings", "event_types", "roles", "agents", "tools",
@@ -121,13 +121,13 @@ def create_queue(db: Database, body: dict, created_by: str | None) -> dict:
         lists["event_types"] = sorted(types & set(lists["event_types"]) if lists["event_types"] else types)
         if not lists["event_types"]:
             raise QueueError("filter", "the event types and sub-decisions asked have no event type in common")
-    items = pick(queries.queue_candidates(db, lists), spec["sample"])
+    items = pick(queue_store.queue_candidates(db, lists), spec["sample"])
     if not items:
         raise QueueError("filter", "matches no event")
     if len(items) > MAX_ITEMS:
         raise QueueError("filter", f"matches {len(items)} events; a queue holds at most {MAX_ITEMS} (sample them)")
     queue_id = "q-" + secrets.token_hex(6)
-    db.write(lambda cur: queries.insert_queue(cur, queue_id, spec["name"], json.dumps(spec), created_by, utc_now(),
+    db.write(lambda cur: queue_store.insert_queue(cur, queue_id, spec["name"], json.dumps(spec), created_by, utc_now(),
                                               [(row["trace_id"], row["event_id"]) for row in items]))
     return summary(db, queue_id, None)
 
@@ -139,7 +139,7 @@ def default_required(fields: list[str]) -> list[str]:
 
 
 def load(db: Database, queue_id: str) -> dict:
-    row = queries.read_queue(db, queue_id)
+    row = queue_store.read_queue(db, queue_id)
     if row is None:
         raise NotFound(f"no queue with id '{queue_id}'", what=f"queue '{queue_id}'")
     spec = json.loads(row["spec"])
@@ -189,7 +189,7 @@ def summary(db: Database, queue_id: str, viewer: str | None) -> dict:
                        for item, state in states.items()}
                for field in queue["fields"] if field in AGREEMENT_LEVELS}
     return queue | {
-        "items": queries.queue_item_count(db, queue_id),
+        "items": queue_store.queue_item_count(db, queue_id),
         "done": sum(state["done"] for state in states.values()),
         "by_reviewer": {reviewer: by_reviewer.get(reviewer, 0) for reviewer in queue["reviewers"]},
         "disputed": sum(state["disputed"] and state["adjudicated"] is None for state in states.values()),
@@ -208,12 +208,12 @@ def next_item(db: Database, queue_id: str, reviewer: str) -> dict | None:
         raise QueueError("reviewer", f"'{reviewer}' is not a reviewer of this queue")
 
     def hand_out(cur) -> dict | None:
-        item = queries.open_assignment(cur, queue_id, reviewer)
+        item = queue_store.open_assignment(cur, queue_id, reviewer)
         if item is None:
-            item = queries.next_unassigned(cur, queue_id, reviewer, queue["overlap"])
+            item = queue_store.next_unassigned(cur, queue_id, reviewer, queue["overlap"])
             if item is not None:
-                queries.assign(cur, queue_id, item["item_id"], reviewer, utc_now())
-        return item or queries.skipped_assignment(cur, queue_id, reviewer)
+                queue_store.assign(cur, queue_id, item["item_id"], reviewer, utc_now())
+        return item or queue_store.skipped_assignment(cur, queue_id, reviewer)
 
     # One hand-out per queue at a time, across instances too: an item goes to at most `overlap` reviewers.
     return db.write(hand_out, [("queue", queue_id)])
@@ -226,9 +226,9 @@ def peek_item(db: Database, queue_id: str, reviewer: str) -> dict | None:
         raise QueueError("reviewer", f"'{reviewer}' is not a reviewer of this queue")
     cur = db.cursor()
     try:
-        return (queries.open_assignment(cur, queue_id, reviewer)
-                or queries.next_unassigned(cur, queue_id, reviewer, queue["overlap"])
-                or queries.skipped_assignment(cur, queue_id, reviewer))
+        return (queue_store.open_assignment(cur, queue_id, reviewer)
+                or queue_store.next_unassigned(cur, queue_id, reviewer, queue["overlap"])
+                or queue_store.skipped_assignment(cur, queue_id, reviewer))
     finally:
         cur.close()
 
@@ -237,7 +237,7 @@ def check_label(db: Database, queue_id: str, trace_id: str, event_id: str, revie
     """A label saved in a queue: the event is one of its items, the reviewer one of its reviewers, and every
     required field says something. Raises QueueError or NotFound."""
     queue = load(db, queue_id)
-    if not any(row["queue_id"] == queue_id for row in queries.queue_items_of_event(db, trace_id, event_id)):
+    if not any(row["queue_id"] == queue_id for row in queue_store.queue_items_of_event(db, trace_id, event_id)):
         raise QueueError("queue_id", f"event '{event_id}' of trace '{trace_id}' is not in queue '{queue_id}'")
     if reviewer not in queue["reviewers"]:
         raise QueueError("reviewer", f"'{reviewer}' is not a reviewer of queue '{queue_id}'")
@@ -251,14 +251,14 @@ def skip_item(db: Database, queue_id: str, item_id: int, reviewer: str) -> None:
     queue = load(db, queue_id)
     if reviewer not in queue["reviewers"]:
         raise QueueError("reviewer", f"'{reviewer}' is not a reviewer of this queue")
-    if not db.write(lambda cur: queries.skip(cur, queue_id, item_id, reviewer, utc_now()), [("queue", queue_id)]):
+    if not db.write(lambda cur: queue_store.skip(cur, queue_id, item_id, reviewer, utc_now()), [("queue", queue_id)]):
         raise NotFound(f"item {item_id} of queue '{queue_id}' was not given to '{reviewer}'")
 
 
 def adjudicate(db: Database, queue_id: str, item_id: int, adjudicator: str, label: dict, note: str) -> dict:
     """Record an admin's final label on an item, with the reviewers' labels it resolves."""
     queue = load(db, queue_id)
-    item = queries.queue_item(db, queue_id, item_id)
+    item = queue_store.queue_item(db, queue_id, item_id)
     if item is None:
         raise NotFound(f"queue '{queue_id}' has no item {item_id}")
     unknown = sorted(set(label) - set(queue["fields"]))
@@ -281,7 +281,7 @@ def items(db: Database, queue_id: str, viewer: str | None) -> list[dict]:
     states = item_states(db, queue, viewer)
     empty = {"labels": {}, "done": False, "disputed": False, "adjudicated": None}
     rows = []
-    for item in queries.list_queue_items(db, queue_id):
+    for item in queue_store.list_queue_items(db, queue_id):
         state = states.get(item["item_id"], empty)
         rows.append(item | {key: value for key, value in state.items() if key not in ("trace_id", "event_id")}
                     | {"status": status_of(state)})
@@ -329,7 +329,7 @@ def consensus(labels: dict[str, dict], fields: list[str]) -> dict:
 
 
 def list_all(db: Database, viewer: str | None) -> list[dict]:
-    return [summary(db, row["queue_id"], viewer) for row in queries.list_queues(db)]
+    return [summary(db, row["queue_id"], viewer) for row in queue_store.list_queues(db)]
 
 
 def final_table(queue: dict, rows: list[dict]) -> tuple[list[str], list[dict]]:

@@ -49,3 +49,47 @@ def replace_analysis(db: Database, trace_id: str, ingested_at, version: int, met
 
     # Two instances analysing one trace at once take turns (both may find none stored, and insert one each).
     db.write(replace, trace_locks([trace_id]))
+
+
+def read_findings(db: Database, trace_id: str) -> list[dict]:
+    rows = db.fetchall("SELECT rule, severity, message, events FROM audit_findings WHERE trace_id = ? ORDER BY seq",
+                       [trace_id])
+    return [row | {"events": json.loads(row["events"])} for row in rows]
+
+
+def traces_needing_analysis(db: Database, version: int) -> list[str]:
+    """Traces without a stored analysis of this ingest and this analysis version."""
+    return [r["trace_id"] for r in db.fetchall(
+        "SELECT t.trace_id FROM traces t LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id "
+        "WHERE m.trace_id IS NULL OR m.ingested_at <> t.ingested_at OR m.analysis_version <> ? "
+        "ORDER BY t.trace_id", [version])]
+
+
+def audit_matrix(db: Database) -> list[dict]:
+    """Per trace: finding counts by rule, with the severity totals."""
+    rows = db.fetchall(
+        "SELECT m.trace_id, m.errors, m.warnings, m.infos, f.rule, count(f.rule) AS n "
+        "FROM trace_metrics m LEFT JOIN audit_findings f ON f.trace_id = m.trace_id "
+        "GROUP BY ALL ORDER BY m.trace_id")
+    out: dict[str, dict] = {}
+    for r in rows:
+        entry = out.setdefault(r["trace_id"], {"trace_id": r["trace_id"], "error": r["errors"],
+                                               "warning": r["warnings"], "info": r["infos"], "rules": {}})
+        if r["rule"]:
+            entry["rules"][r["rule"]] = r["n"]
+    return list(out.values())
+
+
+def corpus_points(db: Database) -> list[dict]:
+    """One row per analysed trace with the measures the dashboard plots."""
+    rows = db.fetchall(
+        "SELECT t.trace_id, t.system, t.topology, t.n_agents AS agents, t.tokens, t.wall_clock_s, t.rewards, "
+        "m.critical_path_steps, m.parallelism_speedup, m.errors, m.warnings, m.infos "
+        "FROM traces t JOIN trace_metrics m ON m.trace_id = t.trace_id AND m.ingested_at = t.ingested_at "
+        "ORDER BY t.trace_id")
+    return [row | {"rewards": json.loads(row["rewards"])} for row in rows]
+
+
+def findings_by_rule(db: Database) -> dict[str, int]:
+    return {r["rule"]: r["n"] for r in db.fetchall(
+        "SELECT rule, count(*) AS n FROM audit_findings GROUP BY rule ORDER BY n DESC, rule")}

@@ -208,3 +208,7 @@ def queue_progress(db: Database, queue_id: str, reviewer: str) -> dict:
         "SELECT (SELECT count(DISTINCT (trace_id, event_id)) FROM annotations WHERE queue_id = $queue "
         "AND reviewer = $reviewer) AS mine, (SELECT count(*) FROM queue_items WHERE queue_id = $queue) AS items",
         {"queue": queue_id, "reviewer": reviewer})
+
+
+def reviewer_names(db: Database) -> list[str]:
+    return [row[0] for row in db.execute("SELECT name FROM reviewers ORDER BY name").fetchall()]

@@ -17,8 +17,8 @@ from app.domain.refusals import Refusal
 from app.store.db import Database, utc_now
 from app.store.gcpause import paused_gc
 from app.store.lists import registered
-from app.store.queries import TEAM_MEMBER_EVENT
 from app.store.sql import execute
+from app.store.traces import TEAM_MEMBER_EVENT
 
 # Event properties with their own column, in the order an event is rebuilt; the rest go to `extra`.
 EVENT_COLUMN_KEYS = ("id", "t", "type", "agent", "role", "from", "to", "tool", "content_ref", "trusted")

@@ -8,7 +8,7 @@ from app.domain.refusals import NotFound
 from app.services.cache import TraceCache
 from app.services.live import LiveTraces
 from app.settings import Settings
-from app.store import queries
+from app.store import traces as trace_store
 from app.store.db import Database
 from app.web.browser import reviewer_of
 
@@ -41,7 +41,7 @@ LiveDep = Annotated[LiveTraces, Depends(get_live)]
 
 def existing_trace(trace_id: str, db: DbDep) -> str:
     """The path's trace id, once the trace is known to exist: the one "no such trace" of every route."""
-    if not queries.trace_exists(db, trace_id):
+    if not trace_store.trace_exists(db, trace_id):
         raise NotFound(f"no trace with id '{trace_id}'", what=f"trace '{trace_id}'")
     return trace_id
 

@@ -2,7 +2,7 @@
 conversation, or as pretty-printed JSON), what it answers and what came just before and after on its lane."""
 
 from app.domain.conversation import conversation
-from app.store import queries
+from app.store import traces as trace_store
 from app.web.render import pretty_json
 
 
@@ -21,9 +21,9 @@ def content_view(event: dict) -> dict:
 
 def event_view(db, trace_id: str, event_id: str) -> dict:
     """The event (None when the trace lacks it) with its edges, lane neighbours and content view."""
-    selected = queries.read_event(db, trace_id, event_id)
+    selected = trace_store.read_event(db, trace_id, event_id)
     if selected is None:
         return {"selected": None}
-    return {"selected": selected, "selected_edges": queries.read_event_edges(db, trace_id, event_id),
-            "selected_neighbours": queries.lane_neighbours(db, trace_id, event_id),
+    return {"selected": selected, "selected_edges": trace_store.read_event_edges(db, trace_id, event_id),
+            "selected_neighbours": trace_store.lane_neighbours(db, trace_id, event_id),
             "content": content_view(selected["event"])}

@@ -7,7 +7,8 @@ from app.domain.label_fields import FIELDS, LabelError
 from app.domain.refusals import NotFound
 from app.services import labels, queues
 from app.store import labels as label_store
-from app.store import queries
+from app.store import queues as queue_store
+from app.store import traces as trace_store
 
 FORM_TAG_SEPARATOR = ","  # the tags box takes comma-separated tags
 
@@ -21,12 +22,12 @@ def queue_context(db, queue_id: str | None, trace_id: str, event_id: str) -> dic
         queue = queues.load(db, queue_id)
     except NotFound:
         return None
-    item = next((row for row in queries.queue_items_of_event(db, trace_id, event_id)
+    item = next((row for row in queue_store.queue_items_of_event(db, trace_id, event_id)
                  if row["queue_id"] == queue_id), None)
     if item is None:
         return None
     return {"id": queue["id"], "name": queue["name"], "fields": queue["fields"], "required": queue["required"],
-            "item_id": item["item_id"], "items": queries.queue_item_count(db, queue_id), "blind": queue["blind"]}
+            "item_id": item["item_id"], "items": queue_store.queue_item_count(db, queue_id), "blind": queue["blind"]}
 
 
 def label_context(db, trace_id: str, event_id: str, reviewer: str | None, queue_id: str | None = None,
@@ -38,7 +39,7 @@ def label_context(db, trace_id: str, event_id: str, reviewer: str | None, queue_
     current = [label for label in on_event if label["reviewer"] == reviewer] if reviewer else []
     queue = queue_context(db, queue_id, trace_id, event_id)
     if event_type is None:
-        identity = queries.event_identity(db, trace_id, event_id)
+        identity = trace_store.event_identity(db, trace_id, event_id)
         event_type = identity["type"] if identity else None
     asked = queue["fields"] if queue else [f.name for f in FIELDS]
     context = {

@@ -12,7 +12,7 @@ from app.domain.taxonomy import PAPER_FIELDS
 from app.services import exports, papers
 from app.services import labels as annotations
 from app.store import labels as label_store
-from app.store import queries
+from app.store import traces as trace_store
 from app.web.access import Admin, AnyViewer, Reviewer
 from app.web.apidoc import (
     BINARY,
@@ -138,7 +138,7 @@ async def import_annotations(request: Request, db: DbDep):
             responses=READ_REFUSALS | {404: reply("no such trace")})
 def read_annotated_trace(trace_id: TraceId, db: DbDep, viewer: Viewer):
     """The trace with an `annotations` list (current labels) on each labelled event."""
-    trace = queries.read_trace(db, trace_id)
+    trace = trace_store.read_trace(db, trace_id)
     by_event: dict[str, list] = {}
     for label in annotations.list_labels(db, viewer, trace_id):
         by_event.setdefault(label["event_id"], []).append(

@@ -5,7 +5,7 @@ from fastapi import APIRouter, Request
 from app.domain import charts
 from app.domain.audit import RULES, SEVERITIES, SUMMARIES
 from app.services import analysis
-from app.store import queries
+from app.store import analysis as analysis_store
 from app.web.access import AnyViewer
 from app.web.deps import CacheDep, DbDep
 from app.web.render import render
@@ -16,7 +16,7 @@ router = APIRouter(include_in_schema=False)
 def audit_rows(db, cache, sort: str = "-error") -> list[dict]:
     """Traces × rules with counts, every trace analysed first; sort by a rule, a severity or the trace id."""
     analysis.ensure_all(db, cache)
-    rows = queries.audit_matrix(db)
+    rows = analysis_store.audit_matrix(db)
     key = sort.lstrip("-")
     reverse = sort.startswith("-")
     if key in RULES:
@@ -53,7 +53,7 @@ def read_audit_page(request: Request, db: DbDep, cache: CacheDep, sort: str = "-
 def read_dashboard(request: Request, db: DbDep, cache: CacheDep):
     """Charts across all traces; every point links to its trace."""
     analysis.ensure_all(db, cache)
-    points = queries.corpus_points(db)
+    points = analysis_store.corpus_points(db)
     ids = [p["trace_id"] for p in points]
     figures = {}
     channels = sorted({c for p in points for c in p["rewards"]})
@@ -70,7 +70,7 @@ def read_dashboard(request: Request, db: DbDep, cache: CacheDep):
                                            "critical steps", ids=ids, links=True)
     figures["by-topology"] = charts.bar_chart("traces by topology", _count(p["topology"] or "(none)" for p in points))
     figures["by-system"] = charts.bar_chart("traces by system", _count(p["system"] or "(none)" for p in points))
-    figures["findings"] = charts.bar_chart("audit findings by rule", queries.findings_by_rule(db))
+    figures["findings"] = charts.bar_chart("audit findings by rule", analysis_store.findings_by_rule(db))
     return render(request, "dashboard.html", {"figures": figures, "channels": channels, "n_traces": len(points)})
 
 

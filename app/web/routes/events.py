@@ -3,7 +3,7 @@
 from fastapi import APIRouter
 
 from app.domain.refusals import NotFound
-from app.store import queries
+from app.store import traces as trace_store
 from app.web.access import AnyViewer
 from app.web.apidoc import COUNT, OBJECT, READ_REFUSALS, TEXT, object_schema, reply
 from app.web.deps import DbDep, TraceId
@@ -30,11 +30,11 @@ EVENT_ANSWER = object_schema({
 def read_event(trace_id: TraceId, event_id: str, db: DbDep):
     """One event as ingested (with `content` where its importer kept what it said), its position in the trace
     (`seq`, from 0 in trace order) and its edges in and out, each with the event at the other end."""
-    found = queries.read_event(db, trace_id, event_id)
+    found = trace_store.read_event(db, trace_id, event_id)
     if found is None:
         raise NotFound(f"no event with id '{event_id}' in trace '{trace_id}'",
                        what=f"event '{event_id}' of trace '{trace_id}'")
-    edges = queries.read_event_edges(db, trace_id, event_id)
+    edges = trace_store.read_event_edges(db, trace_id, event_id)
     return JsonBody({"trace_id": trace_id, "seq": found["seq"], "event": found["event"], "edges": {
         side: [{"type": edge["type"], "event": {"id": edge["other_id"], "type": edge["other_type"],
                                                 "agent": edge["other_agent"]}} for edge in edges[side]]

@@ -3,7 +3,7 @@
 from fastapi import APIRouter, Query, Request
 
 from app.domain.paging import MAX_OFFSET, fetch_page
-from app.store import queries
+from app.store import ingest_log as log_store
 from app.web.access import AnyViewer
 from app.web.apidoc import COUNT, INVALID, OBJECT, READ_REFUSALS, TEXT, TEXTS, object_schema, reply
 from app.web.deps import DbDep
@@ -27,7 +27,7 @@ RECEIPT = object_schema({
 def read_ingest_log(db: DbDep, endpoint: str | None = None, trace_id: str | None = None,
                     limit: int = Query(50, ge=1, le=1000), offset: int = Query(0, ge=0, le=MAX_OFFSET)):
     """Receipts, newest first: what came, what was used, duplicates, what was skipped and why."""
-    items, total = queries.list_ingest_log(db, limit, offset, endpoint, trace_id)
+    items, total = log_store.list_ingest_log(db, limit, offset, endpoint, trace_id)
     return {"items": items, "total": total}
 
 
@@ -35,7 +35,7 @@ def read_ingest_log(db: DbDep, endpoint: str | None = None, trace_id: str | None
 def read_ingest_log_page(request: Request, db: DbDep, endpoint: str | None = None, trace_id: str | None = None,
                          page: int = 1):
     rows, total, page, pages = fetch_page(
-        page, ENTRIES_PER_PAGE, lambda limit, offset: queries.list_ingest_log(db, limit, offset, endpoint, trace_id))
+        page, ENTRIES_PER_PAGE, lambda limit, offset: log_store.list_ingest_log(db, limit, offset, endpoint, trace_id))
     return render(request, "ingest_log.html", {"rows": rows, "total": total, "page": page, "pages": pages,
                                                "filters": {"endpoint": endpoint or "", "trace_id": trace_id or ""},
-                                               "endpoints": queries.ingest_endpoints(db)})
+                                               "endpoints": log_store.ingest_endpoints(db)})

@@ -12,7 +12,7 @@ from app.domain.taxonomy import REWARD_FAMILIES
 from app.services import labels as annotations
 from app.services import queues
 from app.store import labels as label_store
-from app.store import queries
+from app.store import traces as trace_store
 from app.web.access import AnyViewer, Reviewer, may_call
 from app.web.browser import COOKIE_MAX_AGE_S, REVIEWER_COOKIE, local_url, require_csrf, reviewer_of
 from app.web.deps import DbDep, TraceId, Viewer
@@ -139,7 +139,7 @@ def may_post(request: Request, method: str, path: str) -> bool:
 def read_agreement_page(request: Request, trace_id: TraceId, db: DbDep, viewer: Viewer, reviewers: str | None = None):
     """Agreement per field among the trace's reviewers, and the events they disagree on most (as far as the
     reviewer asking may see their labels)."""
-    summary = queries.read_trace_summary(db, trace_id)
+    summary = trace_store.read_trace_summary(db, trace_id)
     labels = annotations.list_labels(db, viewer, trace_id)
     everyone = sorted({label["reviewer"] for label in labels})
     chosen = [r for r in (reviewers.split(",") if reviewers else everyone) if r in everyone]

@@ -18,7 +18,9 @@ from app.domain.taxonomy import EVENT_TYPES
 from app.ingest.pipeline import InvalidTraces, ingest
 from app.services import analysis, graph, labels
 from app.store import labels as label_store
-from app.store import queries
+from app.store import live as live_store
+from app.store import lod as lod_store
+from app.store import traces as trace_store
 from app.store.writes import TracesExist
 from app.web.access import AnyViewer, Reviewer, may_call, replace_refusal
 from app.web.browser import require_csrf, reviewer_of
@@ -38,15 +40,15 @@ DEFAULT_TRACE_SORT = "-ingested_at"
 
 def trace_list_context(db, q, system, topology, sort, page, reviewer=None) -> dict:
     try:
-        queries.parse_sort(sort)
+        trace_store.parse_sort(sort)
     except ValueError:
         sort = DEFAULT_TRACE_SORT
     items, total, page, pages = fetch_page(
-        page, TRACES_PER_PAGE, lambda limit, offset: queries.list_traces(db, topology, system, q, sort, limit, offset))
+        page, TRACES_PER_PAGE, lambda limit, offset: trace_store.list_traces(db, topology, system, q, sort, limit, offset))
     return {"items": items, "total": total, "page": page, "pages": pages,
             "sort": sort, "filters": {"q": q or "", "system": system or "", "topology": topology or ""},
-            "facets": queries.trace_facets(db), "labelled": label_store.label_progress(db, reviewer),
-            "receiving": queries.receiving_trace_ids(db, [t["trace_id"] for t in items])}
+            "facets": trace_store.trace_facets(db), "labelled": label_store.label_progress(db, reviewer),
+            "receiving": live_store.receiving_trace_ids(db, [t["trace_id"] for t in items])}
 
 
 @router.get("/", dependencies=[AnyViewer])
@@ -56,7 +58,7 @@ def read_trace_list(request: Request, db: DbDep, cache: CacheDep, q: str | None 
     """The trace list; `deleted` (where the trace page's delete control lands) says what became of its labels."""
     analysis.ensure_all(db, cache)  # metric columns need every trace analysed (stored; once per ingest)
     context = trace_list_context(db, q, system, topology, sort, page, reviewer_of(request))
-    if deleted and not queries.trace_exists(db, deleted):
+    if deleted and not trace_store.trace_exists(db, deleted):
         context["deleted"] = {"trace_id": deleted, "labels": label_store.label_count(db, deleted)}
     return render(request, "trace_list.html", context, fragments=("_trace_table.html",))
 
@@ -119,24 +121,24 @@ def split_lanes(rows: list[dict]) -> dict:
 def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: CacheDep, event: str | None = None,
                     type: str | None = None, agent: str | None = None, role: str | None = None,
                     sort: str = "seq", page: int = 1, queue: str | None = None):
-    summary = queries.read_trace_summary(db, trace_id)
+    summary = trace_store.read_trace_summary(db, trace_id)
     rows, total, page, pages = fetch_page(
-        page, EVENTS_PER_PAGE, lambda limit, offset: queries.list_events(db, trace_id, type, agent, role, sort,
+        page, EVENTS_PER_PAGE, lambda limit, offset: trace_store.list_events(db, trace_id, type, agent, role, sort,
                                                                          limit, offset))
-    facets = queries.event_facets(db, trace_id)
-    selected = queries.read_event(db, trace_id, event) if event else None
+    facets = trace_store.event_facets(db, trace_id)
+    selected = trace_store.read_event(db, trace_id, event) if event else None
     reviewer = reviewer_of(request)
     context = {
         "trace": summary,
-        "live": queries.live_status(db, trace_id),
+        "live": live_store.live_status(db, trace_id),
         "facets": facets,
         "lanes": split_lanes(facets["agent"]),
         "event_types": EVENT_TYPES,
         "events": {"rows": rows, "total": total, "page": page, "pages": pages,
                    "sort": sort, "filters": {"type": type or "", "agent": agent or "", "role": role or ""}},
         "selected": selected,
-        "selected_edges": queries.read_event_edges(db, trace_id, event) if selected else None,
-        "selected_neighbours": queries.lane_neighbours(db, trace_id, event) if selected else None,
+        "selected_edges": trace_store.read_event_edges(db, trace_id, event) if selected else None,
+        "selected_neighbours": trace_store.lane_neighbours(db, trace_id, event) if selected else None,
         "missing_event": event if event and not selected else None,
         "content": content_view(selected["event"]) if selected else None,
         # a large trace's channels come after its graph (trace.js): reading every event's properties takes seconds
@@ -146,7 +148,7 @@ def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: Cache
         "progress": labels.progress(db, trace_id, reviewer),
         "tree": cache.get_or_build(
             ("tree", trace_id, summary["ingested_at"]),
-            lambda: nest_spawn_tree(queries.skeleton_events(db, trace_id),
+            lambda: nest_spawn_tree(lod_store.skeleton_events(db, trace_id),
                                     {row["value"]: row["n"] for row in facets["agent"]})),
     }
     if may_delete(request, trace_id):
@@ -173,7 +175,7 @@ def read_analysis_panel(request: Request, trace_id: TraceId, db: DbDep, cache: C
     figures = {"envelope": charts.envelope_chart(metrics["spawns"], metrics["tool_calls"], metrics["events"])}
     return render(request, "_analysis_panel.html", {
         "trace_id": trace_id, "metrics": metrics, "figures": figures,
-        "reported": reported_differences(queries.read_trace_summary(db, trace_id), metrics),
+        "reported": reported_differences(trace_store.read_trace_summary(db, trace_id), metrics),
         "severity_counts": {s: sum(f["severity"] == s for f in result["findings"]) for s in SEVERITIES},
         "rule_groups": group_by_rule(result["findings"])})
 

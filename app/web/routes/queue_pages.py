@@ -13,7 +13,8 @@ from app.domain.refusals import NotFound
 from app.domain.taxonomy import EVENT_TYPES, SUBDECISIONS
 from app.services import accounts, labels, queues
 from app.store import labels as label_store
-from app.store import queries
+from app.store import queues as queue_store
+from app.store import traces as trace_store
 from app.web.access import Admin, AnyViewer, Reviewer
 from app.web.browser import require_csrf, reviewer_of
 from app.web.deps import DbDep, Viewer
@@ -26,7 +27,7 @@ router = APIRouter(include_in_schema=False)
 
 
 def _form_context(db, request: Request) -> dict:
-    facets = queries.trace_facets(db)
+    facets = trace_store.trace_facets(db)
     names = ([u["username"] for u in accounts.list_users(db) if u["role"] != "viewer" and not u["disabled"]]
              if not request.state.open_mode else labels.reviewers(db))
     return {"facets": facets, "event_types": EVENT_TYPES, "subdecisions": SUBDECISIONS,
@@ -132,7 +133,7 @@ async def save_and_next(request: Request, queue_id: str, item_id: int, db: DbDep
     nothing and moves on; the item comes back after every other."""
     me = _caller(request)
     form = await request.form()
-    item = queries.queue_item(db, queue_id, item_id)
+    item = queue_store.queue_item(db, queue_id, item_id)
     if item is None:
         raise NotFound(f"queue '{queue_id}' has no item {item_id}")
     saved = None

@@ -17,7 +17,9 @@ from app.ingest.importers.common import KEEP, ContentPolicy, strictest
 from app.ingest.pipeline import ingest
 from app.services import analysis, graph
 from app.store import labels as label_store
-from app.store import queries
+from app.store import live as live_store
+from app.store import lod as lod_store
+from app.store import traces as trace_store
 from app.store.db import iso_utc
 from app.store.writes import delete_trace
 from app.web.access import Admin, AnyViewer, Reviewer, replace_refusal
@@ -132,7 +134,7 @@ def read_traces(
 ):
     """Trace summaries matching the filters, one page at a time."""
     try:
-        items, total = queries.list_traces(db, topology, system, q, sort, limit, offset)
+        items, total = trace_store.list_traces(db, topology, system, q, sort, limit, offset)
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
     return JsonBody({"items": items, "total": total})
@@ -142,7 +144,7 @@ def read_traces(
             responses=READ_REFUSALS | NO_TRACE | {200: reply("the trace as ingested", TRACE)})
 def read_trace(trace_id: TraceId, db: DbDep):
     """The trace exactly as ingested."""
-    trace = queries.read_trace(db, trace_id)
+    trace = trace_store.read_trace(db, trace_id)
     return JsonBody(trace)
 
 
@@ -155,7 +157,7 @@ def read_trace(trace_id: TraceId, db: DbDep):
 def read_live_status(trace_id: str, db: DbDep):
     """How a trace sent by an exporter stands: `receiving` (its root span has not arrived), `building`
     (stored once the builder has run), `complete`; with spans received and the last build's error and warnings."""
-    status = queries.live_status(db, trace_id)
+    status = live_store.live_status(db, trace_id)
     if status is None:
         raise HTTPException(404, f"no trace received from an exporter with id '{trace_id}'")
     return {"status": status["status"], "source": status["source"], "received": status["received"],
@@ -211,7 +213,7 @@ def locate_events(trace_id: TraceId, db: DbDep, event: list[str] = Query(min_len
     it (a tool's answer sits on its caller's lane); ids the trace lacks are listed in `missing`. How the page
     brings an event of a binned trace into view, and marks a critical path or audit findings on it."""
     graph.ensure_lod(db, trace_id)
-    items = queries.locate_events(db, trace_id, event)
+    items = lod_store.locate_events(db, trace_id, event)
     found = {item["event_id"] for item in items}
     return JsonBody({"items": items, "missing": [e for e in dict.fromkeys(event) if e not in found]})
 
@@ -226,7 +228,7 @@ def search_trace(trace_id: TraceId, db: DbDep, q: str = Query(min_length=1, max_
                  limit: int = Query(20, ge=1, le=100)):
     """Agents, roles, tools and event ids containing `q` (case-insensitive; exact, then prefix matches first),
     each with its number of events and its first event in time order: the trace page's find box."""
-    return JsonBody({"items": queries.search_trace(db, trace_id, q, limit)})
+    return JsonBody({"items": trace_store.search_trace(db, trace_id, q, limit)})
 
 
 @router.get("/{trace_id}/overlays", dependencies=[AnyViewer], responses=READ_REFUSALS | NO_TRACE | {
@@ -286,7 +288,7 @@ def read_credit(trace_id: TraceId, db: DbDep, cache: CacheDep, viewer: Viewer, c
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
     human = (graph.overlay_channels(db, cache, viewer, trace_id) or {}).get(graph.HUMAN_MEAN)
-    ids = queries.event_ids(db, trace_id)
+    ids = trace_store.event_ids(db, trace_id)
     report = analysis.credit_report(db, cache, trace_id, values, human)
     return JsonBody({"rule": rule, "channel": channel, "total": sum(values),
                      "events": [{"id": i, "credit": v} for i, v in zip(ids, values)], **report})

@@ -1,0 +1,111 @@
+"""Live traces SQL: what exporters have sent of a run still arriving (its parts and items), and its build
+status. Functions taking `cur` run inside the caller's write transaction."""
+
+
+
+from app.domain.jsontext import loads
+from app.store.db import Database
+from app.store.lists import registered
+from app.store.sql import execute
+
+
+def live_items_seen(cur, source: str, source_trace: str, item_ids: list[str]) -> set[str]:
+    """Which of these span or record ids of a live trace were received before."""
+    with registered(cur, "sent_items", item_id=item_ids):
+        rows = execute(cur,
+            "SELECT item_id FROM live_items WHERE source = ? AND source_trace_id = ? "
+            "AND item_id IN (SELECT item_id FROM sent_items)", [source, source_trace]).fetchall()
+    return {row[0] for row in rows}
+
+
+def live_item_ids(cur, source: str, source_trace: str) -> set[str]:
+    """Every span or record id of a live trace received so far."""
+    rows = execute(cur, "SELECT item_id FROM live_items WHERE source = ? AND source_trace_id = ?",
+                       [source, source_trace]).fetchall()
+    return {row[0] for row in rows}
+
+
+def live_trace(cur, source: str, source_trace: str) -> dict | None:
+    cur = execute(cur, "SELECT * FROM live_traces WHERE source = ? AND source_trace_id = ?", [source, source_trace])
+    row = cur.fetchone()
+    return None if row is None else dict(zip([d[0] for d in cur.description], row))
+
+
+def live_parts(db: Database, source: str, source_trace: str) -> list[str]:
+    """The JSON bodies of a live trace's parts, in the order they arrived."""
+    rows = db.execute("SELECT body FROM live_parts WHERE source = ? AND source_trace_id = ? ORDER BY received_at",
+                      [source, source_trace]).fetchall()
+    return [row[0] for row in rows]
+
+
+def live_parts_of_source(db: Database, source: str) -> list[tuple[str, str]]:
+    """(source trace id, JSON body) of every part held under a source, in the order they arrived."""
+    return db.execute("SELECT source_trace_id, body FROM live_parts WHERE source = ? ORDER BY received_at",
+                      [source]).fetchall()
+
+
+def live_traces_unbuilt(db: Database) -> list[tuple[str, str]]:
+    """Live traces that received batches after their last build."""
+    return db.execute("SELECT source, source_trace_id FROM live_traces WHERE source <> 'otlp_created' "
+                      "AND (built_at IS NULL OR built_at < last_received_at) ORDER BY last_received_at").fetchall()
+
+
+def live_status(db: Database, trace_id: str) -> dict | None:
+    """How a trace built from exporter batches stands: receiving until its root span arrived, then
+    building until it is stored with every span received, then complete; with the last build's error and
+    warnings (none before a build)."""
+    rows = db.fetchall("SELECT source, items AS received, root_seen, first_received_at, last_received_at, built_at, "
+                       "build_error, build_warnings "
+                       "FROM live_traces WHERE trace_id = ?", [trace_id])
+    if not rows:
+        return None
+    row = rows[0]
+    row["build_warnings"] = loads(row["build_warnings"]) if row["build_warnings"] is not None else []
+    built = row["built_at"] is not None and row["built_at"] >= row["last_received_at"]
+    row["status"] = "receiving" if not row["root_seen"] else "complete" if built else "building"
+    return row
+
+
+def receiving_trace_ids(db: Database, trace_ids: list[str]) -> set[str]:
+    """Which of these traces are still receiving batches."""
+    cur = db.cursor()
+    with registered(cur, "shown_ids", trace_id=trace_ids):
+        rows = db.execute("SELECT trace_id FROM live_traces WHERE NOT root_seen "
+                          "AND trace_id IN (SELECT trace_id FROM shown_ids)", cur=cur).fetchall()
+    return {row[0] for row in rows}
+
+
+def insert_part(cur, source: str, source_trace: str, received_at, body: str) -> None:
+    """Keep one batch's new items of a live trace as sent (JSON text)."""
+    execute(cur, "INSERT INTO live_parts VALUES (?, ?, ?, ?)", [source, source_trace, received_at, body])
+
+
+def insert_items(cur, source: str, source_trace: str, item_ids: list[str]) -> None:
+    """Remember the items received, so a retry adds nothing."""
+    with registered(cur, "new_items", item_id=item_ids):
+        execute(cur, "INSERT INTO live_items SELECT ?, ?, item_id FROM new_items", [source, source_trace])
+
+
+def insert_live_trace(cur, source: str, source_trace: str, trace_id: str, items: int, root_seen: bool,
+                      received_at) -> None:
+    execute(cur, "INSERT INTO live_traces (source, source_trace_id, trace_id, items, root_seen, first_received_at, "
+                 "last_received_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [source, source_trace, trace_id, items, root_seen, received_at, received_at])
+
+
+def extend_live_trace(cur, source: str, source_trace: str, items: int, root_seen: bool, received_at) -> None:
+    execute(cur, "UPDATE live_traces SET items = items + ?, root_seen = root_seen OR ?, last_received_at = ? "
+                 "WHERE source = ? AND source_trace_id = ?", [items, root_seen, received_at, source, source_trace])
+
+
+def mark_built(cur, source: str, source_trace: str, built_at, error: str | None, warnings: str) -> None:
+    execute(cur, "UPDATE live_traces SET built_at = ?, build_error = ?, build_warnings = ? "
+                 "WHERE source = ? AND source_trace_id = ?", [built_at, error, warnings, source, source_trace])
+
+
+def forget_live_traces(cur, source: str, source_traces: list[str]) -> None:
+    """Drop the held parts, items and status of live traces that a built trace took in."""
+    with registered(cur, "taken_traces", source_trace_id=source_traces):
+        for table in ("live_parts", "live_items", "live_traces"):  # constants
+            execute(cur, f"DELETE FROM {table} WHERE source = ? "
+                         "AND source_trace_id IN (SELECT source_trace_id FROM taken_traces)", [source])

@@ -1,0 +1,128 @@
+"""Review queue SQL: the events a queue holds, which reviewer was given which item, skips. Labels saved in a
+queue are read through app/store/labels.py (blind review). Functions taking `cur` run inside a write."""
+
+
+import pyarrow as pa
+
+from app.store.db import Database
+from app.store.lists import registered
+from app.store.sql import execute
+
+
+def queue_trace_ids(db: Database, queue_id: str) -> list[str]:
+    return [row[0] for row in db.execute(
+        "SELECT DISTINCT trace_id FROM queue_items WHERE queue_id = ? AND trace_id IN (SELECT trace_id FROM traces) "
+        "ORDER BY trace_id", [queue_id]).fetchall()]
+
+
+QUEUE_CANDIDATES = """
+    SELECT e.trace_id, e.event_id, e.seq, e.type, e.role, e.agent, e.tool, t.system, t.topology, t.task_id
+    FROM events e JOIN traces t USING (trace_id)
+    WHERE (len($trace_ids) = 0 OR e.trace_id IN (SELECT unnest($trace_ids)))
+      AND (len($systems) = 0 OR t.system IN (SELECT unnest($systems)))
+      AND (len($topologies) = 0 OR t.topology IN (SELECT unnest($topologies)))
+      AND (len($tasks) = 0 OR t.task_id IN (SELECT unnest($tasks)))
+      AND (len($findings) = 0 OR e.trace_id IN (
+           SELECT trace_id FROM audit_findings WHERE rule IN (SELECT unnest($findings))))
+      AND (len($event_types) = 0 OR e.type IN (SELECT unnest($event_types)))
+      AND (len($roles) = 0 OR e.role IN (SELECT unnest($roles)))
+      AND (len($agents) = 0 OR e.agent IN (SELECT unnest($agents)))
+      AND (len($tools) = 0 OR e.tool IN (SELECT unnest($tools)))
+    ORDER BY e.trace_id, e.seq
+"""
+
+
+def queue_candidates(db: Database, lists: dict[str, list[str]]) -> list[dict]:
+    """Events matching a queue's filter (each named list empty: no restriction), in trace and event order."""
+    return db.fetchall(QUEUE_CANDIDATES, {name: list(values) for name, values in lists.items()})
+
+
+def insert_queue(cur, queue_id: str, name: str, spec: str, created_by: str | None, created_at,
+                 items: list[tuple[str, str]]) -> None:
+    execute(cur, "INSERT INTO queues VALUES (?, ?, ?, ?, ?)", [queue_id, name, spec, created_by, created_at])
+    with registered(cur, "new_items", trace_id=[t for t, _ in items], event_id=[e for _, e in items],
+                    item_id=pa.array(range(1, len(items) + 1), pa.int64())):
+        execute(cur, "INSERT INTO queue_items SELECT ?, item_id, trace_id, event_id FROM new_items", [queue_id])
+
+
+def read_queue(db: Database, queue_id: str) -> dict | None:
+    return db.fetchone("SELECT queue_id, name, spec, created_by, created_at FROM queues WHERE queue_id = ?",
+                       [queue_id])
+
+
+def list_queues(db: Database) -> list[dict]:
+    return db.fetchall("SELECT queue_id, name, spec, created_by, created_at FROM queues ORDER BY created_at DESC")
+
+
+def list_queue_items(db: Database, queue_id: str) -> list[dict]:
+    return db.fetchall("SELECT item_id, trace_id, event_id FROM queue_items WHERE queue_id = ? ORDER BY item_id",
+                       [queue_id])
+
+
+def queue_item_count(db: Database, queue_id: str) -> int:
+    return db.scalar("SELECT count(*) FROM queue_items WHERE queue_id = ?", [queue_id])
+
+
+def queue_item(db: Database, queue_id: str, item_id: int) -> dict | None:
+    return db.fetchone("SELECT item_id, trace_id, event_id FROM queue_items WHERE queue_id = ? AND item_id = ?",
+                       [queue_id, item_id])
+
+
+def queue_items_of_event(db: Database, trace_id: str, event_id: str) -> list[dict]:
+    """The queues (and items) an event is in."""
+    return db.fetchall("SELECT queue_id, item_id FROM queue_items WHERE trace_id = ? AND event_id = ?",
+                       [trace_id, event_id])
+
+
+# An assignment the reviewer has labelled in the queue, or skipped, is not open.
+_UNLABELLED = ("NOT EXISTS (SELECT 1 FROM annotations l WHERE l.queue_id = a.queue_id AND l.trace_id = i.trace_id "
+               "AND l.event_id = i.event_id AND l.reviewer = a.reviewer)")
+
+
+def open_assignment(cur, queue_id: str, reviewer: str) -> dict | None:
+    """The earliest item `next` gave the reviewer that they have neither labelled in the queue nor skipped."""
+    return _assignment(cur, queue_id, reviewer, "a.skipped_at IS NULL", "a.item_id")
+
+
+def skipped_assignment(cur, queue_id: str, reviewer: str) -> dict | None:
+    """The reviewer's unlabelled item skipped longest ago: what `next` gives once nothing else is left."""
+    return _assignment(cur, queue_id, reviewer, "a.skipped_at IS NOT NULL", "a.skipped_at, a.item_id")
+
+
+def _assignment(cur, queue_id: str, reviewer: str, skipped: str, order: str) -> dict | None:
+    """The first unlabelled item given to the reviewer that matches `skipped`, in `order` (constants)."""
+    row = execute(cur,
+        "SELECT a.item_id, i.trace_id, i.event_id FROM queue_assignments a "
+        "JOIN queue_items i ON i.queue_id = a.queue_id AND i.item_id = a.item_id "
+        f"WHERE a.queue_id = ? AND a.reviewer = ? AND {skipped} AND {_UNLABELLED} ORDER BY {order} LIMIT 1",
+        [queue_id, reviewer]).fetchone()
+    return dict(zip(("item_id", "trace_id", "event_id"), row)) if row else None
+
+
+def next_unassigned(cur, queue_id: str, reviewer: str, overlap: int) -> dict | None:
+    """The first item in queue order given to fewer than `overlap` reviewers, never to this one, and not
+    labelled by them in the queue already (from the trace page)."""
+    row = execute(cur,
+        "SELECT i.item_id, i.trace_id, i.event_id FROM queue_items i "
+        "LEFT JOIN queue_assignments a ON a.queue_id = i.queue_id AND a.item_id = i.item_id "
+        "WHERE i.queue_id = $queue AND NOT EXISTS (SELECT 1 FROM annotations l WHERE l.queue_id = i.queue_id "
+        "AND l.trace_id = i.trace_id AND l.event_id = i.event_id AND l.reviewer = $reviewer) "
+        "GROUP BY i.item_id, i.trace_id, i.event_id "
+        "HAVING count(a.reviewer) < $overlap AND count(a.reviewer) FILTER (WHERE a.reviewer = $reviewer) = 0 "
+        "ORDER BY i.item_id LIMIT 1", {"queue": queue_id, "overlap": overlap, "reviewer": reviewer}).fetchone()
+    return dict(zip(("item_id", "trace_id", "event_id"), row)) if row else None
+
+
+def skip(cur, queue_id: str, item_id: int, reviewer: str, skipped_at) -> bool:
+    """Mark the reviewer's assignment of an item skipped; False when the item was never given to them."""
+    found = execute(cur, "SELECT count(*) FROM queue_assignments WHERE queue_id = ? AND item_id = ? AND reviewer = ?",
+                        [queue_id, item_id, reviewer]).fetchone()[0]
+    if found:
+        execute(cur, "UPDATE queue_assignments SET skipped_at = ? WHERE queue_id = ? AND item_id = ? AND reviewer = ?",
+                    [skipped_at, queue_id, item_id, reviewer])
+    return bool(found)
+
+
+def assign(cur, queue_id: str, item_id: int, reviewer: str, assigned_at) -> None:
+    execute(cur, "INSERT INTO queue_assignments (queue_id, item_id, reviewer, assigned_at) VALUES (?, ?, ?, ?)",
+                [queue_id, item_id, reviewer, assigned_at])

@@ -1,0 +1,343 @@
+"""Trace SQL: the list and its filters and sorts, a trace's summary, events and edges rebuilt as ingested, an
+event with its edges and lane neighbours, facets and search. One function per query, literal SQL, bound
+parameters."""
+
+import json
+import math
+
+from app.domain.jsontext import loads
+from app.store.db import Database, iso_utc
+from app.store.gcpause import paused_gc
+
+# Who counts as an agent, everywhere a page or the API says "agents": a team member, the `agent` of an event
+# that is neither a tool answering a call (tool_result) nor a person (a human_intervention, or anything said
+# by `user`, the name the importers give the person at the keyboard). Used by the stored traces.n_agents
+# (app/store/writes.py) and the trace page's agent facet; its Python twin is app/domain/metrics.py is_team_act
+# (the metrics' agents and lifetimes), and tests/test_analysis.py checks the two agree.
+TEAM_MEMBER_EVENT = "(type NOT IN ('tool_result', 'human_intervention') AND agent <> 'user')"
+
+
+# Sortable columns of the trace list: public name -> SQL expression (never user text).
+TRACE_SORTS = {
+    "trace_id": "t.trace_id",
+    "task_id": "task_id",
+    "system": "system",
+    "topology": "topology",
+    "events": "n_events",
+    "edges": "n_edges",
+    "agents": "n_agents",
+    "tokens": "tokens",
+    "wall_clock_s": "wall_clock_s",
+    "ingested_at": "t.ingested_at",
+    "critical_path_steps": "m.critical_path_steps",
+    "parallelism_speedup": "m.parallelism_speedup",
+    "max_concurrency": "m.max_concurrency",
+    "errors": "m.errors",
+    "warnings": "m.warnings",
+}
+
+
+TRACE_SUMMARY_COLUMNS = """
+    t.trace_id, task_id, system, topology, rewards, costs, t.metrics,
+    n_events AS events, n_edges AS edges, n_agents AS agents, tokens, wall_clock_s, t.ingested_at,
+    m.critical_path_steps, m.parallelism_speedup, m.max_concurrency, m.errors, m.warnings
+"""
+
+
+# Stored analysis columns, present once a trace has been analysed (analysis.ensure_analysis).
+TRACE_FROM = """
+    FROM traces t LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id AND m.ingested_at = t.ingested_at
+"""
+
+
+REWARD_SORT_PREFIX = "reward:"
+
+
+TRACE_FILTER = """
+    WHERE (?::VARCHAR IS NULL OR topology = ?)
+      AND (?::VARCHAR IS NULL OR system = ?)
+      AND (?::VARCHAR IS NULL OR contains(lower(t.trace_id || ' ' || task_id || ' ' || coalesce(system, '')), lower(?)))
+"""
+
+
+def _filter_params(topology: str | None, system: str | None, q: str | None) -> list:
+    return [topology or None, topology or None, system or None, system or None, q or None, q or None]
+
+
+def parse_sort(sort: str) -> tuple[str, list, bool]:
+    """SQL order expression, its parameters and direction for a sort key such as "-events" or "reward:team".
+
+    Raises ValueError for an unknown key; user text only ever reaches SQL as a bound parameter.
+    """
+    descending = sort.startswith("-")
+    key = sort[1:] if descending else sort
+    if key.startswith(REWARD_SORT_PREFIX) and len(key) > len(REWARD_SORT_PREFIX):
+        channel = key[len(REWARD_SORT_PREFIX):]
+        pointer = "/" + channel.replace("~", "~0").replace("/", "~1")
+        return "TRY_CAST(json_extract(t.rewards, ?) AS DOUBLE)", [pointer], descending
+    if key not in TRACE_SORTS:
+        allowed = ", ".join(TRACE_SORTS) + ", reward:<channel>"
+        raise ValueError(f"unknown sort key '{key}'; allowed: {allowed} (prefix - for descending)")
+    return TRACE_SORTS[key], [], descending
+
+
+def _summary(row: dict) -> dict:
+    for key in ("rewards", "costs", "metrics"):
+        row[key] = json.loads(row[key]) if row[key] is not None else None
+    row["ingested_at"] = iso_utc(row["ingested_at"])
+    return row
+
+
+def list_traces(db: Database, topology=None, system=None, q=None, sort="trace_id",
+                limit=50, offset=0) -> tuple[list[dict], int]:
+    """One page of trace summaries and the number of traces matching the filters (see parse_sort)."""
+    expression, sort_params, descending = parse_sort(sort)
+    order = f"{expression} {'DESC' if descending else 'ASC'} NULLS LAST, t.trace_id"
+    params = _filter_params(topology, system, q)
+    total = db.scalar("SELECT count(*)" + TRACE_FROM + TRACE_FILTER, params)
+    rows = db.fetchall(
+        "SELECT" + TRACE_SUMMARY_COLUMNS + TRACE_FROM + TRACE_FILTER + "ORDER BY " + order + " LIMIT ? OFFSET ?",
+        params + sort_params + [limit, offset],
+    )
+    return [_summary(row) for row in rows], total
+
+
+def read_trace_summary(db: Database, trace_id: str) -> dict | None:
+    row = db.fetchone("SELECT" + TRACE_SUMMARY_COLUMNS + TRACE_FROM + "WHERE t.trace_id = ?", [trace_id])
+    return _summary(row) if row else None
+
+
+def trace_ids(db: Database) -> list[str]:
+    """Every stored trace's id, in id order."""
+    return [row[0] for row in db.execute("SELECT trace_id FROM traces ORDER BY trace_id").fetchall()]
+
+
+def trace_version(db: Database, trace_id: str):
+    """The trace's ingest time: what every cache of a trace's figure, graph or analysis is keyed on (a new
+    ingest of the same id is a new version); None when the trace does not exist."""
+    return db.scalar("SELECT ingested_at FROM traces WHERE trace_id = ?", [trace_id])
+
+
+def event_count(db: Database, trace_id: str) -> int:
+    """Events of a trace (0 when no such trace)."""
+    return db.scalar("SELECT n_events FROM traces WHERE trace_id = ?", [trace_id]) or 0
+
+
+def event_identity(db: Database, trace_id: str, event_id: str) -> dict | None:
+    """An event's type, agent and role (what a label records of it)."""
+    return db.fetchone("SELECT type, agent, role FROM events WHERE trace_id = ? AND event_id = ?", [trace_id, event_id])
+
+
+def search_trace(db: Database, trace_id: str, q: str, limit: int) -> list[dict]:
+    """Agents (team members: TEAM_MEMBER_EVENT), roles, tools and event ids of a trace containing `q`
+    (case-insensitive, matched literally): an exact match first, then prefix matches, then the rest; each with
+    its events and its first event in time order."""
+    return db.fetchall("""
+        WITH needle AS (SELECT lower(?) AS q),
+        named AS (
+            SELECT 'agent' AS kind, agent AS value, event_id, t, seq FROM events WHERE trace_id = ?
+                AND """ + TEAM_MEMBER_EVENT + """
+            UNION ALL SELECT 'role', role, event_id, t, seq FROM events WHERE trace_id = ? AND role IS NOT NULL
+            UNION ALL SELECT 'tool', tool, event_id, t, seq FROM events WHERE trace_id = ? AND tool IS NOT NULL
+        ),
+        hits AS (
+            SELECT kind, value, count(*) AS events, arg_min(event_id, (t, seq)) AS first_event
+            FROM named, needle WHERE contains(lower(value), needle.q) GROUP BY kind, value
+            UNION ALL
+            SELECT 'event', event_id, 1, event_id FROM events, needle
+            WHERE trace_id = ? AND contains(lower(event_id), needle.q)
+        )
+        SELECT kind, value, events, first_event FROM hits, needle
+        ORDER BY lower(value) = needle.q DESC, starts_with(lower(value), needle.q) DESC,
+                 list_position(['agent', 'role', 'tool', 'event'], kind), events DESC, value
+        LIMIT ?""", [q, trace_id, trace_id, trace_id, trace_id, limit])
+
+
+def trace_exists(db: Database, trace_id: str) -> bool:
+    return db.scalar("SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id]) > 0
+
+
+def read_trace(db: Database, trace_id: str) -> dict | None:
+    """The trace as ingested: same keys, values, events and edges in their original order."""
+    head = db.fetchone(
+        "SELECT trace_id, task_id, system, topology, rewards, costs, metrics FROM traces WHERE trace_id = ?",
+        [trace_id],
+    )
+    if head is None:
+        return None
+    trace = {"trace_id": head["trace_id"], "task_id": head["task_id"]}
+    for key in ("system", "topology"):
+        if head[key] is not None:
+            trace[key] = head[key]
+    with paused_gc():  # millions of new dicts, no cycles (see gcpause)
+        trace["events"] = read_events(db, trace_id)
+        trace["edges"] = read_edges(db, trace_id)
+    trace["rewards"] = json.loads(head["rewards"])
+    trace["costs"] = json.loads(head["costs"])
+    if head["metrics"] is not None:
+        trace["metrics"] = json.loads(head["metrics"])
+    return trace
+
+
+# The key order is JSON text, parsed once per distinct order (see _rebuild): events share a few orders.
+EVENT_SELECT = """
+    SELECT event_id, t, t_is_int, type, agent, role, from_agent, to_agent, tool, content_ref, trusted,
+           extra, key_order
+    FROM events
+"""
+
+
+def _rebuild(row: tuple, orders: dict[str, list[str]]) -> dict:
+    """An event as ingested, from its columns, `extra` and recorded key order (`orders`: key orders read so far,
+    by their JSON text)."""
+    event_id, t, t_is_int, type_, agent, role, from_, to, tool, content_ref, trusted, extra, order = row
+    event = {"id": event_id, "t": int(t) if t_is_int and math.isfinite(t) else t, "type": type_, "agent": agent}
+    for key, value in (("role", role), ("from", from_), ("to", to), ("tool", tool),
+                       ("content_ref", content_ref), ("trusted", trusted)):
+        if value is not None:
+            event[key] = value
+    if extra is not None:
+        event.update(loads(extra))
+    if order is None:
+        return event
+    keys = orders.get(order)
+    if keys is None:
+        keys = orders[order] = loads(order)
+    return {key: event[key] for key in keys}
+
+
+def read_events(db: Database, trace_id: str) -> list[dict]:
+    """Events of a trace rebuilt from their columns and `extra`, in document order."""
+    rows = db.execute(EVENT_SELECT + " WHERE trace_id = ? ORDER BY seq", [trace_id]).fetchall()
+    orders: dict[str, list[str]] = {}
+    return [_rebuild(row, orders) for row in rows]
+
+
+def event_ids(db: Database, trace_id: str) -> list[str]:
+    return [r[0] for r in db.execute("SELECT event_id FROM events WHERE trace_id = ? ORDER BY seq",
+                                     [trace_id]).fetchall()]
+
+
+def read_edges(db: Database, trace_id: str) -> list[dict]:
+    rows = db.execute(
+        "SELECT src, dst, type FROM edges WHERE trace_id = ? ORDER BY seq", [trace_id]
+    ).fetchall()
+    return [{"src": src, "dst": dst, "type": type_} for src, dst, type_ in rows]
+
+
+def trace_facets(db: Database) -> dict:
+    """Distinct systems, topologies and reward channel names across stored traces, for filters and columns."""
+    systems = [r["system"] for r in db.fetchall(
+        "SELECT DISTINCT system FROM traces WHERE system IS NOT NULL ORDER BY system")]
+    topologies = [r["topology"] for r in db.fetchall(
+        "SELECT DISTINCT topology FROM traces WHERE topology IS NOT NULL ORDER BY topology")]
+    channels = [r["channel"] for r in db.fetchall(
+        "SELECT DISTINCT unnest(json_keys(rewards)) AS channel FROM traces ORDER BY channel")]
+    return {"systems": systems, "topologies": topologies, "reward_channels": channels}
+
+
+def read_event_cores(db: Database, trace_id: str) -> list[dict]:
+    """Events with their column properties only (no `extra`): enough to draw and count, and fast."""
+    rows = db.execute(
+        """
+        SELECT event_id, t, type, agent, role, from_agent, to_agent, tool, content_ref, trusted
+        FROM events WHERE trace_id = ? ORDER BY seq
+        """,
+        [trace_id],
+    ).fetchall()
+    keys = ("id", "t", "type", "agent", "role", "from", "to", "tool", "content_ref", "trusted")
+    return [{k: v for k, v in zip(keys, row) if v is not None} for row in rows]
+
+
+def read_event_extras(db: Database, trace_id: str) -> list[tuple[int, dict]]:
+    """(seq, extra properties) of the events that have any."""
+    rows = db.execute(
+        "SELECT seq, extra FROM events WHERE trace_id = ? AND extra IS NOT NULL ORDER BY seq", [trace_id]
+    ).fetchall()
+    return [(seq, loads(extra)) for seq, extra in rows]
+
+
+def read_event(db: Database, trace_id: str, event_id: str) -> dict | None:
+    """One event, rebuilt whole, with its position in the trace."""
+    row = db.fetchone("SELECT seq FROM events WHERE trace_id = ? AND event_id = ?", [trace_id, event_id])
+    if row is None:
+        return None
+    event = _rebuild(db.execute(EVENT_SELECT + " WHERE trace_id = ? AND seq = ?", [trace_id, row["seq"]]).fetchone(),
+                     {})
+    return {"seq": row["seq"], "event": event}
+
+
+def read_event_edges(db: Database, trace_id: str, event_id: str) -> dict[str, list[dict]]:
+    """Incoming and outgoing edges of an event, each with the other end's type and agent."""
+    rows = db.fetchall(
+        """
+        SELECT e.src, e.dst, e.type, other.event_id AS other_id, other.type AS other_type,
+               other.agent AS other_agent, json_extract_string(other.extra, '$.summary') AS other_summary,
+               e.dst = ? AS incoming
+        FROM edges e
+        JOIN events other ON other.trace_id = e.trace_id
+             AND other.event_id = CASE WHEN e.dst = ? THEN e.src ELSE e.dst END
+        WHERE e.trace_id = ? AND (e.src = ? OR e.dst = ?)
+        ORDER BY e.seq
+        """,
+        [event_id, event_id, trace_id, event_id, event_id],
+    )
+    return {"incoming": [r for r in rows if r["incoming"]], "outgoing": [r for r in rows if not r["incoming"]]}
+
+
+LANE_NEIGHBOURS = """
+    WITH lane AS (
+        SELECT event_id, type, t, json_extract_string(extra, '$.summary') AS summary,
+               row_number() OVER (ORDER BY t, seq) AS pos
+        FROM events WHERE trace_id = $trace AND agent = (SELECT agent FROM events
+                                                          WHERE trace_id = $trace AND event_id = $event))
+    SELECT lane.event_id, lane.type, lane.t, lane.summary, lane.pos - me.pos AS offset
+    FROM lane, (SELECT pos FROM lane WHERE event_id = $event) me
+    WHERE lane.pos <> me.pos AND abs(lane.pos - me.pos) <= $n
+    ORDER BY lane.pos
+"""
+
+
+def lane_neighbours(db: Database, trace_id: str, event_id: str, n: int = 2) -> list[dict]:
+    """The `n` events before and after an event on its agent's lane, in time order (offset -n..n)."""
+    return db.fetchall(LANE_NEIGHBOURS, {"trace": trace_id, "event": event_id, "n": n})
+
+
+EVENT_SORTS = {"seq": "seq", "t": "t", "id": "event_id", "type": "type", "agent": "agent", "role": "role"}
+
+
+EVENT_FILTER = """
+    WHERE trace_id = ?
+      AND (?::VARCHAR IS NULL OR type = ?)
+      AND (?::VARCHAR IS NULL OR agent = ?)
+      AND (?::VARCHAR IS NULL OR role = ?)
+"""
+
+
+def list_events(db: Database, trace_id: str, type_=None, agent=None, role=None, sort="seq",
+                limit=50, offset=0) -> tuple[list[dict], int]:
+    """One page of a trace's events (column properties) and the number matching the filters."""
+    descending = sort.startswith("-")
+    column = EVENT_SORTS.get(sort.lstrip("-"), "seq")
+    params = [trace_id, type_ or None, type_ or None, agent or None, agent or None, role or None, role or None]
+    total = db.scalar("SELECT count(*) FROM events" + EVENT_FILTER, params)
+    rows = db.fetchall(
+        "SELECT seq, event_id AS id, t, type, agent, role, tool, trusted FROM events" + EVENT_FILTER
+        + f"ORDER BY {column} {'DESC' if descending else 'ASC'} NULLS LAST, seq LIMIT ? OFFSET ?",
+        params + [limit, offset],
+    )
+    return rows, total
+
+
+def event_facets(db: Database, trace_id: str) -> dict:
+    """Counts of a trace's events by type, by agent and by role. Each `agent` row has a `kind`: `agent` for a
+    team member (TEAM_MEMBER_EVENT), `tool` for a lane of tool results only, else `person`."""
+    def counts(column: str) -> list[dict]:
+        return db.fetchall(
+            f"SELECT {column} AS value, count(*) AS n FROM events WHERE trace_id = ? "
+            f"GROUP BY {column} ORDER BY n DESC, value", [trace_id])
+    agents = db.fetchall(
+        "SELECT agent AS value, count(*) AS n, CASE WHEN bool_or(" + TEAM_MEMBER_EVENT + ") THEN 'agent' "
+        "WHEN bool_and(type = 'tool_result') THEN 'tool' ELSE 'person' END AS kind "
+        "FROM events WHERE trace_id = ? GROUP BY agent ORDER BY n DESC, value", [trace_id])
+    return {"type": counts("type"), "agent": agents, "role": counts("role")}
