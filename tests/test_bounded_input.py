@@ -126,6 +126,12 @@ def test_a_body_of_more_values_than_a_request_may_hold_is_refused_before_it_is_r
     assert stored(server) == 0 and last_logged(server)["status"] == 413
 
 
+def test_a_json_request_of_more_values_than_a_request_may_hold_is_refused_before_it_is_read(client):
+    body = b"[" + b",".join([b"{}"] * (MAX_JSON_VALUES // 2 + 1)) + b"]"
+    response = client.post("/api/annotations", content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 413 and f"more than {MAX_JSON_VALUES:,} JSON values" in response.json()["error"]
+
+
 def forged_zip() -> bytes:
     """A zip whose member declares FORGED_DECLARED bytes in its local header and its central directory entry, and
     inflates to FORGED_MEMBER_MB (written as a stream, so the test never holds it whole)."""
