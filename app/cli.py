@@ -22,7 +22,8 @@ import uvicorn
 from app.domain import csvsafe
 from app.domain.validation import Problem, format_problem
 from app.ingest.documents import DocumentError, TooLarge, Upload, parse_documents
-from app.ingest.importers import FORMATS, SUBAGENTS, subagent_uploads
+from app.ingest.importers import FORMATS, SUBAGENTS, atif_companions, subagent_uploads
+from app.ingest.importers.codex import session_files, session_groups, state_db_bytes
 from app.ingest.importers.common import ImportFailed, strictest
 from app.ingest.pipeline import InvalidTraces, ingest, problems_of
 from app.settings import Settings
@@ -360,17 +361,36 @@ def _exit_code(summary: dict, command: str) -> int:
 
 
 def _batches(paths: list[str]):
-    """(label, uploads) per document; a Claude Code session comes with the files of its `<session>/subagents/`
-    folder, at any depth, which are not documents of their own."""
+    """(label, uploads) per document: a Claude Code session comes with the files of its `<session>/subagents/`
+    folder, at any depth; a Codex session tree with its sub-agents' rollouts and its CODEX_HOME's state
+    database; an ATIF trajectory with the sub-agent files it names. Those are not documents of their own."""
     files = list(_read_paths(paths))
+    data = dict(files)
+    rollouts = [Path(source) for source, _ in files if _is_rollout(source)]
+    for group in session_groups(rollouts):
+        uploads = [Upload(str(path), data[str(path)]) for path in group]
+        database = session_files(group[0].parent)[1] if len(group) > 1 else None
+        if database is not None:
+            uploads.append(Upload(str(database), state_db_bytes(database)))
+        yield str(group[0]), uploads
+    files = [(source, content) for source, content in files if not _is_rollout(source)]
     folders = {Path(source).with_suffix("") / SUBAGENTS for source, _ in files if source.endswith(".jsonl")}
-    for source, data in files:
-        if folders.intersection(Path(source).parents):
-            continue  # read with its session
-        uploads = [Upload(source, data)]
+    companions = {source: atif_companions(Path(source), content) for source, content in files
+                  if source.endswith(".json")}
+    named = {Path(upload.source).resolve() for uploads in companions.values() for upload in uploads}
+    for source, content in files:
+        if folders.intersection(Path(source).parents) or Path(source).resolve() in named:
+            continue  # read with its session, or with the ATIF trajectory that names it
+        uploads = [Upload(source, content)]
         if source.endswith(".jsonl"):
             uploads += subagent_uploads(Path(source))
-        yield source, uploads
+        yield source, uploads + companions.get(source, [])
+
+
+def _is_rollout(source: str) -> bool:
+    """A Codex CLI session rollout (`rollout-*.jsonl`), read with the other rollouts of its session tree."""
+    name = Path(source).name
+    return name.startswith("rollout-") and name.endswith(".jsonl")
 
 
 def _print_summary(summary: dict, into: str) -> None:

@@ -330,3 +330,21 @@ def test_import_keeps_what_events_said_unless_hashes_are_asked_or_the_policy(tmp
         db.close()
     assert any("content" in event for event in events) is kept
     assert all("content_ref" in event for event in events if event["type"] == "tool_call")
+
+
+@pytest.mark.parametrize("folder, traces, agents", [
+    ("codex/0.171.0/multi_agent_v1", 1, 3), ("codex/0.171.0/multi_agent_v2", 1, 3),
+    ("atif/team_v1_8", 1, 3)])
+def test_import_reads_a_codex_session_tree_or_an_atif_trajectory_with_its_sub_agent_files(tmp_path, capsys, folder,
+                                                                                          traces, agents):
+    db_path, session = tmp_path / "import.duckdb", tmp_path / "session"
+    shutil.copytree(Path(__file__).parent / "fixtures" / folder, session,
+                    ignore=shutil.ignore_patterns("expected.json"))  # the recording's notes, not a trace
+    assert main(["import", "--db", str(db_path), str(session)]) == 0
+    db = Database(db_path)
+    try:
+        ids = trace_store.trace_ids(db)
+        assert len(ids) == traces, capsys.readouterr().out
+        assert trace_store.read_trace_summary(db, ids[0])["agents"] == agents
+    finally:
+        db.close()

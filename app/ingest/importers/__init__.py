@@ -1,6 +1,6 @@
 """Turning uploads in industrial formats into orchestration traces.
 
-One module per source format (otlp, openai_agents, claude_code), each a pure function from source
+One module per source format (otlp, openai_agents, claude_code, codex, atif), each a pure function from source
 data to traces plus warnings; this module recognises the format from content (never the file name),
 unpacks archives, groups a Claude Code session with its sub-agent files, and dispatches. It also reads
 a Claude Code session from disk (`subagent_uploads`, `load_session_dir`), naming its files as the
@@ -37,10 +37,11 @@ from app.ingest.documents import (
     parse_documents,
     strict_loads,
 )
-from app.ingest.importers import claude_code, openai_agents, otlp
+from app.ingest.importers import atif, claude_code, codex, openai_agents, otlp
 from app.ingest.importers.common import KEEP, ContentPolicy, ImportFailed, ImportResult, show
 
-FORMATS = ("orchestrace", "otlp", "openai_agents", "claude_code")  # the one list of --format / ?format=
+# the one list of --format / ?format=
+FORMATS = ("orchestrace", "otlp", "openai_agents", "claude_code", "codex", "atif")
 SUBAGENTS = "subagents"  # a Claude Code session's `<session>/subagents/` folder
 ZIP_MAGIC = b"PK\x03\x04"
 ZIP_ENTRY_MAGIC = b"PK\x01\x02"  # begins each entry of a zip's central directory
@@ -184,10 +185,35 @@ def detect(records: list | None) -> str:
     if (len(records) == 1 and openai_agents.looks_like_openai_agents(records[0])) or \
             openai_agents.looks_like_openai_agents(records):
         return "openai_agents"
+    if atif.looks_like_atif(records):
+        return "atif"
     head = records[:20]
+    if all(isinstance(r, dict) for r in head) and codex.looks_like_codex(head):
+        return "codex"
     if all(isinstance(r, dict) for r in head) and claude_code.looks_like_claude_code(head):
         return "claude_code"
     return "orchestrace"
+
+
+def atif_companions(source: Path, data: bytes) -> list[Upload]:
+    """The files an ATIF trajectory on disk names (its sub-agents' `trajectory_path`, its continuation), read
+    from its folder, and the files those name in turn; none for a file that is not ATIF. A named file that is
+    not there is left to the import, which warns naming it."""
+    records, _ = _records(data)
+    if not records or not atif.looks_like_atif(records):
+        return []
+    found, seen = [], {source.resolve()}
+    queue = [name for record in records for name in atif.referenced_paths(record)]
+    while queue:
+        path = source.parent / queue.pop(0)
+        if path.resolve() in seen or not path.is_file():
+            continue
+        seen.add(path.resolve())
+        upload = Upload(str(path), path.read_bytes())
+        found.append(upload)
+        more, _ = _records(upload.data)
+        queue += [name for record in more or () for name in atif.referenced_paths(record)]
+    return found
 
 
 def is_subagent_file(name: str) -> bool:
@@ -241,21 +267,31 @@ def _convert(files: list[Upload], fmt: str | None, content_policy: ContentPolicy
     result = ImportResult()
     sessions: list[Upload] = []
     helpers: list[Upload] = []
+    trajectories: list[tuple[str, dict]] = []  # ATIF documents of the whole upload, read together (refs)
+    rollouts: list[Upload] = []  # Codex rollouts of the upload, read together (sub-agent threads)
+    state_dbs: list[Upload] = []
     for upload in files:
         if is_subagent_file(upload.source):
             helpers.append(upload)  # a sub-agent transcript or its meta file: read with its session
             continue
+        if codex.is_state_db(upload.data):  # before reading it as JSON: a SQLite file is not one
+            state_dbs.append(upload)
+            continue
         records, problem = (None, None) if fmt in ("orchestrace", "claude_code") else _records(upload.data)
         kind = fmt or detect(records)
-        if problem is not None and kind in ("otlp", "openai_agents"):
+        if problem is not None and kind in ("otlp", "openai_agents", "atif", "codex"):
             raise ImportFailed(f"{upload.source}: {problem}")
         if kind == "claude_code":
             sessions.append(upload)
+        elif kind == "codex":
+            rollouts.append(upload)
         elif kind == "orchestrace":  # parsed already when it was read for detection
             result.traces += records if records is not None else parse_documents(upload.data, upload.source,
                                                                                   max_bytes)
         elif records is None:
             raise ImportFailed(f"{upload.source}: not JSON or JSON Lines")
+        elif kind == "atif":
+            trajectories += [(upload.source, doc) for doc in records]
         elif kind == "otlp":
             odd = next((i for i, r in enumerate(records, 1) if not otlp.looks_like_otlp(r)), None)
             if len(records) > 1 and odd is not None:
@@ -266,6 +302,17 @@ def _convert(files: list[Upload], fmt: str | None, content_policy: ContentPolicy
         else:
             doc = records[0] if len(records) == 1 and isinstance(records[0], dict) and "data" in records[0] else records
             _merge(result, openai_agents.import_agents(doc, content_policy), upload.source)
+    if trajectories:
+        _merge(result, atif.import_atif([doc for _, doc in trajectories], content_policy,
+                                        [source for source, _ in trajectories]), "")
+    if state_dbs and not rollouts:
+        raise ImportFailed(f"{state_dbs[0].source}: a Codex state database without the rollouts it describes")
+    if len(state_dbs) > 1:
+        raise ImportFailed(f"{state_dbs[1].source}: a second Codex state database; send one with the rollouts")
+    if rollouts:
+        state = state_dbs[0] if state_dbs else None
+        _merge(result, codex.import_rollouts({r.source: r.data for r in rollouts}, state.data if state else None,
+                                             content_policy, state.source if state else None), "")
     if helpers and not sessions:
         raise ImportFailed("sub-agent transcripts without their session's main .jsonl file")
     for session in sessions:

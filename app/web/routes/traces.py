@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, BackgroundTasks, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
+from app.domain.atif_export import to_atif
 from app.domain.overlays import describe
 from app.domain.paging import MAX_OFFSET
 from app.ingest.importers import FORMATS
@@ -292,6 +293,14 @@ def read_credit(trace_id: TraceId, db: DbDep, cache: CacheDep, viewer: Viewer, c
     report = analysis.credit_report(db, cache, trace_id, values, human)
     return JsonBody({"rule": rule, "channel": channel, "total": sum(values),
                      "events": [{"id": i, "credit": v} for i, v in zip(ids, values)], **report})
+
+
+@router.get("/{trace_id}/atif", dependencies=[AnyViewer], responses=READ_REFUSALS | NO_TRACE | {
+    200: reply("the trace as one ATIF-v1.8 trajectory (Harbor's Agent Trajectory Interchange Format), each "
+               "sub-agent's trajectory embedded in its spawner's", OBJECT)})
+def read_trace_atif(trace_id: TraceId, db: DbDep):
+    """The trace as ATIF-v1.8, as harbor's models validate it (app.domain.atif_export)."""
+    return JsonBody(to_atif(trace_store.read_trace(db, trace_id)))
 
 
 @router.delete("/{trace_id}", dependencies=[Admin], responses=WRITE_REFUSALS | NO_TRACE | {
