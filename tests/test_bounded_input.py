@@ -233,3 +233,18 @@ def test_the_cli_validates_through_the_same_capped_report(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == MAX_PROBLEMS + 1
     assert lines[-1].endswith(f"and {6000 - MAX_PROBLEMS:,} more problems (not listed), from this trace on")
+
+
+def test_an_exporter_or_a_label_import_cannot_send_more_values_than_a_request_holds(client):
+    from app.ingest.documents import MAX_JSON_VALUES
+    body = b"[" + b"0," * MAX_JSON_VALUES + b"0]"
+    assert client.post("/v1/traces", content=body, headers={"Content-Type": "application/json"}).status_code == 413
+    assert client.post("/api/annotations/import", content=body,
+                       headers={"Content-Type": "application/json"}).status_code == 413
+
+
+def test_an_agents_sdk_trace_id_that_cannot_name_a_trace_is_refused_naming_it(client):
+    record = {"object": "trace", "id": "trace_a/b", "workflow_name": "w"}
+    answer = client.post("/v1/traces/ingest", json={"data": [record]})
+    assert answer.status_code in (200, 400, 422) and "trace id" in answer.text
+    assert client.get("/api/traces").json()["total"] == 0

@@ -16,7 +16,7 @@ from app.domain.jsontext import KeyedTwice
 from app.domain.label_fields import BY_NAME, EMPTY, FIELDS, NAMES, LabelError, clean_values
 from app.domain.refusals import NotFound, Refusal
 from app.domain.validation import is_text
-from app.ingest.documents import strict_loads
+from app.ingest.documents import MAX_JSON_VALUES, TooManyValues, json_values, strict_loads
 from app.services import queues
 from app.store import keys, writes
 from app.store import labels as label_store
@@ -258,6 +258,8 @@ def parse_import(body: bytes, content_type: str) -> list[tuple[str, dict]]:
         raise LabelImportError([{"where": "body", "message": f"not UTF-8 text (byte {exc.start})"}], 400) from exc
     stripped = text.lstrip()
     if "json" in content_type or ("csv" not in content_type and stripped.startswith(("[", "{"))):
+        if json_values(body) > MAX_JSON_VALUES:  # counted before anything is built: memory stays bounded
+            raise TooManyValues("body")
         try:
             doc = strict_loads(text)
         except json.JSONDecodeError as exc:

@@ -54,6 +54,7 @@ from datetime import datetime, timedelta, timezone
 
 import orjson
 
+from app.domain.validation import trace_id_error
 from app.ingest.importers.common import (
     KEEP,
     ContentPolicy,
@@ -124,10 +125,10 @@ def record_problem(record, where: str) -> str | None:
             raise ImportFailed(f"{where}: {show(record)} is not an object")
         kind = record.get("object")
         if kind == TRACE:
-            _nonempty(record, "id", where)
+            _stored_id(_nonempty(record, "id", where), where)
         elif kind == SPAN:
             span = _read_span(record, where, 0)
-            _nonempty(record, "trace_id", f"{where} (span {span.id})")
+            _stored_id(_nonempty(record, "trace_id", f"{where} (span {span.id})"), f"{where} (span {span.id})")
             if span.end is None:
                 raise ImportFailed(f"{span.location()}: ended_at is missing (the span never ended)")
         else:
@@ -189,6 +190,13 @@ def _read_records(records: list, prefix: str, warnings: list[str]) -> tuple[dict
             if span.end is None:
                 raise ImportFailed(f"{span.location()}: ended_at is missing (the span never ended)")
     return meta, {trace_id: list(spans.values()) for trace_id, spans in by_trace.items()}
+
+
+def _stored_id(trace_id: str, where: str) -> None:
+    """Refuse an SDK trace id that cannot name a stored trace (app.domain.validation's trace id rule)."""
+    error = trace_id_error(TRACE_ID_PREFIX + trace_id)
+    if error:
+        raise ImportFailed(f"{where}: trace id: {error}")
 
 
 def _nonempty(record: dict, key: str, where: str) -> str:

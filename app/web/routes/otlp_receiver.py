@@ -8,7 +8,15 @@ from fastapi.concurrency import run_in_threadpool
 from app.domain.jsontext import first_problem
 from app.domain.refusals import status_of
 from app.ingest import log as ingest_log
-from app.ingest.documents import DocumentError, TooLarge, fast_loads, strict_loads
+from app.ingest.documents import (
+    MAX_JSON_VALUES,
+    DocumentError,
+    TooLarge,
+    TooManyValues,
+    fast_loads,
+    json_values,
+    strict_loads,
+)
 from app.ingest.importers.common import ImportFailed
 from app.ingest.importers.otlp_protobuf import NotProtobuf, decode_request, encode_response
 from app.ingest.log import Receipt
@@ -60,6 +68,8 @@ def parse_json(body: bytes):
     batches are kept as sent, so a body that could not be is refused naming where (see jsontext.first_problem): an
     object giving a key twice (the importers would keep the last value without a word), text holding a lone
     surrogate (no column holds it), a number beyond a double, nesting deeper than the store writes."""
+    if json_values(body) > MAX_JSON_VALUES:  # counted before anything is built: memory stays bounded
+        raise TooManyValues("body")
     doc = fast_loads(body)
     if doc is not None:  # the fast reading steps aside for all of these
         return doc
