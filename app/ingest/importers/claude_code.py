@@ -68,7 +68,7 @@ Choices where the mapping is silent, made for an auditor who wants to trace ever
 """
 
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections import defaultdict
 from datetime import datetime
 from pathlib import PurePosixPath
@@ -82,6 +82,7 @@ from app.ingest.importers.common import (
     TraceBuilder,
     content_ref,
     keeps,
+    next_at,
     put_content,
     ref,
     show,
@@ -805,15 +806,6 @@ class _Session:
         seen = self.odd.setdefault((name, what), [number, 0])
         seen[1] += 1
 
-    def _next_response(self, agent: str, time: float, starts: dict) -> int | None:
-        """The agent's first model call at or after time."""
-        entry = starts.get(agent)
-        if entry is None:
-            return None
-        times, indexes = entry
-        k = bisect_left(times, time)
-        return indexes[k] if k < len(indexes) else None
-
     def _finish(self) -> dict:
         if not self.b.times:
             raise ImportFailed("main: no user, assistant or system record to import")
@@ -836,7 +828,7 @@ class _Session:
                 self.b.link(self.compactions[k - 1][1], index, "causal")
         self._aggregate(starts)
         for src, agent, time, type_ in self.to_next:
-            nxt = self._next_response(agent, time, starts)
+            nxt = next_at(starts, agent, time)
             if nxt is not None:
                 self.b.link(src, nxt, type_)
         self._join_chains()
@@ -900,7 +892,7 @@ class _Session:
         for caller, returned in self.returns.items():
             by_next: dict[int | None, list[tuple[float, int]]] = {}
             for time, index in sorted(returned):
-                by_next.setdefault(self._next_response(caller, time, starts), []).append((time, index))
+                by_next.setdefault(next_at(starts, caller, time), []).append((time, index))
             for nxt, group in by_next.items():
                 if len(group) == 1:
                     if nxt is not None:

@@ -76,7 +76,7 @@ The mapping (IMPORTERS.md §0 where it speaks; choices where it does not):
 import json
 import re
 import sqlite3
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -92,6 +92,7 @@ from app.ingest.importers.common import (
     ImportResult,
     TraceBuilder,
     keeps,
+    next_at,
     put_content,
     ref,
     show,
@@ -656,14 +657,6 @@ class _Trace:
     def event(self, time: float, type_: str, agent: str, props: dict) -> int:
         return self.b.add(time, type_, agent, props)
 
-    def _next_call(self, agent: str, time: float, starts: dict) -> int | None:
-        entry = starts.get(agent)
-        if entry is None:
-            return None
-        times, indexes = entry
-        k = bisect_left(times, time)
-        return indexes[k] if k < len(indexes) else None
-
     def _finish(self) -> dict:
         if not self.b.times:
             raise ImportFailed(f"{self.root.name}: no model call, tool call or message to import")
@@ -674,7 +667,7 @@ class _Trace:
         self._returns()
         self._despawns()
         for src, agent, time, type_ in self.to_next:
-            nxt = self._next_call(agent, time, starts)
+            nxt = next_at(starts, agent, time)
             if nxt is not None:
                 self.b.link(src, nxt, type_)
         events, edges = self.b.finish(self.first_time, places=T_PLACES, min_digits=ID_DIGITS)

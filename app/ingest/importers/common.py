@@ -3,6 +3,7 @@ and its cap), span trees, and the builder that turns events and links into a tra
 
 import hashlib
 import json
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import itemgetter
@@ -278,3 +279,14 @@ def span_tree(spans: list, trace_id: str, warnings: list[str], parent_field: str
         stuck = next(span for span in spans if span.id not in reachable)
         raise ImportFailed(f"{stuck.location()}: {parent_field} {stuck.parent_id} is part of a cycle")
     return roots
+
+
+def next_at(starts: dict[str, tuple[list, list]], agent: str, time) -> int | None:
+    """The index of `agent`'s first model call at or after `time`, from its (times, indexes) sorted by time:
+    where an answer (a tool's result, a sub-agent's return) is first read."""
+    entry = starts.get(agent)
+    if entry is None:
+        return None
+    times, indexes = entry
+    k = bisect_left(times, time)
+    return indexes[k] if k < len(indexes) else None
