@@ -21,11 +21,11 @@ import uvicorn
 
 from app.domain import csvsafe
 from app.domain.validation import Problem, format_problem
-from app.ingest.documents import DocumentError, TooLarge, Upload, parse_documents
+from app.ingest.documents import DEFAULT_MAX_BYTES, DocumentError, TooLarge, Upload
 from app.ingest.importers import FORMATS, SUBAGENTS, atif_companions, subagent_uploads
 from app.ingest.importers.codex import session_files, session_groups, state_db_bytes
 from app.ingest.importers.common import ImportFailed, strictest
-from app.ingest.pipeline import InvalidTraces, ingest, problems_of
+from app.ingest.pipeline import InvalidTraces, ingest, load_uploads
 from app.settings import Settings
 from app.store.db import CommitConflict, Database, DatabaseLocked, DatabaseTooNew, MigrationsMissing
 from app.store.lake import LakeUnavailable, is_lake_url, shown
@@ -144,21 +144,25 @@ def cmd_migrate_store(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    """Check trace files against the format; print each problem with its path. Exit 1 if any is invalid."""
+    """Check files without storing them: each is read in its format (detected, or --format), imported, and its
+    traces checked against ours; print each problem with its path, and importers' warnings. Exit 1 if any file
+    is refused."""
     bad = 0
-    for source, data in _read_paths(args.paths):
+    for source, uploads in _batches(args.paths):
         try:
-            traces = parse_documents(data, source)
-        except DocumentError as exc:
+            result = load_uploads(uploads, DEFAULT_MAX_BYTES, args.format)
+        except InvalidTraces as exc:
+            for error in exc.errors:
+                print(f"{source}: trace {error['trace']}: {format_problem_dict(error)}")
+            bad += 1
+            continue
+        except (DocumentError, ImportFailed, TooLarge) as exc:
             print(f"{source}: {exc}")
             bad += 1
             continue
-        errors = problems_of(traces)
-        for error in errors:
-            print(f"{source}: trace {error['trace']}: {format_problem_dict(error)}")
-        bad += bool(errors)
-        if not errors:
-            print(f"{source}: {len(traces)} valid trace(s)")
+        for warning in result.warnings:
+            print(f"{source}: warning: {warning}")
+        print(f"{source}: {len(result.traces)} valid trace(s)")
     return 1 if bad else 0
 
 
@@ -918,6 +922,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the lake's data folder or object-storage URL (default $ORCHESTRACE_LAKE_DATA)")
     p = add("validate", cmd_validate, db=False)
     p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--format", choices=FORMATS, help="source format (default: recognised from each file's content)")
     def add_server(p, token_help="API token for the server (default $ORCHESTRACE_TOKEN)"):
         p.add_argument("--server", metavar="URL", help="send to this running server, and open no database file "
                        "(default: the server holding the database, found by the URL it records beside it)")

@@ -348,3 +348,9 @@ def test_import_reads_a_codex_session_tree_or_an_atif_trajectory_with_its_sub_ag
         assert trace_store.read_trace_summary(db, ids[0])["agents"] == agents
     finally:
         db.close()
+
+
+def test_validate_reads_every_format_the_registry_knows(capsys):
+    fixture = Path(__file__).parent / "fixtures" / "otlp" / "pydantic_ai_delegation.json"
+    assert main(["validate", str(fixture)]) == 0  # an OTLP file is imported, then checked, not read as ours
+    assert "1 valid trace(s)" in capsys.readouterr().out

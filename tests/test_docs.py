@@ -71,3 +71,11 @@ def test_the_openapi_description_of_an_invalid_request_is_what_the_app_answers(c
     assert answer.status_code == 422
     jsonschema.validate(answer.json(), schema)
     assert "#/components/schemas/ValidationError" not in json.dumps(spec)
+
+
+def test_the_importers_doc_names_every_format_of_the_registry():
+    from app.ingest.importers import REGISTRY
+
+    doc = (ROOT / "docs" / "importers.md").read_text()
+    for declared in REGISTRY:
+        assert f"| `{declared.name}` | {declared.summary} |" in doc, declared.name

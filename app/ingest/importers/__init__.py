@@ -7,13 +7,15 @@ a Claude Code session from disk (`subagent_uploads`, `load_session_dir`), naming
 grouping expects, so the CLI, the web upload and the tests read sessions one way.
 """
 
+import importlib
 import io
+import pkgutil
 import struct
 import tarfile
 import zipfile
 import zlib
 from functools import partial
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from app.domain.jsontext import escaped, first_problem
 from app.domain.refusals import Refusal
@@ -29,20 +31,31 @@ from app.ingest.documents import (
     TooManyValues,
     Upload,
     capped_bytes,
-    decode,
     exact_lines,
     fast_documents,
     gunzip,
     json_values,
-    parse_documents,
     strict_loads,
 )
-from app.ingest.importers import atif, claude_code, codex, openai_agents, otlp
-from app.ingest.importers.common import KEEP, ContentPolicy, ImportFailed, ImportResult, show
+from app.ingest.importers import atif
+from app.ingest.importers.claude_code import SUBAGENTS, is_subagent_file, read_session, session_companions
+from app.ingest.importers.common import KEEP, Batch, ContentPolicy, Format, ImportFailed, ImportResult, show
 
-# the one list of --format / ?format=
-FORMATS = ("orchestrace", "otlp", "openai_agents", "claude_code", "codex", "atif")
-SUBAGENTS = "subagents"  # a Claude Code session's `<session>/subagents/` folder
+
+def _registry() -> tuple[Format, ...]:
+    """Every format a module of this package declares (`FORMAT`), in detection order: adding a format is adding
+    a module."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        declared = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FORMAT", None)
+        if isinstance(declared, Format):
+            found.append(declared)
+    return tuple(sorted(found, key=lambda f: f.order))
+
+
+REGISTRY = _registry()
+BY_NAME = {f.name: f for f in REGISTRY}
+FORMATS = tuple(BY_NAME)  # the one list of --format / ?format=
 ZIP_MAGIC = b"PK\x03\x04"
 ZIP_ENTRY_MAGIC = b"PK\x01\x02"  # begins each entry of a zip's central directory
 ZIP_ENCRYPTED = 0x1  # the general purpose flag of an encrypted member
@@ -177,22 +190,11 @@ def _records(data: bytes) -> tuple[list | None, str | None]:
 
 
 def detect(records: list | None) -> str:
-    """The format of a parsed document (see _records), from its content."""
+    """The format of a parsed document (see _records), from its content: the first in the registry's order that
+    recognises it, our own format when none does."""
     if not records:
         return "orchestrace"
-    if len(records) == 1 and otlp.looks_like_otlp(records[0]):
-        return "otlp"
-    if (len(records) == 1 and openai_agents.looks_like_openai_agents(records[0])) or \
-            openai_agents.looks_like_openai_agents(records):
-        return "openai_agents"
-    if atif.looks_like_atif(records):
-        return "atif"
-    head = records[:20]
-    if all(isinstance(r, dict) for r in head) and codex.looks_like_codex(head):
-        return "codex"
-    if all(isinstance(r, dict) for r in head) and claude_code.looks_like_claude_code(head):
-        return "claude_code"
-    return "orchestrace"
+    return next(f.name for f in REGISTRY if f.detect(records))
 
 
 def atif_companions(source: Path, data: bytes) -> list[Upload]:
@@ -216,12 +218,6 @@ def atif_companions(source: Path, data: bytes) -> list[Upload]:
     return found
 
 
-def is_subagent_file(name: str) -> bool:
-    """A Claude Code sub-agent transcript (agent-<id>.jsonl) or its meta file (agent-<id>.meta.json)."""
-    path = PurePosixPath(name.split(":")[-1])
-    return path.name.startswith("agent-") and (path.name.endswith(".jsonl") or path.name.endswith(".meta.json"))
-
-
 def subagent_uploads(session: Path) -> list[Upload]:
     """The sub-agent files of a Claude Code session on disk: every transcript and meta file under
     `<session>/subagents/`, workflow agents (`workflows/wf_<id>/`) included, named
@@ -238,7 +234,7 @@ def load_session_dir(path: Path) -> tuple[str, dict[str, str], dict[str, dict]]:
     sub-agent transcripts and metas keyed by their path under subagents/."""
     path = Path(path)
     session = Upload(str(path), path.read_bytes())
-    return _read_session(session, _helpers_of(session, subagent_uploads(path), 1), DEFAULT_MAX_BYTES)
+    return read_session(session, session_companions(session, subagent_uploads(path), 1), DEFAULT_MAX_BYTES)
 
 
 def convert(uploads: list[Upload], fmt: str | None = None, content_policy: ContentPolicy = KEEP,
@@ -264,93 +260,25 @@ def convert(uploads: list[Upload], fmt: str | None = None, content_policy: Conte
 
 
 def _convert(files: list[Upload], fmt: str | None, content_policy: ContentPolicy, max_bytes: int) -> ImportResult:
-    result = ImportResult()
-    sessions: list[Upload] = []
-    helpers: list[Upload] = []
-    trajectories: list[tuple[str, dict]] = []  # ATIF documents of the whole upload, read together (refs)
-    rollouts: list[Upload] = []  # Codex rollouts of the upload, read together (sub-agent threads)
-    state_dbs: list[Upload] = []
+    """Each file to the format that claims it as a companion, or that it is (forced, else detected); then every
+    format converts what the upload holds of it, in the registry's order."""
+    forced = BY_NAME[fmt] if fmt else None
+    batches = {f.name: Batch(max_bytes=max_bytes) for f in REGISTRY}
     for upload in files:
-        if is_subagent_file(upload.source):
-            helpers.append(upload)  # a sub-agent transcript or its meta file: read with its session
+        owner = next((f for f in REGISTRY if f.companion(upload)), None)
+        if owner is not None:
+            batches[owner.name].companions.append(upload)
             continue
-        if codex.is_state_db(upload.data):  # before reading it as JSON: a SQLite file is not one
-            state_dbs.append(upload)
-            continue
-        records, problem = (None, None) if fmt in ("orchestrace", "claude_code") else _records(upload.data)
-        kind = fmt or detect(records)
-        if problem is not None and kind in ("otlp", "openai_agents", "atif", "codex"):
+        records, problem = (None, None) if forced is not None and not forced.parsed else _records(upload.data)
+        kind = forced or BY_NAME[detect(records)]
+        if kind.parsed and problem is not None:
             raise ImportFailed(f"{upload.source}: {problem}")
-        if kind == "claude_code":
-            sessions.append(upload)
-        elif kind == "codex":
-            rollouts.append(upload)
-        elif kind == "orchestrace":  # parsed already when it was read for detection
-            result.traces += records if records is not None else parse_documents(upload.data, upload.source,
-                                                                                  max_bytes)
-        elif records is None:
+        if kind.parsed and records is None:
             raise ImportFailed(f"{upload.source}: not JSON or JSON Lines")
-        elif kind == "atif":
-            trajectories += [(upload.source, doc) for doc in records]
-        elif kind == "otlp":
-            odd = next((i for i, r in enumerate(records, 1) if not otlp.looks_like_otlp(r)), None)
-            if len(records) > 1 and odd is not None:
-                raise ImportFailed(f"{upload.source}: record {odd} of its JSON Lines is not an OTLP/JSON traces "
-                                   "document (an object with a resourceSpans array)")
-            _merge(result, otlp.import_otlp(records[0] if len(records) == 1 else {"resourceSpans": [
-                rs for r in records for rs in r["resourceSpans"]]}, content_policy), upload.source)
-        else:
-            doc = records[0] if len(records) == 1 and isinstance(records[0], dict) and "data" in records[0] else records
-            _merge(result, openai_agents.import_agents(doc, content_policy), upload.source)
-    if trajectories:
-        _merge(result, atif.import_atif([doc for _, doc in trajectories], content_policy,
-                                        [source for source, _ in trajectories]), "")
-    if state_dbs and not rollouts:
-        raise ImportFailed(f"{state_dbs[0].source}: a Codex state database without the rollouts it describes")
-    if len(state_dbs) > 1:
-        raise ImportFailed(f"{state_dbs[1].source}: a second Codex state database; send one with the rollouts")
-    if rollouts:
-        state = state_dbs[0] if state_dbs else None
-        _merge(result, codex.import_rollouts({r.source: r.data for r in rollouts}, state.data if state else None,
-                                             content_policy, state.source if state else None), "")
-    if helpers and not sessions:
-        raise ImportFailed("sub-agent transcripts without their session's main .jsonl file")
-    for session in sessions:
-        main, subagents, metas = _read_session(session, _helpers_of(session, helpers, len(sessions)), max_bytes)
-        stem = PurePosixPath(session.source.split(":")[-1]).stem
-        _merge(result, claude_code.import_session(main, subagents, metas, None, content_policy),
-               session.source or stem)
+        batches[kind.name].documents.append((upload, records))
+    result = ImportResult()
+    for format_ in REGISTRY:
+        batch = batches[format_.name]
+        if batch.documents or batch.companions:
+            batch.merge(result, format_.convert(batch, content_policy))
     return result
-
-
-def _helpers_of(session: Upload, helpers: list[Upload], n_sessions: int) -> dict[str, Upload]:
-    """A session's sub-agent files keyed by their path under `<session>/subagents/`; for a lone session
-    without such paths, all of them, keyed by file name."""
-    folder = f"{PurePosixPath(session.source.split(':')[-1]).stem}/{SUBAGENTS}/"
-    inside = {h.source.split(folder, 1)[1]: h for h in helpers if folder in h.source}
-    if inside or n_sessions > 1:
-        return inside
-    return {PurePosixPath(h.source.split(":")[-1]).name: h for h in helpers}
-
-
-def _read_session(session: Upload, helpers: dict[str, Upload], max_bytes: int) -> tuple[str, dict, dict]:
-    """The main transcript's text, and the sub-agent transcripts' texts and metas by their keys."""
-    subagents = {name: decode(h.data, h.source, max_bytes) for name, h in helpers.items() if name.endswith(".jsonl")}
-    metas = {name: _json(h) for name, h in helpers.items() if name.endswith(".json")}
-    return decode(session.data, session.source, max_bytes), subagents, metas
-
-
-def _json(upload: Upload):
-    try:
-        value = strict_loads(upload.data)
-    except ValueError as exc:
-        raise ImportFailed(f"{upload.source}: not JSON ({exc})") from exc
-    problem = first_problem(value)
-    if problem is not None:
-        raise ImportFailed(f"{upload.source}: {problem}")
-    return value
-
-
-def _merge(result: ImportResult, part: ImportResult, source: str) -> None:
-    result.traces += part.traces
-    result.warnings += [f"{source}: {w}" if source else w for w in part.warnings]

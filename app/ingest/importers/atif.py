@@ -88,7 +88,9 @@ from pathlib import PurePosixPath
 from app.domain.validation import trace_id_error
 from app.ingest.importers.common import (
     KEEP,
+    Batch,
     ContentPolicy,
+    Format,
     ImportFailed,
     ImportResult,
     TraceBuilder,
@@ -946,3 +948,13 @@ class _Trace:
         props["content_ref"] = ref(value)
         if self.keep:
             put_content(props, value)
+
+
+def _convert(batch: Batch, content_policy: ContentPolicy) -> ImportResult:
+    """Every trajectory document of the upload together: sub-agents' files are named by path from the main one."""
+    documents = [(upload.source, doc) for upload, records in batch.documents for doc in records]
+    return import_atif([doc for _, doc in documents], content_policy, [source for source, _ in documents])
+
+
+FORMAT = Format("atif", "ATIF trajectories (Harbor, Terminal-Bench), with the sub-agent files they name",
+                looks_like_atif, _convert, 30)

@@ -73,10 +73,13 @@ from collections import defaultdict
 from datetime import datetime
 from pathlib import PurePosixPath
 
-from app.ingest.documents import DocumentError, exact_lines, fast_lines
+from app.domain.jsontext import first_problem
+from app.ingest.documents import DocumentError, Upload, decode, exact_lines, fast_lines, strict_loads
 from app.ingest.importers.common import (
     KEEP,
+    Batch,
     ContentPolicy,
+    Format,
     ImportFailed,
     ImportResult,
     TraceBuilder,
@@ -949,3 +952,59 @@ def _prompt(record: dict) -> str | None:
     """The text of a sub-agent's first (prompt) line."""
     message = record.get("message")
     return _text(message.get("content")) or None if isinstance(message, dict) else None
+
+
+SUBAGENTS = "subagents"  # a Claude Code session's `<session>/subagents/` folder
+
+
+def is_subagent_file(name: str) -> bool:
+    """A Claude Code sub-agent transcript (agent-<id>.jsonl) or its meta file (agent-<id>.meta.json)."""
+    path = PurePosixPath(name.split(":")[-1])
+    return path.name.startswith("agent-") and (path.name.endswith(".jsonl") or path.name.endswith(".meta.json"))
+
+
+def session_companions(session: Upload, helpers: list[Upload], n_sessions: int) -> dict[str, Upload]:
+    """A session's sub-agent files keyed by their path under `<session>/subagents/`; for a lone session
+    without such paths, all of them, keyed by file name."""
+    folder = f"{PurePosixPath(session.source.split(':')[-1]).stem}/{SUBAGENTS}/"
+    inside = {h.source.split(folder, 1)[1]: h for h in helpers if folder in h.source}
+    if inside or n_sessions > 1:
+        return inside
+    return {PurePosixPath(h.source.split(":")[-1]).name: h for h in helpers}
+
+
+def read_session(session: Upload, helpers: dict[str, Upload], max_bytes: int) -> tuple[str, dict, dict]:
+    """The main transcript's text, and the sub-agent transcripts' texts and metas by their keys."""
+    subagents = {name: decode(h.data, h.source, max_bytes) for name, h in helpers.items() if name.endswith(".jsonl")}
+    metas = {name: _json(h) for name, h in helpers.items() if name.endswith(".json")}
+    return decode(session.data, session.source, max_bytes), subagents, metas
+
+
+def _json(upload: Upload):
+    try:
+        value = strict_loads(upload.data)
+    except ValueError as exc:
+        raise ImportFailed(f"{upload.source}: not JSON ({exc})") from exc
+    problem = first_problem(value)
+    if problem is not None:
+        raise ImportFailed(f"{upload.source}: {problem}")
+    return value
+
+
+def _convert(batch: Batch, content_policy: ContentPolicy) -> ImportResult:
+    """Each session of the upload with its sub-agent transcripts and metas (the companions under its folder)."""
+    if batch.companions and not batch.documents:
+        raise ImportFailed("sub-agent transcripts without their session's main .jsonl file")
+    result = ImportResult()
+    sessions = [upload for upload, _ in batch.documents]
+    for session in sessions:
+        main, subagents, metas = read_session(session, session_companions(session, batch.companions, len(sessions)),
+                                              batch.max_bytes)
+        stem = PurePosixPath(session.source.split(":")[-1]).stem
+        batch.merge(result, import_session(main, subagents, metas, None, content_policy), session.source or stem)
+    return result
+
+
+FORMAT = Format("claude_code", "Claude Code session transcripts (<session>.jsonl) with their subagents/ folder",
+                lambda records: all(isinstance(r, dict) for r in records[:20]) and looks_like_claude_code(records[:20]),
+                _convert, 50, companion=lambda upload: is_subagent_file(upload.source), parsed=False)

@@ -87,7 +87,9 @@ from pathlib import Path, PurePosixPath
 from app.ingest.documents import DocumentError, exact_lines, fast_lines
 from app.ingest.importers.common import (
     KEEP,
+    Batch,
     ContentPolicy,
+    Format,
     ImportFailed,
     ImportResult,
     TraceBuilder,
@@ -1119,3 +1121,19 @@ def _usage(value: dict) -> _Usage:
 
     return _Usage(number("input_tokens"), number("output_tokens"), number("cached_input_tokens"),
                   number("reasoning_output_tokens"))
+
+
+def _convert(batch: Batch, content_policy: ContentPolicy) -> ImportResult:
+    """Every rollout of the upload together (a session tree's threads), with its state database if sent."""
+    if batch.companions and not batch.documents:
+        raise ImportFailed(f"{batch.companions[0].source}: a Codex state database without the rollouts it describes")
+    if len(batch.companions) > 1:
+        raise ImportFailed(f"{batch.companions[1].source}: a second Codex state database; send one with the rollouts")
+    state = batch.companions[0] if batch.companions else None
+    return import_rollouts({upload.source: upload.data for upload, _ in batch.documents}, state.data if state else None,
+                           content_policy, state.source if state else None)
+
+
+FORMAT = Format("codex", "OpenAI Codex CLI session rollouts (rollout-*.jsonl), with the state database",
+                lambda records: all(isinstance(r, dict) for r in records[:20]) and looks_like_codex(records[:20]),
+                _convert, 40, companion=lambda upload: is_state_db(upload.data))

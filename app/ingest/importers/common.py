@@ -4,6 +4,7 @@ and its cap), span trees, and the builder that turns events and links into a tra
 import hashlib
 import json
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import itemgetter
@@ -290,3 +291,36 @@ def next_at(starts: dict[str, tuple[list, list]], agent: str, time) -> int | Non
     times, indexes = entry
     k = bisect_left(times, time)
     return indexes[k] if k < len(indexes) else None
+
+
+@dataclass
+class Batch:
+    """What one upload holds of a format: its documents (each file with its parsed records, or None where the
+    format reads the text itself) and the companion files read with them (a sub-agent transcript, a state
+    database), as `convert` hands them to the format."""
+
+    documents: list[tuple] = field(default_factory=list)  # (Upload, records | None)
+    companions: list = field(default_factory=list)  # Upload
+    max_bytes: int = 0
+
+    def merge(self, result: ImportResult, part: ImportResult, source: str = "") -> None:
+        """Add one conversion's traces to `result`, its warnings named by `source`."""
+        result.traces += part.traces
+        result.warnings += [f"{source}: {w}" if source else w for w in part.warnings]
+
+
+@dataclass(frozen=True)
+class Format:
+    """An importable format, declared once by its module as `FORMAT`: the registry (app.ingest.importers) finds
+    it there, and detection, `--format`, `?format=`, `orchestrace validate` and the docs read it. `detect` sees a
+    document's parsed records; `companion` claims a file that is read with the format's documents rather than as
+    one; `convert` turns every document and companion of one upload into traces; `order` is the order formats
+    are tried in; `parsed` is False for a format whose importer reads the text itself."""
+
+    name: str
+    summary: str
+    detect: Callable[[list], bool]
+    convert: Callable[[Batch, str], ImportResult]
+    order: int
+    companion: Callable = lambda upload: False
+    parsed: bool = True

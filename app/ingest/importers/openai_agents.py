@@ -57,7 +57,9 @@ import orjson
 from app.domain.validation import trace_id_error
 from app.ingest.importers.common import (
     KEEP,
+    Batch,
     ContentPolicy,
+    Format,
     ImportFailed,
     ImportResult,
     TraceBuilder,
@@ -722,3 +724,17 @@ class _Trace:
         for returned in tool.returns:
             b.link(returned, end, "aggregate" if tool.spawned >= 2 else "return")
         return end
+
+
+def _convert(batch: Batch, content_policy: ContentPolicy) -> ImportResult:
+    """Each document of the upload: an exporter's `{"data": [...]}` batch, or the records themselves."""
+    result = ImportResult()
+    for upload, records in batch.documents:
+        doc = records[0] if len(records) == 1 and isinstance(records[0], dict) and "data" in records[0] else records
+        batch.merge(result, import_agents(doc, content_policy), upload.source)
+    return result
+
+
+FORMAT = Format("openai_agents", "OpenAI Agents SDK trace exports (its BackendSpanExporter's batches, or their records)",
+                lambda records: (len(records) == 1 and looks_like_openai_agents(records[0]))
+                or looks_like_openai_agents(records), _convert, 20)

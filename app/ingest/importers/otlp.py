@@ -62,7 +62,9 @@ import orjson
 from app.ingest.importers import otlp_patterns
 from app.ingest.importers.common import (
     KEEP,
+    Batch,
     ContentPolicy,
+    Format,
     ImportFailed,
     ImportResult,
     TraceBuilder,
@@ -1132,3 +1134,20 @@ def _log_rewards(resource_logs, warnings: list[str]) -> dict[str, list[tuple[int
     if unplaced:
         warnings.append(f"{unplaced} evaluation log record(s) without a traceId skipped")
     return rewards
+
+
+def _convert(batch: Batch, content_policy: ContentPolicy) -> ImportResult:
+    """Each document of the upload: one OTLP/JSON traces document, or JSON Lines of them (merged)."""
+    result = ImportResult()
+    for upload, records in batch.documents:
+        odd = next((i for i, r in enumerate(records, 1) if not looks_like_otlp(r)), None)
+        if len(records) > 1 and odd is not None:
+            raise ImportFailed(f"{upload.source}: record {odd} of its JSON Lines is not an OTLP/JSON traces "
+                               "document (an object with a resourceSpans array)")
+        doc = records[0] if len(records) == 1 else {"resourceSpans": [rs for r in records for rs in r["resourceSpans"]]}
+        batch.merge(result, import_otlp(doc, content_policy), upload.source)
+    return result
+
+
+FORMAT = Format("otlp", "OpenTelemetry GenAI spans as OTLP/JSON (the GenAI, OpenInference, OpenLLMetry and LangSmith "
+                        "conventions)", lambda records: len(records) == 1 and looks_like_otlp(records[0]), _convert, 10)
