@@ -365,3 +365,23 @@ def test_a_reviewer_s_exporter_cannot_replace_a_trace_uploaded_under_its_run_s_i
         assert refused.status_code == 403 and f"trace {whole()['trace_id']} is stored" in refused.json()["error"]
         assert client.post("/v1/traces", content=json.dumps(first), headers=JSON).status_code == 200
     app.state.db.close()
+
+
+def test_one_batch_of_more_runs_than_the_receiver_remembers_is_taken_whole(client):
+    """A batch covering more traces than SEEN_TRACES (an exporter's flush of many short runs) was a 500 (KeyError
+    in _receive: the first traces were forgotten before their items were remembered); now every run is stored."""
+    from app.services.live import SEEN_TRACES
+    doc = json.loads(OTLP.read_text())
+    runs = SEEN_TRACES + 4
+    batch = {"resourceSpans": []}
+    for n in range(runs):
+        copy_ = copy.deepcopy(doc)
+        for span in spans_of(copy_):
+            span["traceId"] = f"{n + 1:032x}"
+        batch["resourceSpans"] += copy_["resourceSpans"]
+    answer = client.post("/v1/traces", content=json.dumps(batch), headers=JSON)
+    assert answer.status_code == 200, answer.text
+    again = client.post("/v1/traces", content=json.dumps(batch), headers=JSON)  # a retry adds nothing
+    assert again.status_code == 200
+    received = [client.get(f"/api/traces/otlp-{n + 1:032x}/live").json()["received"] for n in range(runs)]
+    assert received == [len(spans_of(doc))] * runs

@@ -201,8 +201,10 @@ class LiveTraces:
                     self._seen.clear()
                 raise
             if self._seen is not None:
-                for key, new in added.items():
-                    self._seen[key].update(new)
+                for key, new in added.items():  # a batch of more traces than SEEN_TRACES evicted its first ones:
+                    received = self._seen.get(key)  # those are read from the database when they come again
+                    if received is not None:
+                        received.update(new)
         vars(receipt).update(vars(tally))
         for key, delay in due.items():  # once committed: the builder reads what this batch stored
             self._schedule(key, delay)
