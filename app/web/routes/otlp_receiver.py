@@ -1,4 +1,4 @@
-"""Exporters' endpoints: `POST /v1/traces` (OTLP/HTTP, protobuf or JSON) and `POST /v1/traces/ingest` (the
+"""Exporters' endpoints: `POST /v1/traces` and `POST /v1/logs` (OTLP/HTTP, protobuf or JSON) and `POST /v1/traces/ingest` (the
 OpenAI Agents SDK's own `BackendSpanExporter`). Batches of one trace are merged by app.live, under the server's
 content policy; every receipt, refused ones too, goes to the ingest log."""
 
@@ -17,13 +17,33 @@ from app.ingest.documents import (
     json_values,
     strict_loads,
 )
+from app.ingest.importers import cli_telemetry
 from app.ingest.importers.common import ImportFailed
-from app.ingest.importers.otlp_protobuf import NotProtobuf, decode_request, encode_response
+from app.ingest.importers.otlp_logs import (
+    decode_logs_request,
+    encode_logs_response,
+    looks_like_otlp_logs,
+)
+from app.ingest.importers.otlp_protobuf import (
+    NotProtobuf,
+    decode_request,
+    encode_response,
+)
 from app.ingest.log import Receipt
 from app.services.live import StoredTrace
 from app.store.gcpause import paused_gc
 from app.web.access import Reviewer, replace_refusal
-from app.web.apidoc import BINARY, COUNT, DOCUMENT_ERROR, OBJECT, READ_REFUSALS, TEXT, TEXTS, object_schema, reply
+from app.web.apidoc import (
+    BINARY,
+    COUNT,
+    DOCUMENT_ERROR,
+    OBJECT,
+    READ_REFUSALS,
+    TEXT,
+    TEXTS,
+    object_schema,
+    reply,
+)
 from app.web.deps import DbDep, LiveDep, SettingsDep
 from app.web.limits import UnsupportedEncoding, decode_content
 
@@ -138,6 +158,46 @@ async def export_traces(request: Request, db: DbDep, settings: SettingsDep, live
     if kind == "otlp/protobuf":
         return Response(encode_response(receipt.skipped_count, message), media_type=PROTOBUF)
     partial = {"rejectedSpans": str(receipt.skipped_count), "errorMessage": message} if receipt.skipped else {}
+    return {"partialSuccess": partial, "ingested": receipt.created + receipt.extended, "warnings": receipt.warnings}
+
+
+@router.post("/v1/logs", dependencies=[Reviewer], openapi_extra={"requestBody": {"required": True, "description": (
+    f"An OTLP ExportLogsServiceRequest, {ENCODED}"), "content": {
+    PROTOBUF: {"schema": BINARY}, "application/protobuf": {"schema": BINARY},
+    "application/json": {"schema": object_schema({"resourceLogs": {"type": "array", "items": OBJECT}},
+                                                  "resourceLogs")},
+}}}, responses=REFUSALS | {200: {
+    "description": "ExportLogsServiceResponse, in the request's encoding: records not used are counted in "
+                   "partial_success, with why",
+    "content": {PROTOBUF: {"schema": BINARY}, "application/json": {"schema": object_schema({
+        "partialSuccess": object_schema({"rejectedLogRecords": TEXT, "errorMessage": TEXT}), "ingested": TEXTS,
+        "warnings": TEXTS}, "partialSuccess")}}}})
+async def export_logs(request: Request, db: DbDep, settings: SettingsDep):
+    """OTLP/HTTP logs (what Claude Code and Codex export besides spans): protobuf or JSON, optionally gzip- or
+    deflate-compressed. Every record is counted in the ingest log; records not used (yet) are counted in
+    `partial_success`, each with why."""
+    kind = OTLP_MEDIA_TYPES.get(media_type(request))
+    receipt = Receipt("POST /v1/logs", kind or media_type(request) or "none", "records")
+
+    def work(receipt: Receipt) -> None:
+        if kind is None:
+            raise HTTPException(415, f"Content-Type {request.headers.get('content-type')!r} is not OTLP/HTTP; "
+                                     f"send {PROTOBUF} or application/json")
+        data = decoded(body, request, settings)
+        doc = decode_logs_request(data) if kind == "otlp/protobuf" else parse_json(data)
+        if not looks_like_otlp_logs(doc):
+            raise DocumentError("body is not an OTLP ExportLogsServiceRequest (no resourceLogs array)")
+        for reason, n in cli_telemetry.tally(doc).items():
+            receipt.received += n
+            receipt.skip(reason, n)
+
+    body = await request.body()
+    await accept(db, receipt, work)
+    await run_in_threadpool(ingest_log.record, db, receipt)
+    message = skipped_message(receipt)
+    if kind == "otlp/protobuf":
+        return Response(encode_logs_response(receipt.skipped_count, message), media_type=PROTOBUF)
+    partial = {"rejectedLogRecords": str(receipt.skipped_count), "errorMessage": message} if receipt.skipped else {}
     return {"partialSuccess": partial, "ingested": receipt.created + receipt.extended, "warnings": receipt.warnings}
 
 
