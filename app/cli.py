@@ -25,6 +25,8 @@ from app.ingest.documents import DEFAULT_MAX_BYTES, DocumentError, TooLarge, Upl
 from app.ingest.importers import FORMATS, SUBAGENTS, atif_companions, subagent_uploads
 from app.ingest.importers.codex import session_files, session_groups, state_db_bytes
 from app.ingest.importers.common import ImportFailed, strictest
+from app.ingest.importers.kimi import WIRE as KIMI_WIRE
+from app.ingest.importers.kimi import is_subagent_wire
 from app.ingest.pipeline import InvalidTraces, ingest, load_uploads
 from app.settings import Settings
 from app.store.db import CommitConflict, Database, DatabaseLocked, DatabaseTooNew, MigrationsMissing
@@ -378,6 +380,13 @@ def _batches(paths: list[str]):
             uploads.append(Upload(str(database), state_db_bytes(database)))
         yield str(group[0]), uploads
     files = [(source, content) for source, content in files if not _is_rollout(source)]
+    sessions = [Path(source).parent for source, _ in files if Path(source).name == KIMI_WIRE
+                and not is_subagent_wire(source)]
+    for folder in sessions:  # a Kimi session folder: its wire and its sub-agents' wires, nothing else of it
+        yield str(folder), [Upload(source, content) for source, content in files if Path(source).parent == folder
+                            and Path(source).name == KIMI_WIRE or is_subagent_wire(source)
+                            and Path(source).parents[2] == folder]
+    files = [(source, content) for source, content in files if not set(sessions) & set(Path(source).parents)]
     folders = {Path(source).with_suffix("") / SUBAGENTS for source, _ in files if source.endswith(".jsonl")}
     companions = {source: atif_companions(Path(source), content) for source, content in files
                   if source.endswith(".json")}

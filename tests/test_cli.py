@@ -334,7 +334,7 @@ def test_import_keeps_what_events_said_unless_hashes_are_asked_or_the_policy(tmp
 
 @pytest.mark.parametrize("folder, traces, agents", [
     ("codex/0.171.0/multi_agent_v1", 1, 3), ("codex/0.171.0/multi_agent_v2", 1, 3),
-    ("atif/team_v1_8", 1, 3)])
+    ("atif/team_v1_8", 1, 3), ("kimi/1.52.0/session", 1, 4)])  # Kimi: the harness prompts sub-agents as `system`
 def test_import_reads_a_codex_session_tree_or_an_atif_trajectory_with_its_sub_agent_files(tmp_path, capsys, folder,
                                                                                           traces, agents):
     db_path, session = tmp_path / "import.duckdb", tmp_path / "session"

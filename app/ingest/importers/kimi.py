@@ -33,9 +33,13 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
+from app.ingest.documents import decode
 from app.ingest.importers.common import (
+    Batch,
     ContentPolicy,
+    Format,
     ImportFailed,
     ImportResult,
     TraceBuilder,
@@ -338,3 +342,35 @@ class _Trace:
                 self.b.link(ret, aggregate, "aggregate")
             if target is not None:
                 self.b.link(aggregate, target, "causal")
+
+
+SUBAGENTS = "subagents"  # a session folder's `subagents/<id>/` folders
+WIRE = "wire.jsonl"
+
+
+def is_subagent_wire(source: str) -> bool:
+    """A sub-agent's wire, `<session>/subagents/<id>/wire.jsonl`: read with its session's main wire."""
+    parts = PurePosixPath(source.split(":")[-1]).parts
+    return len(parts) >= 3 and parts[-1] == WIRE and parts[-3] == SUBAGENTS
+
+
+def _convert(batch: Batch, content_policy: ContentPolicy) -> ImportResult:
+    """Each session of the upload: its main wire with the sub-agent wires under its folder (with one session,
+    all of them)."""
+    if batch.companions and not batch.documents:
+        raise ImportFailed(f"{batch.companions[0].source}: a Kimi sub-agent's wire without its session's wire.jsonl")
+    result = ImportResult()
+    for upload, _ in batch.documents:
+        folder = PurePosixPath(upload.source.split(":")[-1]).parent
+        mine = [c for c in batch.companions if PurePosixPath(c.source.split(":")[-1]).parent.parent.parent == folder]
+        mine = mine or (batch.companions if len(batch.documents) == 1 else [])
+        subagents = {PurePosixPath(c.source.split(":")[-1]).parent.name: decode(c.data, c.source, batch.max_bytes)
+                     for c in mine}
+        batch.merge(result, import_session(decode(upload.data, upload.source, batch.max_bytes), None, subagents,
+                                           content_policy, session_id=folder.name or None), upload.source)
+    return result
+
+
+FORMAT = Format("kimi", "Kimi CLI session folders (wire.jsonl, with subagents/<id>/wire.jsonl)",
+                lambda records: looks_like_kimi(records[:20]), _convert, 45,
+                companion=lambda upload: is_subagent_wire(upload.source))
