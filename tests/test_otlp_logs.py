@@ -26,6 +26,7 @@ PROTOBUF = {"Content-Type": "application/x-protobuf"}
 JSON = {"Content-Type": "application/json"}
 SESSION = "06a59f49-df92-4d9e-89c0-cc2f80c52c65"
 CHILD = "general-purpose#a1564c4940fad49c4"
+CODEX = CLAUDE.parent.parent / "codex" / "0.171.0"
 
 
 def records(doc: dict) -> list[dict]:
@@ -145,3 +146,21 @@ def test_logs_body_limit(app, client):
     assert len(body) < 100 * 100
     answer = client.post("/v1/logs", content=body, headers=PROTOBUF | {"Content-Encoding": "gzip"})
     assert answer.status_code == 413
+
+
+def test_codex_logs_are_counted_not_dropped(client):
+    """Codex 0.171.0's own export (codex.* events, scope codex_otel.log_only) is not mapped yet: every record
+    is received and skipped with that reason."""
+    paths = sorted(CODEX.glob("logs-*.pb"))
+    assert paths and sorted(CODEX.glob("traces-*.pb"))
+    total = 0
+    for path in paths:
+        doc = decode_logs_request(path.read_bytes())
+        assert {cli_telemetry.attributes(r)["event.name"] for r in records(doc)} >= {"codex.sse_event"}
+        total += len(records(doc))
+        answer = client.post("/v1/logs", content=path.read_bytes(), headers=PROTOBUF)
+        response = ExportLogsServiceResponse()
+        response.ParseFromString(answer.content)
+        assert response.partial_success.rejected_log_records == len(records(doc))
+        assert "not a Claude Code event (scope codex_otel.log_only)" in response.partial_success.error_message
+    assert sum(item["received"] for item in client.get("/api/ingest-log").json()["items"]) == total
