@@ -164,3 +164,12 @@ def test_codex_logs_are_counted_not_dropped(client):
         assert response.partial_success.rejected_log_records == len(records(doc))
         assert "not a Claude Code event (scope codex_otel.log_only)" in response.partial_success.error_message
     assert sum(item["received"] for item in client.get("/api/ingest-log").json()["items"]) == total
+
+
+@pytest.mark.parametrize("body, where", [({"resourceLogs": [[None, None]]}, "resourceLogs[0]"),
+                                         ({"resourceLogs": [{"scopeLogs": [7]}]}, "resourceLogs[0].scopeLogs[0]"),
+                                         ({"resourceLogs": [{"scopeLogs": [{"logRecords": ["x"]}]}]},
+                                          "resourceLogs[0].scopeLogs[0].logRecords[0]")])
+def test_a_logs_body_that_is_not_an_export_request_is_refused_naming_where(client, body, where):
+    answer = client.post("/v1/logs", json=body)
+    assert answer.status_code in (400, 422) and where in answer.text

@@ -95,9 +95,6 @@ def read_events(docs: list[dict]) -> tuple[dict[str, list[tuple]], Counter, dict
     versions: dict[str, str] = {}
     for doc in docs:
         for _where, resource, scope, record in iter_records(doc):
-            if record is None:
-                skipped["not a log record object"] += 1
-                continue
             attrs = attributes(record)
             name = event_name(record, attrs)
             session = attrs.get("session.id")

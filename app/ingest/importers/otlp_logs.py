@@ -12,6 +12,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceResponse,
 )
 
+from app.ingest.importers.common import ImportFailed, show
 from app.ingest.importers.otlp_protobuf import NotProtobuf, _any_value, _attributes
 
 
@@ -58,18 +59,18 @@ def looks_like_otlp_logs(doc) -> bool:
 
 
 def iter_records(doc: dict):
-    """(where, resource, scope, record) for every log record of an OTLP/JSON logs document; a part that is not
-    an object or list where one belongs yields (where, None, None, None) so the caller can count it skipped."""
+    """(where, resource, scope, record) for every log record of an OTLP/JSON logs document; ImportFailed naming
+    where when its structure is not that of an ExportLogsServiceRequest (as iter_spans for traces)."""
     for i, rl in enumerate(doc.get("resourceLogs") or []):
         if not isinstance(rl, dict) or not isinstance(rl.get("scopeLogs", []), list):
-            yield f"resourceLogs[{i}]", None, None, None
-            continue
+            raise ImportFailed(f"resourceLogs[{i}]: {show(rl)} is not an object with a scopeLogs array")
         resource = rl.get("resource") if isinstance(rl.get("resource"), dict) else {}
         for j, sl in enumerate(rl.get("scopeLogs") or []):
             where = f"resourceLogs[{i}].scopeLogs[{j}]"
             if not isinstance(sl, dict) or not isinstance(sl.get("logRecords", []), list):
-                yield where, None, None, None
-                continue
+                raise ImportFailed(f"{where}: {show(sl)} is not an object with a logRecords array")
             scope = sl.get("scope") if isinstance(sl.get("scope"), dict) else {}
             for k, record in enumerate(sl.get("logRecords") or []):
-                yield f"{where}.logRecords[{k}]", resource, scope, record if isinstance(record, dict) else None
+                if not isinstance(record, dict):
+                    raise ImportFailed(f"{where}.logRecords[{k}]: {show(record)} is not an object")
+                yield f"{where}.logRecords[{k}]", resource, scope, record
