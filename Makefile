@@ -33,7 +33,7 @@ chromium:
 # (a file one 0.25 s): a file added here should earn its time.
 LAKE_TESTS := tests/test_store_schema.py tests/test_store_lake.py tests/test_annotations.py tests/test_api_traces.py \
 	tests/test_papers.py tests/test_importers_api.py tests/test_otlp_receiver.py tests/test_search.py \
-	tests/test_analysis.py tests/test_lod.py tests/test_users_api.py tests/test_blind_review.py
+	tests/test_analysis.py tests/test_lod.py tests/test_blind_review.py
 
 # The whole suite on DuckDB files, then the LAKE_TESTS on a lake.
 test: install chromium postgres
