@@ -74,7 +74,7 @@ from datetime import datetime
 from pathlib import PurePosixPath
 
 from app.domain.jsontext import first_problem
-from app.ingest.documents import DocumentError, Upload, decode, exact_lines, fast_lines, strict_loads
+from app.ingest.documents import Upload, decode, strict_loads
 from app.ingest.importers.common import (
     KEEP,
     Batch,
@@ -84,6 +84,7 @@ from app.ingest.importers.common import (
     ImportResult,
     TraceBuilder,
     content_ref,
+    jsonl_records,
     keeps,
     next_at,
     put_content,
@@ -125,31 +126,14 @@ def looks_like_claude_code(first_records: list[dict]) -> bool:
 def import_session(main: str, subagents: dict[str, str] | None = None, metas: dict[str, dict] | None = None,
                    session_id: str | None = None, content_policy: ContentPolicy = KEEP) -> ImportResult:
     """One orchestration trace from a session's main transcript and its sub-agent transcripts."""
-    files = [(MAIN, _parse(main, MAIN))]
-    files += [(name, _parse(text, name)) for name, text in sorted((subagents or {}).items())]
+    files = [(MAIN, jsonl_records(main, MAIN))]
+    files += [(name, jsonl_records(text, name)) for name, text in sorted((subagents or {}).items())]
     result = ImportResult()
     # Without a sessionId anywhere, the content names the trace, so re-imports still replace it.
     fallback_id = content_ref(main).removeprefix("sha256:")
     trace = _Session(files, metas or {}, session_id, fallback_id, keeps(content_policy), result.warnings).build()
     result.traces.append(trace)
     return result
-
-
-def _parse(text: str, name: str) -> list[tuple[int, dict]]:
-    """(line number, record) for every non-blank line; a line that is not JSON, or gives a key twice in one
-    object, refuses the file."""
-    text = text.lstrip("\ufeff")
-    records = fast_lines(text.encode())
-    if records is None:  # the exact reading, which also marks a key given twice
-        try:
-            records, problem = exact_lines(text)
-        except DocumentError as e:
-            raise ImportFailed(f"{name} {e}") from None
-        if problem is not None:
-            raise ImportFailed(f"{name} {problem}")
-    if not records:
-        raise ImportFailed(f"{name}: empty file")
-    return records
 
 
 def _uuid(record: dict) -> str | None:

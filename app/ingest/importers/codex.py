@@ -84,7 +84,6 @@ from datetime import datetime
 from os import PathLike
 from pathlib import Path, PurePosixPath
 
-from app.ingest.documents import DocumentError, exact_lines, fast_lines
 from app.ingest.importers.common import (
     KEEP,
     Batch,
@@ -93,6 +92,7 @@ from app.ingest.importers.common import (
     ImportFailed,
     ImportResult,
     TraceBuilder,
+    jsonl_records,
     keeps,
     next_at,
     put_content,
@@ -274,17 +274,7 @@ def _parse(data: str | bytes, name: str) -> list[tuple[int, object]]:
             text = bytes(data).decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise ImportFailed(f"{name}: not UTF-8 text (byte {exc.start})") from None
-    records = fast_lines(text.encode("utf-8", "surrogatepass"))
-    if records is None:
-        try:
-            records, problem = exact_lines(text)
-        except DocumentError as exc:
-            raise ImportFailed(f"{name} {exc}") from None
-        if problem is not None:
-            raise ImportFailed(f"{name} {problem}")
-    if not records:
-        raise ImportFailed(f"{name}: empty file")
-    return records
+    return jsonl_records(text, name)
 
 
 def _thread_spawn(meta: dict) -> dict:

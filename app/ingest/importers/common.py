@@ -13,6 +13,7 @@ from typing import Literal
 from app.domain.jsontext import dumps, dumps_bytes
 from app.domain.refusals import Refusal
 from app.domain.validation import MAX_DEPTH
+from app.ingest.documents import DocumentError, exact_lines, fast_lines
 
 
 @dataclass
@@ -324,3 +325,20 @@ class Format:
     order: int
     companion: Callable = lambda upload: False
     parsed: bool = True
+
+
+def jsonl_records(text: str, name: str) -> list[tuple[int, object]]:
+    """(line number, record) for every non-blank line of a transcript or rollout; a line that is not JSON, or gives
+    a key twice in one object, refuses the file naming it and the line."""
+    text = text.lstrip("\ufeff")
+    records = fast_lines(text.encode("utf-8", "surrogatepass"))
+    if records is None:  # the exact reading, which also marks a key given twice
+        try:
+            records, problem = exact_lines(text)
+        except DocumentError as exc:
+            raise ImportFailed(f"{name} {exc}") from None
+        if problem is not None:
+            raise ImportFailed(f"{name} {problem}")
+    if not records:
+        raise ImportFailed(f"{name}: empty file")
+    return records
