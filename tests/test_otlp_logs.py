@@ -1,6 +1,7 @@
 """`POST /v1/logs` (OTLP/HTTP logs, protobuf and JSON) on the bodies Claude Code 2.1.332 itself exported
 (tests/fixtures/cli_telemetry/claude_code/, recorded by generators/cli_telemetry.py), and the mapping of its
-`claude_code.*` log events onto one trace per session (app.ingest.importers.cli_telemetry)."""
+`claude_code.*` log events onto one trace per session (app.ingest.importers.cli_telemetry). The live traces they
+build, and Codex's, are tested in test_cli_telemetry.py."""
 
 import gzip
 import json
@@ -35,6 +36,12 @@ def records(doc: dict) -> list[dict]:
 
 def names(doc: dict) -> list[str]:
     return [r["body"]["stringValue"] for r in records(doc)]
+
+
+def unused(doc: dict) -> Counter:
+    """Why each record of a logs document that no trace uses is not used."""
+    return Counter(reason for r in records(doc)
+                   if isinstance(reason := cli_telemetry.sort_record({}, {}, r), str))
 
 
 def all_docs() -> list[dict]:
@@ -98,17 +105,16 @@ def test_logs_protobuf_answered_with_partial_success_and_logged(client):
         assert answer.status_code == 200 and answer.headers["content-type"] == "application/x-protobuf"
         response = ExportLogsServiceResponse()
         response.ParseFromString(answer.content)
-        n = len(records(decode_logs_request(path.read_bytes())))
-        total += n
-        assert response.partial_success.rejected_log_records == n  # nothing is built from logs yet, all said
-        assert "not yet built into a trace" in response.partial_success.error_message
+        doc = decode_logs_request(path.read_bytes())
+        total += len(records(doc))
+        assert response.partial_success.rejected_log_records == sum(unused(doc).values())
     log = client.get("/api/ingest-log").json()
     assert log["total"] == len(LOGS)
-    assert sum(item["received"] for item in log["items"]) == sum(item["skipped"] for item in log["items"]) == total
+    assert sum(item["received"] for item in log["items"]) == total
+    assert sum(item["used"] + item["skipped"] for item in log["items"]) == total
     first = log["items"][-1]
     assert first["endpoint"] == "POST /v1/logs" and first["format"] == "otlp/protobuf" and first["unit"] == "records"
-    assert {r["reason"] for r in first["reasons"]} >= {cli_telemetry.NOT_YET_LIVE,
-                                                       "claude_code.plugin_loaded: makes no trace event"}
+    assert {r["reason"] for r in first["reasons"]} == set(unused(decode_logs_request(LOGS[0].read_bytes())))
 
 
 def test_logs_json_and_gzip(client):
@@ -116,12 +122,13 @@ def test_logs_json_and_gzip(client):
     body = gzip.compress(json.dumps(doc).encode())
     answer = client.post("/v1/logs", content=body, headers=JSON | {"Content-Encoding": "gzip"})
     assert answer.status_code == 200
-    assert answer.json()["partialSuccess"]["rejectedLogRecords"] == str(len(records(doc)))
+    assert unused(doc) == Counter() and answer.json()["partialSuccess"] == {}  # every record of it is used
+    assert answer.json()["ingested"] == [f"claude-code-otel-{SESSION}"]
     other = {"resourceLogs": [{"resource": {}, "scopeLogs": [{"scope": {"name": "some.app"}, "logRecords": [
         {"timeUnixNano": "1", "body": {"stringValue": "hello"}}]}]}]}
     answer = client.post("/v1/logs", content=json.dumps(other), headers=JSON)
     assert answer.json()["partialSuccess"] == {"rejectedLogRecords": "1",
-                                               "errorMessage": "1 records: not a Claude Code event (scope some.app)"}
+                                               "errorMessage": "1 records: not a Claude Code or Codex event (scope some.app)"}
     pb = ParseDict(other, ExportLogsServiceRequest()).SerializeToString()
     assert client.post("/v1/logs", content=pb, headers=PROTOBUF).status_code == 200
 
@@ -148,9 +155,9 @@ def test_logs_body_limit(app, client):
     assert answer.status_code == 413
 
 
-def test_codex_logs_are_counted_not_dropped(client):
-    """Codex 0.171.0's own export (codex.* events, scope codex_otel.log_only) is not mapped yet: every record
-    is received and skipped with that reason."""
+def test_codex_logs_not_used_are_counted_not_dropped(client):
+    """Codex 0.171.0's own export (codex.* events, scope codex_otel.log_only): every record is received, and
+    those the mapping does not use (its stream's deltas, startup phases, ...) are skipped, each with why."""
     paths = sorted(CODEX.glob("logs-*.pb"))
     assert paths and sorted(CODEX.glob("traces-*.pb"))
     total = 0
@@ -161,9 +168,11 @@ def test_codex_logs_are_counted_not_dropped(client):
         answer = client.post("/v1/logs", content=path.read_bytes(), headers=PROTOBUF)
         response = ExportLogsServiceResponse()
         response.ParseFromString(answer.content)
-        assert response.partial_success.rejected_log_records == len(records(doc))
-        assert "not a Claude Code event (scope codex_otel.log_only)" in response.partial_success.error_message
-    assert sum(item["received"] for item in client.get("/api/ingest-log").json()["items"]) == total
+        assert response.partial_success.rejected_log_records == sum(unused(doc).values()) > 0
+        assert "codex.sse_event response.output_item.added: makes no trace event" in \
+            response.partial_success.error_message
+    items = client.get("/api/ingest-log").json()["items"]
+    assert sum(item["received"] for item in items) == sum(item["used"] + item["skipped"] for item in items) == total
 
 
 @pytest.mark.parametrize("body, where", [({"resourceLogs": [[None, None]]}, "resourceLogs[0]"),

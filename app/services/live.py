@@ -1,4 +1,5 @@
-"""Traces that exporters send in batches: OTLP on `/v1/traces`, the OpenAI Agents SDK on `/v1/traces/ingest`.
+"""Traces that exporters send in batches: OTLP on `/v1/traces`, the OpenAI Agents SDK on `/v1/traces/ingest`, and
+the coding CLIs' OTLP log events on `/v1/logs` (Claude Code's by session, Codex's by root thread; see cli_telemetry).
 
 Each batch keeps only the spans (or SDK records) not received before, as one part per trace, so a
 retried batch adds nothing. A trace is built from its parts, and stored replacing its previous version,
@@ -15,6 +16,11 @@ before any batch arrives.
 A batch extends a trace its exporter is still sending; one that names a trace already stored and complete (an
 upload's, or a live trace built since its root span arrived) would replace it, which only callers who may
 replace traces (admins, or anyone in open mode) do: for others it is refused whole (`StoredTrace`, 403).
+
+A CLI session has no root: its trace is built once its batches pause, and grows with each later batch. A Codex
+sub-agent is a thread of its own, held under its own id until its parent's spawn names it; then its parts join the
+root thread's trace, and a trace built from them alone is removed. The CLIs' spans on `/v1/traces` repeat what
+their log events say: they are counted skipped, naming the trace their logs build (cli_telemetry.span_reason).
 """
 
 import copy
@@ -27,7 +33,7 @@ from dataclasses import dataclass
 from app.domain.jsontext import dumps, loads
 from app.domain.refusals import Refusal
 from app.ingest import log as ingest_log
-from app.ingest.importers import openai_agents, otlp
+from app.ingest.importers import cli_telemetry, openai_agents, otlp, otlp_logs
 from app.ingest.importers.common import KEEP, ContentPolicy, ImportFailed, strictest
 from app.ingest.log import Receipt
 from app.ingest.pipeline import problems_of
@@ -37,7 +43,7 @@ from app.store import traces as trace_store
 from app.store.db import Database
 from app.store.db import utc_now as _now
 from app.store.gcpause import paused_gc
-from app.store.writes import store_traces
+from app.store.writes import delete_trace, store_traces
 
 log = logging.getLogger("orchestrace.live")
 
@@ -50,6 +56,7 @@ BUILD_DELAY_S = 1.0
 # lately, and a batch need not look them up in the database (3-4 ms a batch). On a lake, other instances
 # add ids too: every batch looks them up.
 SEEN_TRACES = 16
+THREAD_LINK = "thread:"  # a live item naming a Codex sub-agent's thread that its root thread's trace holds
 
 
 class StoredTrace(Refusal, PermissionError):
@@ -97,6 +104,12 @@ class LiveTraces:
         reader = otlp.SpanReader()
         for where, resource, scope, raw in otlp.iter_spans(doc):
             receipt.received += 1
+            # iter_spans gives the resourceSpans and scopeSpans entries: the CLIs are told by resource and scope
+            cli_span = cli_telemetry.span_reason(resource.get("resource"),
+                                                 scope.get("scope") or scope.get("instrumentationLibrary"), raw)
+            if cli_span:
+                receipt.skip(cli_span)
+                continue
             try:
                 span = reader.read(where, resource, scope, raw)
             except ImportFailed as exc:
@@ -146,10 +159,52 @@ class LiveTraces:
         self._receive([(AGENTS, {trace: _Incoming(p["ids"], p["root"], True, p["records"])
                                  for trace, p in incoming.items()}, True)], receipt, may_replace)
 
+    def receive_logs(self, doc: dict, receipt: Receipt, content_policy: ContentPolicy = KEEP,
+                     may_replace: bool = True) -> None:
+        """Keep the new records of a coding CLI's OTLP logs request under their session (Claude Code) or root
+        thread (Codex); records no trace uses are counted skipped in the receipt, each with its reason."""
+        self.content_policy = strictest(self.content_policy, content_policy)
+        if not otlp_logs.looks_like_otlp_logs(doc):
+            raise ImportFailed("body is not an OTLP ExportLogsServiceRequest (no resourceLogs array)")
+        kept = []
+        parents: dict[str, str] = {}  # Codex thread -> the thread whose spawn named it, in this batch
+        for _where, resource, scope, raw in otlp_logs.iter_records(doc):
+            receipt.received += 1
+            where = cli_telemetry.sort_record(resource, scope, raw)
+            if isinstance(where, str):
+                receipt.skip(where)
+                continue
+            kept.append((where, resource, scope, raw))
+            parents.update(dict.fromkeys(where.children, where.session))
+        cur = self.db.cursor()
+        roots: dict[str, str] = {}
+        incoming: dict[str, dict[str, _Incoming]] = {source: {} for source in cli_telemetry.SOURCES}
+        for where, resource, scope, raw in kept:
+            session = where.session
+            if where.source == cli_telemetry.CODEX:
+                session = roots.get(session) or roots.setdefault(session, self._root_thread(cur, session, parents))
+            part = incoming[where.source].setdefault(session, _Incoming([], False, True, {}))
+            part.ids.append(where.id)
+            part.body.setdefault((id(resource), id(scope)), (resource, scope, []))[2].append((where.id, raw))
+        adopted = [(self._root_thread(cur, child, parents), child) for child in parents]
+        self._receive([(source, parts, True) for source, parts in incoming.items()], receipt, may_replace,
+                      [(root, child) for root, child in adopted if root != child])
+
+    def _root_thread(self, cur, thread: str, parents: dict[str, str]) -> str:
+        """The root of a Codex thread: through the spawns of this batch, then those received before."""
+        seen = {thread}
+        while True:
+            parent = parents.get(thread) or live_store.item_holder(cur, cli_telemetry.CODEX, THREAD_LINK + thread)
+            if parent is None or parent in seen:
+                return thread
+            seen.add(parent)
+            thread = parent
+
     def _receive(self, groups: list[tuple[str, dict[str, _Incoming], bool]], receipt: Receipt,
-                 may_replace: bool = True) -> None:
+                 may_replace: bool = True, adopt: list[tuple[str, str]] = ()) -> None:
         """Store the new items of each (source, incoming parts, whether to build them) in one transaction,
-        with the receipt's ingest log entry (a batch costs one commit)."""
+        with the receipt's ingest log entry (a batch costs one commit); `adopt` (root, child) moves Codex threads
+        received before their spawn into their root's trace."""
         if not may_replace:
             self._refuse_replacing(groups)
         now = _now()
@@ -182,20 +237,32 @@ class LiveTraces:
                     due[(source, source_trace)] = 0 if part.has_root else BUILD_DELAY_S
                 added[(source, source_trace)] = new
 
-        def receive(cur) -> tuple[Receipt, dict, dict]:
+        def adopt_threads(cur, due: dict[tuple[str, str], float], moved: list[str]) -> None:
+            source = cli_telemetry.CODEX
+            for root, child in adopt:
+                if not live_store.live_items_seen(cur, source, root, [THREAD_LINK + child]):
+                    live_store.insert_items(cur, source, root, [THREAD_LINK + child])
+                if live_store.adopt_live_trace(cur, source, root, child, _trace_id(source, root)):
+                    moved.append(child)
+                    due[(source, root)] = BUILD_DELAY_S
+
+        def receive(cur) -> tuple[Receipt, dict, dict, list[str]]:
             tally = copy.deepcopy(receipt)  # a lost commit runs this again: count on a copy, kept once committed
             due: dict[tuple[str, str], float] = {}
             added: dict[tuple[str, str], list[str]] = {}
+            moved: list[str] = []
             for source, incoming, build in groups:
                 receive_group(cur, source, incoming, build, tally, due, added)
+            adopt_threads(cur, due, moved)
             ingest_log.insert(cur, tally)
-            return tally, due, added
+            return tally, due, added, moved
 
         # Parts of one trace sent to two instances at once: each takes in only the items the other has not.
         locks = [("live", source, source_trace) for source, incoming, _ in groups for source_trace in incoming]
         with self._seen_lock:
             try:
-                tally, due, added = self.db.write(receive, locks)
+                tally, due, added, moved = self.db.write(receive, locks + [
+                    ("live", cli_telemetry.CODEX, thread) for pair in adopt for thread in pair])
             except BaseException:  # whatever this write did or not, the database is asked again
                 if self._seen is not None:
                     self._seen.clear()
@@ -205,6 +272,9 @@ class LiveTraces:
                     received = self._seen.get(key)  # those are read from the database when they come again
                     if received is not None:
                         received.update(new)
+            self._forget_seen([(cli_telemetry.CODEX, thread) for pair in adopt for thread in pair])
+        for child in moved:  # a trace built from a sub-agent's thread alone is now part of its root's
+            delete_trace(self.db, _trace_id(cli_telemetry.CODEX, child))
         vars(receipt).update(vars(tally))
         for key, delay in due.items():  # once committed: the builder reads what this batch stored
             self._schedule(key, delay)
@@ -306,6 +376,9 @@ class LiveTraces:
             if taken:
                 self._forget(CREATED, taken)
             result.traces = [t for t in result.traces if t["trace_id"] == _trace_id(OTLP, source_trace)]
+        elif source in cli_telemetry.SOURCES:
+            result, _ = cli_telemetry.import_logs(bodies, self.content_policy)  # what was skipped was, on receipt
+            result.traces = [t for t in result.traces if t["trace_id"] == _trace_id(source, source_trace)]
         else:
             result = openai_agents.import_agents([r for body in bodies for r in body], self.content_policy)
         return next(iter(result.traces), None), result.warnings
@@ -372,6 +445,13 @@ def _part_body(source: str, part: _Incoming, new: set[str]):
     """What to keep of a trace's batch: only its new spans (or records)."""
     if source == AGENTS:
         return [r for r in part.body if r["id"] in new]
+    if source in cli_telemetry.SOURCES:
+        resource_logs = []
+        for resource, scope, records in part.body.values():
+            kept = [raw for record_id, raw in records if record_id in new]
+            if kept:
+                resource_logs.append({"resource": resource, "scopeLogs": [{"scope": scope, "logRecords": kept}]})
+        return {"resourceLogs": resource_logs}
     resource_spans = []
     for resource, scope, spans in part.body.values():
         kept = [raw for span_id, raw in spans if span_id in new]
@@ -388,4 +468,6 @@ def _complete(live: dict) -> bool:
 
 
 def _trace_id(source: str, source_trace: str) -> str:
+    if source in cli_telemetry.SOURCES:
+        return cli_telemetry.TRACE_ID_PREFIXES[source] + source_trace
     return (otlp.TRACE_ID_PREFIX if source == OTLP else openai_agents.TRACE_ID_PREFIX) + source_trace

@@ -109,3 +109,30 @@ def forget_live_traces(cur, source: str, source_traces: list[str]) -> None:
         for table in ("live_parts", "live_items", "live_traces"):  # constants
             execute(cur, f"DELETE FROM {table} WHERE source = ? "
                          "AND source_trace_id IN (SELECT source_trace_id FROM taken_traces)", [source])
+
+
+def item_holder(cur, source: str, item_id: str) -> str | None:
+    """The live trace of a source that holds this item, if any."""
+    row = execute(cur, "SELECT source_trace_id FROM live_items WHERE source = ? AND item_id = ? LIMIT 1",
+                  [source, item_id]).fetchone()
+    return None if row is None else row[0]
+
+
+def adopt_live_trace(cur, source: str, into: str, taken: str, trace_id: str) -> bool:
+    """Move the parts and items of live trace `taken` into live trace `into` (a sub-agent's thread received before
+    its spawn named it); False when `taken` holds nothing."""
+    taken_row = live_trace(cur, source, taken)
+    if taken_row is None:
+        return False
+    for table in ("live_parts", "live_items"):  # constants
+        execute(cur, f"UPDATE {table} SET source_trace_id = ? WHERE source = ? AND source_trace_id = ?",
+                [into, source, taken])
+    if live_trace(cur, source, into) is None:
+        execute(cur, "UPDATE live_traces SET source_trace_id = ?, trace_id = ?, built_at = NULL "
+                     "WHERE source = ? AND source_trace_id = ?", [into, trace_id, source, taken])
+    else:
+        execute(cur, "UPDATE live_traces SET items = items + ?, last_received_at = greatest(last_received_at, ?) "
+                     "WHERE source = ? AND source_trace_id = ?",
+                [taken_row["items"], taken_row["last_received_at"], source, into])
+        execute(cur, "DELETE FROM live_traces WHERE source = ? AND source_trace_id = ?", [source, taken])
+    return True

@@ -17,7 +17,6 @@ from app.ingest.documents import (
     json_values,
     strict_loads,
 )
-from app.ingest.importers import cli_telemetry
 from app.ingest.importers.common import ImportFailed
 from app.ingest.importers.otlp_logs import (
     decode_logs_request,
@@ -172,11 +171,12 @@ async def export_traces(request: Request, db: DbDep, settings: SettingsDep, live
     "content": {PROTOBUF: {"schema": BINARY}, "application/json": {"schema": object_schema({
         "partialSuccess": object_schema({"rejectedLogRecords": TEXT, "errorMessage": TEXT}), "ingested": TEXTS,
         "warnings": TEXTS}, "partialSuccess")}}}})
-async def export_logs(request: Request, db: DbDep, settings: SettingsDep):
-    """OTLP/HTTP logs (what Claude Code and Codex export besides spans): protobuf or JSON, optionally gzip- or
-    deflate-compressed. Every record is counted in the ingest log; records not used (yet) are counted in
-    `partial_success`, each with why."""
+async def export_logs(request: Request, db: DbDep, settings: SettingsDep, live: LiveDep):
+    """OTLP/HTTP logs as Claude Code and Codex export them: protobuf or JSON, optionally gzip- or
+    deflate-compressed. Their events build one trace per session (Claude Code) or root thread (Codex), growing
+    with each batch; retries add nothing. Records no trace uses are counted in `partial_success`, each with why."""
     kind = OTLP_MEDIA_TYPES.get(media_type(request))
+    may_replace = replace_refusal(request) is None
     receipt = Receipt("POST /v1/logs", kind or media_type(request) or "none", "records")
 
     def work(receipt: Receipt) -> None:
@@ -187,13 +187,10 @@ async def export_logs(request: Request, db: DbDep, settings: SettingsDep):
         doc = decode_logs_request(data) if kind == "otlp/protobuf" else parse_json(data)
         if not looks_like_otlp_logs(doc):
             raise DocumentError("body is not an OTLP ExportLogsServiceRequest (no resourceLogs array)")
-        for reason, n in cli_telemetry.tally(doc).items():
-            receipt.received += n
-            receipt.skip(reason, n)
+        live.receive_logs(doc, receipt, settings.content, may_replace)
 
     body = await request.body()
     await accept(db, receipt, work)
-    await run_in_threadpool(ingest_log.record, db, receipt)
     message = skipped_message(receipt)
     if kind == "otlp/protobuf":
         return Response(encode_logs_response(receipt.skipped_count, message), media_type=PROTOBUF)
