@@ -79,6 +79,9 @@ def role(agent: str) -> str:
 
 
 def check(trace: dict, want: dict, name: str) -> None:
+    """The scenario's team (one lane per agent), who passed control to whom (a spawn the first time an agent
+    gets control, a handoff message each later time, in order), delegations, fan-ins, tools on the calling
+    agent's lane, tokens, and no edge running backwards in time."""
     assert validate_trace(trace) == []
     events = trace["events"]
     instances = {e["agent"] for e in events if e["type"] != "tool_result" and e["agent"] not in NOT_AGENTS}
@@ -86,6 +89,18 @@ def check(trace: dict, want: dict, name: str) -> None:
     spawns = Counter((role(e["agent"]), role(e["to"])) for e in events
                      if e["type"] == "spawn" and e["agent"] not in NOT_AGENTS)
     assert spawns == Counter(tuple(pair) for pair in want["spawns"]), name
+    handoffs = [[role(e["agent"]), role(e["to"])] for e in events if e["type"] == "message" and e.get("handoff")]
+    assert handoffs == want["handoffs"], name
+    if "delegations" in want:
+        passes = [[role(e["agent"]), role(e["to"])] for e in events if e["agent"] not in NOT_AGENTS
+                  and (e["type"] == "spawn" or e["type"] == "message" and e.get("resumed")) and not e.get("handoff")]
+        assert passes == want["delegations"], name
+    by_id = {e["id"]: e for e in events}
+    for agent, upstream in want.get("fan_in", {}).items():
+        first = next(e["id"] for e in events if e["type"] != "tool_result" and role(e["agent"]) == agent)
+        into = {role(by_id[edge["src"]]["agent"]) for edge in trace["edges"] if edge["dst"] == first}
+        assert set(upstream) <= into, name
+    assert [e for e in trace["edges"] if by_id[e["src"]]["t"] > by_id[e["dst"]]["t"]] == [], name
     lanes = {e["tool"]: role(e["agent"]) for e in events if e["type"] == "tool_call"}
     assert {tool: lanes.get(tool) for tool in want["tools"]} == want["tools"], name
     assert trace["costs"]["tokens"] == want["tokens"], name

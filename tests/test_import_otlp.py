@@ -582,15 +582,25 @@ def test_create_agent_plan_embeddings_and_errors():
     assert trace["topology"] == "centralized"
 
 
-def test_agent_ids_shared_by_many_runs_still_give_one_instance_per_run():
-    spans = [span(1, "invoke_agent boss", 0, 0, 10, gen_ai__operation__name="invoke_agent",
+def test_runs_of_one_agent_one_after_another_are_one_instance_and_only_concurrent_runs_get_their_own():
+    spans = [span(1, "invoke_agent boss", 0, 0, 20, gen_ai__operation__name="invoke_agent",
                   gen_ai__agent__name="boss")]
-    for n in range(3):
+    for n in range(3):  # one after another: one lane, spawned once, then delegated to again
         spans.append(span(10 + n, "invoke_agent worker", 1, 1 + n, 2 + n, gen_ai__operation__name="invoke_agent",
                           gen_ai__agent__name="worker", gen_ai__agent__id="asst_w"))
+    for n in range(2):  # at the same time: a lane each
+        spans.append(span(20 + n, "invoke_agent scout", 1, 10, 12 + n, gen_ai__operation__name="invoke_agent",
+                          gen_ai__agent__name="scout"))
     trace = only_trace(import_otlp(document(*spans)))
-    workers = [e["to"] for e in trace["events"] if e["type"] == "spawn"]
-    assert workers == ["worker#asst_w", f"worker#{11:016x}", f"worker#{12:016x}"]
+    events = trace["events"]
+    assert [e["to"] for e in events if e["type"] == "spawn"] == ["worker#asst_w", f"scout#{20:016x}",
+                                                                 f"scout#{21:016x}"]
+    again = [e for e in events if e["type"] == "message" and e.get("resumed")]
+    assert [(e["agent"], e["to"]) for e in again] == [(f"boss#{1:016x}", "worker#asst_w")] * 2
+    assert [e["to"] for e in events if e["type"] == "return" and e["agent"] == "worker#asst_w"] == \
+        [f"boss#{1:016x}"] * 3  # each delegation is answered
+    by_id = {e["id"]: e for e in events}
+    assert [e for e in trace["edges"] if by_id[e["src"]]["t"] > by_id[e["dst"]]["t"]] == []
 
 
 def test_a_directly_nested_agent_returns_into_its_callers_next_model_call():
@@ -712,8 +722,9 @@ def test_twenty_thousand_spans_import_validly_and_the_time_is_reported(capsys):
     trace = only_trace(result)
     assert result.warnings == []
     kinds = Counter(e["type"] for e in trace["events"])
-    assert kinds["spawn"] == kinds["return"] - 1 and kinds["tool_call"] == kinds["tool_result"]
-    assert trace["costs"]["messages"] + trace["costs"]["tool_calls"] + kinds["spawn"] + 1 == n_spans
+    passes = kinds["spawn"] + sum(1 for e in trace["events"] if e["type"] == "message" and e.get("resumed"))
+    assert passes == kinds["return"] - 1 and kinds["tool_call"] == kinds["tool_result"]
+    assert trace["costs"]["messages"] + trace["costs"]["tool_calls"] + passes + 1 == n_spans
     with capsys.disabled():
         print(f"\nimport_otlp: {n_spans} spans -> {len(trace['events'])} events, {len(trace['edges'])} edges "
               f"in {seconds:.3f} s")

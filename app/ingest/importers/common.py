@@ -3,7 +3,7 @@ and its cap), span trees, and the builder that turns events and links into a tra
 
 import hashlib
 import json
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
@@ -195,6 +195,7 @@ class TraceBuilder:
         self.chained: set[int] = set()
         self.edges: list[tuple[int, int, str]] = []
         self._to_first: list[tuple[int, str, str]] = []
+        self._to_next: list[tuple[int, str, str]] = []
 
     def add(self, time, type_: str, agent: str, props: dict, chained: bool = False) -> int:
         """Append an event; returns its index for linking and for changing it later."""
@@ -213,6 +214,11 @@ class TraceBuilder:
     def link_to_first(self, src: int, agent: str, type_: str) -> None:
         """Link src to the first event of agent, known once events are in time order."""
         self._to_first.append((src, agent, type_))
+
+    def link_to_next(self, src: int, agent: str, type_: str) -> None:
+        """Link src to the first event of agent after it in time order (an instance resumed later: never an
+        edge back to its first event)."""
+        self._to_next.append((src, agent, type_))
 
     def finish(self, origin, per_second: int = 1, places: int | None = None,
                min_digits: int = 1) -> tuple[list[dict], list[dict]]:
@@ -249,6 +255,16 @@ class TraceBuilder:
             dst = first.get(agent)
             if dst is not None:
                 edges.append((src, dst, type_))
+        if self._to_next:
+            lanes: dict[str, list[int]] = {}  # each agent's events, as places in time order
+            for place, i in enumerate(order):
+                if types[i] != "tool_result":
+                    lanes.setdefault(agents[i], []).append(place)
+            for src, agent, type_ in self._to_next:
+                lane = lanes.get(agent, ())
+                after = bisect_right(lane, rank[src])
+                if after < len(lane):
+                    edges.append((src, order[lane[after]], type_))
         ranked = [(rank[src], rank[dst], type_) for src, dst, type_ in dict.fromkeys(edges) if src != dst]
         ranked.sort(key=_ENDS)  # stable: edges between the same two events keep the order they were made in
         return events, [{"src": names[src], "dst": names[dst], "type": type_} for src, dst, type_ in ranked]

@@ -19,7 +19,11 @@ Choices where the mapping is silent, made for an auditor who wants to trace ever
 - Spans between GenAI spans that are not GenAI (HTTP, custom app spans) are transparent: a sub-agent
   under an `execute_tool` with such spans in between is still delegated by that tool.
 - Instance id: the first of `gen_ai.agent.id`, `gen_ai.agent.call.id`, spanId not already taken by
-  another invoke_agent span, since `gen_ai.agent.id` names an agent definition that many runs share.
+  another instance. Which runs are one instance is otlp_patterns' rule (the agent's id, else its name;
+  only concurrent runs apart); its first run spawns it, each later run gets a message from whoever
+  passed control (`resumed`, `handoff` when handed off) linked to its next event, never backwards.
+- Topology (`topology`): hierarchical when sub-agents spawn; with handoffs, centralized when one agent
+  takes part in every handoff, else swarm.
 - Model output -> tool_call: matched by tool call id within the agent instance; without ids (content
   not captured) the agent's latest model call that ended before the tool started.
 - Tool results and agent outputs are not marked `trusted`: nothing in the spans says where they came from.
@@ -129,9 +133,17 @@ INSTRUMENTATION_PREFIX = re.compile(r"^(openinference|opentelemetry)\.instrument
 _HEX = {TRACE_ID_BYTES: re.compile(r"[0-9a-fA-F]{32}"), SPAN_ID_BYTES: re.compile(r"[0-9a-fA-F]{16}")}
 
 
-def topology(max_depth: int) -> str:
-    """centralized when sub-agents spawn nobody, hierarchical when they do, unknown without spawns."""
-    return "unknown" if max_depth < 1 else "centralized" if max_depth == 1 else "hierarchical"
+def topology(max_depth: int, handoffs: list[tuple[str, str]] = ()) -> str:
+    """From who passed control to whom: hierarchical when sub-agents spawn sub-agents of their own; among
+    agents that hand off to each other, centralized when one agent takes part in every handoff (a hub
+    such as a coordinator that workers hand back to), else a swarm; centralized when the lead's sub-agents
+    spawn nobody; unknown without spawns or handoffs."""
+    if max_depth >= 2:
+        return "hierarchical"
+    if handoffs:
+        hub = set.intersection(*({a, b} for a, b in handoffs))
+        return "centralized" if hub else "swarm"
+    return "unknown" if max_depth < 1 else "centralized"
 
 
 def looks_like_otlp(doc) -> bool:
@@ -172,7 +184,7 @@ def _unlink(spans: list["_Span"]) -> None:
     as cycles they would outlive the import until a garbage collection walked every object it made."""
     for span in spans:
         span.parent = span.children = span.agent = span.caller = span.delegator = span.delegations = \
-            span.handoff = span.resumes = None
+            span.handoff = span.resumes = span.joined = None
 
 
 def _fold_created_agents(by_trace: dict[str, list]) -> None:
@@ -288,7 +300,7 @@ class _Span:
     __slots__ = ("where", "trace_id", "id", "parent_id", "name", "kind", "start", "end", "attrs", "error",
                  "status_message", "span_events", "operation", "op", "scope", "service", "parent", "children", "agent",
                  "caller", "delegator", "delegations", "tool_name", "call_id", "usage_below", "first", "last",
-                 "handoff", "resumes", "handed_off", "resumed_later")
+                 "handoff", "resumes", "handed_off", "resumed_later", "joined")
 
     def __init__(self, where: tuple[str, int], trace_id: str, span_id: str, parent_id: str | None, name: str,
                  kind: int, start: int, end: int, attrs: dict, error: bool, status_message, span_events: list):
@@ -311,6 +323,7 @@ class _Span:
         self.parent = self.agent = self.caller = self.delegator = self.tool_name = self.call_id = self.first = self.last = None
         self.usage_below = self.handed_off = self.resumed_later = False
         self.handoff = self.resumes = None  # set by otlp_patterns
+        self.joined: list[_Span] = []  # other runs a fan-in waited for (otlp_patterns)
 
     def location(self) -> str:
         return f"{self.where[0]}.spans[{self.where[1]}] (spanId {self.id})"
@@ -671,6 +684,7 @@ class _Trace:
         self.workflow: str | None = None
         self.root_agent_span: _Span | None = None
         self.created: dict[str, str] = {}  # agent name -> instance key of a create_agent not yet run
+        self.handoffs: list[tuple[str, str]] = []  # (from, to) of each handoff, for the topology
 
     def build(self, log_rewards: list[tuple[int, str, float]]) -> dict | None:
         roots = self._tree()
@@ -693,7 +707,7 @@ class _Trace:
             "trace_id": TRACE_ID_PREFIX + self.trace_id,
             "task_id": self._task_id(root),
             "system": self._system(root),
-            "topology": topology(max((agent.depth for agent in self.agents), default=0)),
+            "topology": topology(max((agent.depth for agent in self.agents), default=0), self.handoffs),
             "events": events,
             "edges": edges,
             "rewards": self._rewards(log_rewards),
@@ -817,15 +831,24 @@ class _Trace:
             span.usage_below = True  # so the wrappers above this one do not count it again
 
     def _enter_agent(self, span: _Span) -> None:
+        """The run's start: a spawn (or the user's message) the first time its instance runs, a message from
+        whoever passed control when a later run resumes it (never a second spawn)."""
+        parent = span.agent if span.agent.real else None
+        if span.handoff is not None:  # a handoff's target takes the place of the agent that handed off
+            source = span.handoff[0]
+            sender, caller, depth = source.agent, source.caller, source.agent.depth
+        else:  # nested in an agent's run (or its tool): a delegate, which comes back
+            sender, caller, depth = parent, parent, parent.depth + 1 if parent else 0
         if span.resumes is not None:  # a later run of an instance already started: its lane goes on
-            span.agent, span.caller = span.resumes.agent, span.resumes.caller
-            if span.handoff is not None:
-                props = {"resumed": True}
+            span.agent, span.caller = span.resumes.agent, caller
+            if sender is not None and sender is not span.agent:
+                props = self._tag({"role": sender.role, "from": sender.key, "to": span.agent.key, "resumed": True},
+                                  span)
                 self._content(props, _get(span.attrs, MESSAGES[INPUT]), _run_input(span.attrs))
-                self._spawn(span, span.handoff[0].agent, span.agent.key, span.agent.role, props)
+                span.first = self._pass(span, sender, "message", props)
             return
         attrs = span.attrs
-        name = _text(attrs, "gen_ai.agent.name") or span.name.partition(" ")[2] or "agent"
+        name = otlp_patterns.run_name(span)
         key, instance_id = self.created.pop(name, None), span.id  # an agent created earlier now runs
         for candidate in () if key else (_text(attrs, "gen_ai.agent.id"), _text(attrs, "gen_ai.agent.call.id")):
             if candidate and f"{name}#{candidate}" not in self.used_keys:
@@ -834,13 +857,6 @@ class _Trace:
         if key is None:
             key = f"{name}#{span.id}"
         self.used_keys.add(key)
-        parent = span.agent if span.agent.real else None
-        caller, depth = parent, parent.depth + 1 if parent else 0
-        if span.handoff is not None:
-            source, _, kind = span.handoff
-            parent = source.agent
-            # A handoff's target takes the place of the agent that handed off; a delegate comes back.
-            caller, depth = (parent, parent.depth + 1) if kind == "delegation" else (source.caller, parent.depth)
         agent = _Agent(key, name, depth, True)
         self.agents.append(agent)
         span.agent = agent
@@ -854,36 +870,44 @@ class _Trace:
         if span.kind == CLIENT:
             props["remote"] = True
         self._content(props, _get(attrs, MESSAGES[INPUT]), _run_input(attrs))
-        if parent is None:
+        if sender is None:
             if self.root_agent_span is None:
                 self.root_agent_span = span
             start = self.b.add(span.start, "message", USER, {"role": USER, "from": USER, "to": key, **props})
             self.b.link_to_first(start, key, "message")
         else:
-            start = self._spawn(span, parent, key, name, props)
+            sender.spawns = True
+            start = self._pass(span, sender, "spawn", {"role": name, "to": key, **props})
         span.first = start
 
-    def _spawn(self, span: _Span, parent: _Agent, key: str, role: str, props: dict) -> int:
-        """The spawn of `key` by `parent`: by a handoff, by a delegating tool, or by nesting."""
-        parent.spawns = True
+    def _pass(self, span: _Span, sender: _Agent, type_: str, props: dict) -> int:
+        """Control passing from `sender` to the run `span`: a spawn, or a message to an instance that ran
+        before; linked to the run's next event, from the transfer that asked for it (a handoff) or the tool
+        that delegated, and from the other runs a fan-in waited for."""
         handoff = span.handoff
-        if handoff is not None and handoff[2] == "handoff":
+        if handoff is not None:
             props["handoff"] = True
-        start = self.b.add(span.start, "spawn", parent.key, {"role": role, "to": key, **props})
-        self.b.link_to_first(start, key, "spawn")
+            self.handoffs.append((sender.key, props["to"]))
+        index = self.b.add(span.start, type_, sender.key, props)
+        self.b.link_to_next(index, props["to"], type_)
         if handoff is not None:
             tool = handoff[1]
             if tool is not None and tool.first is not None:
-                self.b.link(tool.first, start, "causal")
+                self.b.link(tool.first, index, "causal")
+            for other in span.joined:
+                if other.last is not None:
+                    self.b.link_to_next(other.last, props["to"], "message")
         elif span.delegator is not None:
-            self.b.link(span.delegator.first, start, "causal")
+            self.b.link(span.delegator.first, index, "causal")
             span.delegator.delegations.append(_Delegation(span))  # counted when the tool ends
-        return start
+        return index
 
     def _leave_agent(self, span: _Span) -> None:
-        if span.resumed_later:  # the instance goes on in a later run: it ends there
-            return
+        """The run's end: a return to whoever waits for it (every run of a delegate), a despawn when it handed
+        control on and does not run again; nothing when its instance goes on in a later run."""
         agent, caller = span.agent, span.caller
+        if span.resumed_later and (span.handed_off or caller is None):
+            return
         if span.handed_off:  # it handed control to another agent and is done: no answer of its own
             props = self._tag({"role": agent.role, "from": agent.key, "handoff": True}, span)
         else:

@@ -3,14 +3,22 @@
 The mapping (IMPORTERS.md §1) reads agents from nesting: a sub-agent's span sits below its caller's.
 Frameworks often say it otherwise; each rule below rewrites the span tree, or notes on a span what the
 walk must do, so that the walk needs no framework knowledge:
-- Handoffs: the target agent runs as a sibling of the agent that handed off. The handoff is read from an
-  OpenAI Agents SDK handoff span (OpenInference `handoff to X` tool span, or OpenLLMetry's `handoff`
-  operation), an OpenInference `graph.node.parent_id`, or a `transfer_to_<agent>` tool call (OpenAI
-  Agents, AutoGen Swarm, LangGraph). The target is the first run of that agent starting after it. In a
-  LangGraph graph a transfer is a delegation (the worker comes back to the supervisor); elsewhere the
-  agent that handed off is done (despawn).
-- Instances that resume: the runs of one LangGraph node, and AutoGen turns sharing a `gen_ai.agent.id`,
-  are one agent instance with one lane, one start and one end.
+- Control transfers, one mechanism for every framework: a call whose target is another agent of the run
+  hands control to that agent's next run. The call is a tool named `transfer_to_X`, `handoff_to_X`,
+  `transfer_back_to_X` or `handoff to X` (any spelling of X: `Research Expert` is `research_expert`), a
+  generic transfer tool (`transfer_to_agent`, `handoff_to_agent`, `handoff`) naming the target in any
+  argument, a `handoff` span or a `gen_ai.agent.handoff.target` (`.to`, `gen_ai.handoff.to_agent`)
+  attribute, or a transfer a model's output asks for that no tool span answers (a middleware that
+  short-circuits it). The agent that handed off is done with that run; where the target runs (a sibling,
+  or inside the caller's span) does not matter. Runs with no agent above them (side by side under a
+  workflow, graph, swarm or executor span) that nothing else explains run after the runs that ended last
+  before them (a fan-in waits for several).
+- Instances: the runs of one agent (its id, else its name) are one instance with one lane; only runs that
+  overlap in time, and are not a transfer's target, get instances of their own. A later run continues
+  the lane: the walk gives it a message from whoever passed control, never a second spawn.
+- Agents named only in step inputs (LlamaIndex's AgentWorkflow: `current_agent_name` in each step's
+  input, no agent span): consecutive steps of one agent, and the spans between them, are one run.
+- A model span that shows no answer beside a sibling that does is the request's preparation, not a call.
 - LangGraph: agents are the graph's top-level nodes that call a model (`langgraph_node` metadata, as
   OpenInference or LangSmith write it); ReAct `agent` / `call_agent` spans inside them only structure.
 - Workflow roots: an OpenInference AGENT span with no agent name of its own above named agents (the Agents
@@ -28,10 +36,19 @@ walk must do, so that the walk needs no framework knowledge:
 """
 
 import json
+import math
 import re
+from bisect import bisect_left, bisect_right
 
-TRANSFER = re.compile(r"^transfer_to_(.+)$")
-HANDOFF_TOOL = re.compile(r"^handoff to (.+)$")
+TRANSFER_TO = re.compile(r"^(?:transfer|handoff|hand_off)(?:_back)?_to_(.+)$", re.IGNORECASE)
+TRANSFER_BARE = re.compile(r"^(?:transfer|handoff|hand_off)$", re.IGNORECASE)
+HANDOFF_TOOL = re.compile(r"^handoff to (.+)$")  # OpenInference's span for an Agents SDK handoff
+HANDOFF_ATTR = re.compile(r"^gen_ai\.(?:agent\.)?handoff\.(?:target|to|to_agent)(?:\.name|\.id)?$")
+CURRENT_AGENT = re.compile(r"current_agent(?:_name)?['\"]?\s*[=:]\s*['\"]([^'\"]{1,200})['\"]")
+USAGE_EVIDENCE = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.prompt_tokens",
+                  "gen_ai.usage.completion_tokens")
+TRANSFER_WORD = re.compile(r"transfer|hand_?off", re.IGNORECASE)
+TARGET_KEY = re.compile(r"agent|target|^to|recipient|member|name", re.IGNORECASE)
 COWORKER_TOOLS = ("Delegate work to coworker", "Ask question to coworker")
 MAX_PAYLOAD_DEPTH = 16
 LANGGRAPH_SKIP = {"tools", "__start__", "__end__", "should_continue", "agent", "call_agent", "call_model"}
@@ -101,11 +118,14 @@ def apply(spans: list, roots: list, ops) -> None:
     _nested_duplicates(roots, ops)
     _langgraph_agents(spans, roots, ops)
     _workflow_roots(spans, ops)
+    _named_steps(spans, ops)
+    _prepared_calls(spans, ops)
     _coworkers(spans, ops)
     _runtime_tool_io(spans, ops)
-    _resumed_instances(spans, ops)
-    _handoffs(spans, ops)
+    _transfers(spans, ops)
+    _instances(spans, ops)
     _flat_parenting(spans, ops)
+    _successions(spans, ops)
 
 
 def _nested_duplicates(roots: list, ops) -> None:
@@ -196,6 +216,70 @@ def _workflow_roots(spans: list, ops) -> None:
             span.attrs.setdefault("gen_ai.workflow.name", {"stringValue": span.name})
 
 
+def _step_agent(span) -> str | None:
+    """The agent a workflow step says it runs for (`current_agent_name` in its input, as JSON or a repr)."""
+    text = _str(span.attrs, "input.value") or _str(span.attrs, "traceloop.entity.input")
+    if text is None or "current_agent" not in text:
+        return None
+    match = CURRENT_AGENT.search(text)
+    return match[1] if match else None
+
+
+def _named_steps(spans: list, ops) -> None:
+    """Workflows without agent spans (LlamaIndex's AgentWorkflow) name the agent each step runs for in the
+    step's input: consecutive steps of one agent, and the spans between them, become one run of that agent."""
+    if any(s.op is ops.AGENT for s in spans):
+        return
+    named = sorted(((s, name) for s in spans if s.op is None or s.op is ops.STRUCTURE
+                    if (name := _step_agent(s)) is not None), key=lambda pair: pair[0].start)
+    by_parent: dict[int, list] = {}
+    for step, name in named:
+        if step.parent is not None:
+            by_parent.setdefault(id(step.parent), []).append((step, name))
+    for steps in by_parent.values():
+        parent = steps[0][0].parent
+        runs = []  # [first step, agent name]
+        for step, name in steps:
+            if not runs or runs[-1][1] != name:
+                runs.append([step, name])
+        siblings = sorted(parent.children, key=_start)
+        for i, (first, name) in enumerate(runs):
+            until = runs[i + 1][0].start if i + 1 < len(runs) else math.inf
+            members = [c for c in siblings if first.start <= c.start < until]
+            attrs = {"gen_ai.agent.name": {"stringValue": name}}
+            if "input.value" in first.attrs:  # the run's input is its first step's, its output its last step's
+                attrs["input.value"] = first.attrs["input.value"]
+            last = max(members, key=lambda c: c.end)
+            if "output.value" in last.attrs:
+                attrs["output.value"] = last.attrs["output.value"]
+            run = ops.make_span(first, first.id, "invoke_agent", attrs)
+            run.end = last.end
+            for child in members:
+                _move(child, run)
+            _move(run, parent)
+            spans.append(run)
+
+
+def _answered(span) -> bool:
+    """Whether a model span shows an answer: usage, or output messages in any convention (OpenInference's,
+    OpenLLMetry's and LangSmith's completions, GenAI's), not only a step's `output.value`."""
+    attrs = span.attrs
+    if any(key in attrs for key in USAGE_EVIDENCE):
+        return True
+    output = attrs.get("gen_ai.output.messages")
+    return (output is not None and output is not attrs.get("output.value")) or \
+        any(key.startswith(("llm.output_messages.", "gen_ai.completion")) for key in attrs)
+
+
+def _prepared_calls(spans: list, ops) -> None:
+    """A model span that shows no answer beside a sibling model span that does (a client's request
+    preparation, traced as a call of its own) is not a call."""
+    for span in spans:
+        if span.op is ops.INFERENCE and span.parent is not None and not _answered(span) and any(
+                c is not span and c.op is ops.INFERENCE and _answered(c) for c in span.parent.children):
+            span.op, span.operation = ops.STRUCTURE, "prepare"
+
+
 def _coworkers(spans: list, ops) -> None:
     for tool in [s for s in spans if s.op is ops.TOOL and s.name.startswith(COWORKER_TOOLS)]:
         if _str(tool.attrs, "gen_ai.tool.name") not in COWORKER_TOOLS:
@@ -248,73 +332,205 @@ def _tool_io(payload, depth: int = 0):
                 yield from _tool_io(item, depth + 1)
 
 
-def _instance_key(span) -> str | None:
-    node = langgraph_node(span) if span.operation == "invoke_agent" else None
-    if node is not None and span.parent is not None and span.parent.name == "LangGraph":
-        return f"langgraph:{node}"
-    agent_id = _str(span.attrs, "gen_ai.agent.id")
-    if agent_id and _str(span.attrs, "gen_ai.system") == "autogen":
-        return f"autogen:{agent_id}"
+def run_name(span) -> str:
+    """The agent an agent span runs: its `gen_ai.agent.name`, else the span name after the operation."""
+    return _str(span.attrs, "gen_ai.agent.name") or span.name.partition(" ")[2] or "agent"
+
+
+def _norm(name: str) -> str:
+    """An agent name as tool names spell it (`Research Expert` is `research_expert`)."""
+    return re.sub(r"[^0-9a-z]+", "_", name.lower()).strip("_")
+
+
+def _named_agent(arguments, agents: dict[str, str], depth: int = 0) -> str | None:
+    """The first agent of the run named by a string anywhere in a tool's arguments (keys that say agent,
+    target or to first)."""
+    if depth > MAX_PAYLOAD_DEPTH:
+        return None
+    if isinstance(arguments, str):
+        return agents.get(_norm(arguments))
+    if isinstance(arguments, dict):
+        values = sorted(arguments.items(), key=lambda kv: not TARGET_KEY.search(str(kv[0])))
+        arguments = [value for _, value in values]
+    for value in arguments if isinstance(arguments, list) else ():
+        found = _named_agent(value, agents, depth + 1)
+        if found is not None:
+            return found
     return None
 
 
-def _resumed_instances(spans: list, ops) -> None:
-    first: dict[str, object] = {}
-    last: dict[str, object] = {}
-    for span in sorted((s for s in spans if s.op is ops.AGENT), key=_start):
-        key = _instance_key(span)
-        if key is None:
-            continue
-        if key in first:
-            span.resumes = first[key]
-            last[key].resumed_later = True
-        else:
-            first[key] = span
-        last[key] = span
+def transfer_target(tool: str, arguments, agents: dict[str, str]) -> str | None:
+    """The agent a tool call hands control to, by the tool's name (`transfer_to_X`, `handoff_to_X`,
+    `transfer_back_to_X`, `handoff to X`) or, for a generic transfer tool (`transfer_to_agent`, `handoff`),
+    by its arguments (or a function giving them, called only then); None for any other tool. `agents` maps
+    normalised names to the run's agent names."""
+    match = TRANSFER_TO.match(tool) or HANDOFF_TOOL.match(tool)
+    if match is not None and _norm(match[1]) in agents:
+        return agents[_norm(match[1])]
+    if match is None and not TRANSFER_BARE.match(tool):
+        return None
+    return _named_agent(arguments() if callable(arguments) else arguments, agents)
 
 
-def _handoffs(spans: list, ops) -> None:
+def _requested_calls(span) -> list[tuple[str | None, str, object]]:
+    """(call id, tool name, arguments) of the tool calls a model span's output messages ask for."""
+    text = _str(span.attrs, "gen_ai.output.messages")
+    if text is None or not TRANSFER_WORD.search(text):  # most outputs ask for no transfer: not parsed
+        return []
+    output = _json(span.attrs, "gen_ai.output.messages")
+    calls = []
+    for message in output if isinstance(output, list) else ():
+        for part in message.get("parts", ()) if isinstance(message, dict) else ():
+            if isinstance(part, dict) and part.get("type") == "tool_call" and isinstance(part.get("name"), str):
+                arguments = part.get("arguments")
+                if isinstance(arguments, str):
+                    try:
+                        arguments = json.loads(arguments)
+                    except ValueError:
+                        pass
+                calls.append((part.get("id"), part["name"], arguments))
+    return calls
+
+
+def _tool_arguments(span):
+    arguments = _json(span.attrs, "gen_ai.tool.call.arguments")
+    return arguments if arguments is not None else _json(span.attrs, "input.value")
+
+
+def _handoff_attribute(span) -> str | None:
+    """The target a span's handoff attributes name (`gen_ai.agent.handoff.target.name` and kin)."""
+    for key in span.attrs:
+        if HANDOFF_ATTR.match(key):
+            return _str(span.attrs, key)
+    return None
+
+
+def _transfers(spans: list, ops) -> None:
+    """Each call that passes control to another agent of the run (a transfer tool, by its name or its
+    arguments; a `handoff` span or attribute; a transfer asked for only in a model's output, as when a
+    middleware answers it without a tool span) marks the target's next run with `handoff`, and the agent
+    that handed off."""
     agents = sorted((s for s in spans if s.op is ops.AGENT), key=_start)
     if len(agents) < 2:
         return
-    for span in sorted((s for s in spans if s.op is ops.TOOL or s.operation == "handoff"), key=_start):
-        target_name = delegation = None
-        name = _str(span.attrs, "gen_ai.tool.name") or ""
+    names = {_norm(run_name(a)): run_name(a) for a in agents}
+    tools = [s for s in spans if s.op is ops.TOOL]
+    called = {call_id for s in tools if (call_id := _str(s.attrs, "gen_ai.tool.call.id"))}
+    transfers = []  # (time, span, target name or "" for any agent, the tool span)
+    implied = []  # the same, asked for only in a model's output
+    for span in spans:
+        target = None
         if span.op is ops.TOOL:
-            name = name or span.name
-            match = TRANSFER.match(name) or HANDOFF_TOOL.match(name)
-            if match:
-                target_name = match[1]
-        elif span.operation == "handoff":
-            target_name = _str(span.attrs, "gen_ai.handoff.to_agent") or ""
-        if target_name is None:
-            continue
-        source = _agent_of(span, ops)
+            name = _str(span.attrs, "gen_ai.tool.name") or span.name
+            target = transfer_target(name, lambda: _tool_arguments(span), names)
+            if target is not None:
+                transfers.append((span.start, span, target, span))
+                if HANDOFF_TOOL.match(name):
+                    span.op, span.operation = ops.STRUCTURE, "handoff"  # the SDK's handoff, not a function tool
+                continue
+        elif span.op is ops.INFERENCE:
+            for call_id, name, arguments in _requested_calls(span):
+                target = transfer_target(name, arguments, names)
+                if target is not None and (call_id is None or call_id not in called):
+                    implied.append((span.end, span, target, None))
+        target = _handoff_attribute(span)
+        if target is not None or span.operation == "handoff":
+            transfers.append((span.start, span, names.get(_norm(target or ""), ""), None))
+    turns: dict[int, list[int]] = {}  # each agent's model call starts, for the turn an implied transfer is in
+    for span in spans:
+        if span.op is ops.INFERENCE:
+            turns.setdefault(id(_agent_of(span, ops)), []).append(span.start)
+    said: dict[int, list[int]] = {}
+    for time, span, _, _ in transfers:
+        said.setdefault(id(_agent_of(span, ops)), []).append(time)
+    for starts in (*turns.values(), *said.values()):
+        starts.sort()
+    for time, call, target, tool in implied:  # unless a tool or handoff span of the same turn says it
+        agent = id(_agent_of(call, ops))
+        starts = turns[agent]
+        following = bisect_right(starts, call.start)
+        until = starts[following] if following < len(starts) else math.inf
+        times = said.get(agent, ())
+        first = bisect_left(times, call.start)
+        if not (first < len(times) and times[first] < until):
+            transfers.append((time, call, target, tool))
+    starts = [a.start for a in agents]
+    for time, span, target, tool in sorted(transfers, key=lambda t: t[0]):
+        source = _agent_of(span, ops) if span.op is not ops.AGENT else span
         if source is None:
             continue
-        target = next((a for a in agents if a.start >= span.start and a.handoff is None and a is not source
-                       and a.resumes is not source and source not in _ancestors(a)
-                       and (not target_name or _agent_name(a) == target_name)), None)
-        if target is None:
-            continue
-        delegation = langgraph_node(target) is not None
-        target.handoff = (source, span if span.op is ops.TOOL else None, "delegation" if delegation else "handoff")
-        if not delegation:
+        run = next((a for a in agents[bisect_left(starts, time):] if a.handoff is None and a is not source
+                    and run_name(a) != run_name(source) and (not target or run_name(a) == target)), None)
+        if run is not None:
+            run.handoff = (source, tool, "handoff")
             source.handed_off = True
-        if span.op is ops.TOOL and HANDOFF_TOOL.match(name):
-            span.op, span.operation = ops.STRUCTURE, "handoff"  # the SDK's handoff, not a function tool
     for span in agents:
         parent_name = _str(span.attrs, "graph.node.parent_id")
         if span.handoff is None and parent_name:
             source = next((a for a in reversed(agents) if a.start <= span.start and a is not span
-                           and _agent_name(a) == parent_name and a not in _ancestors(span)), None)
+                           and run_name(a) == parent_name and a not in _ancestors(span)), None)
             if source is not None and source.end <= span.start:
                 span.handoff = (source, None, "handoff")
                 source.handed_off = True
 
 
-def _agent_name(span) -> str | None:
-    return _str(span.attrs, "gen_ai.agent.name")
+def _instance_key(span) -> str:
+    """What makes runs one agent instance: the LangGraph node, else the agent id, else the agent name."""
+    node = langgraph_node(span) if span.operation == "invoke_agent" else None
+    if node is not None and span.parent is not None and span.parent.name == "LangGraph":
+        return f"langgraph:{node}"
+    agent_id = _str(span.attrs, "gen_ai.agent.id")
+    return f"id:{agent_id}" if agent_id else f"name:{run_name(span)}"
+
+
+def _instances(spans: list, ops) -> None:
+    """The runs of one agent are one instance (one lane) unless they overlap in time: only truly concurrent
+    runs get instances of their own. A run that control was handed to continues its agent's instance even
+    inside that agent's earlier run (frameworks that run a transfer's target within the caller's span)."""
+    instances: dict[str, list[list]] = {}  # key -> [first run, latest run, latest end]
+    for span in sorted((s for s in spans if s.op is ops.AGENT), key=_start):
+        if span.resumes is not None:
+            continue
+        key = _instance_key(span)
+        mine = instances.setdefault(key, [])
+        free = next((inst for inst in reversed(mine) if inst[2] <= span.start or span.handoff is not None), None)
+        if free is None:
+            mine.append([span, span, span.end])
+            continue
+        span.resumes = free[0]
+        free[1].resumed_later = True
+        free[1], free[2] = span, max(free[2], span.end)
+
+
+def _successions(spans: list, ops) -> None:
+    """Agent runs side by side under one workflow, graph or swarm, with nothing else saying how control
+    came to them, run after the runs that ended last before them: their predecessors (two or more for a
+    fan-in, where the last to end hands over and the others join) pass control to them."""
+    groups: dict[int, list] = {}
+    for span in spans:
+        if span.op is ops.AGENT and _agent_of(span, ops) is None:
+            root = span
+            while root.parent is not None:
+                root = root.parent
+            groups.setdefault(id(root), []).append(span)
+    for runs in groups.values():
+        if len(runs) < 2:
+            continue
+        runs.sort(key=_start)
+        for run in runs:
+            if run.handoff is not None:
+                continue
+            before = [r for r in runs if r.end <= run.start]
+            if not before:
+                continue
+            # r ran last before `run` unless another run started after r ended (and ended before `run`)
+            latest = sorted(before, key=_start)[-2:]
+            last = [r for r in before if not any(q is not r and q.start >= r.end for q in latest)]
+            last.sort(key=lambda r: r.end)  # the last to end completed the fan-in: it hands over
+            run.handoff = (last[-1], None, "handoff")
+            run.joined = last[:-1]
+            for source in last:
+                source.handed_off = True
 
 
 def _agent_of(span, ops):
