@@ -756,3 +756,57 @@ def test_an_import_leaves_no_cycles_so_its_spans_are_freed_at_once():
         assert gc.collect() == 0  # nothing unreachable was left for the collector
     finally:
         gc.enable()
+
+
+# ---- one run over several traceIds -----------------------------------------------------------------
+
+TRACE_B, TRACE_C = "b" * 32, "c" * 32
+
+
+def agent_span(number: int, name: str, parent: int, start_ms: float, end_ms: float, trace: str, **attrs) -> dict:
+    return span(number, f"invoke_agent {name}", parent, start_ms, end_ms, trace, gen_ai__operation__name="invoke_agent",
+                gen_ai__agent__name=name, **attrs)
+
+
+def test_a_run_over_traces_joined_by_a_span_link_is_one_trace_with_the_linked_run_under_its_caller():
+    lead = agent_span(1, "lead", 0, 0, 10, HAND_TRACE)
+    call = span(2, "execute_tool ask", 1, 2, 8, HAND_TRACE, gen_ai__operation__name="execute_tool",
+                gen_ai__tool__name="ask")
+    worker = agent_span(3, "worker", 0, 3, 7, TRACE_B)
+    worker["links"] = [{"traceId": HAND_TRACE, "spanId": f"{2:016x}"}]  # the message that caused this run
+    result = import_otlp(document(lead, call, worker))
+    assert len(result.traces) == 1
+    trace = result.traces[0]
+    assert trace["trace_id"] == f"otlp-{HAND_TRACE}"
+    spawn = next(e for e in trace["events"] if e["type"] == "spawn")
+    assert (spawn["agent"].partition("#")[0], spawn["to"].partition("#")[0]) == ("lead", "worker")
+    assert {e["trace_id"] for e in trace["events"]} == {HAND_TRACE, TRACE_B}  # each event keeps its own traceId
+    assert any("joined to trace" in w for w in result.warnings)
+
+
+def test_traces_sharing_a_conversation_id_are_one_run_and_unrelated_traces_stay_apart():
+    turn_1 = agent_span(1, "coordinator", 0, 0, 10, HAND_TRACE, gen_ai__conversation__id="conv-1")
+    sub = agent_span(2, "researcher", 0, 2, 6, TRACE_B, gen_ai__conversation__id="conv-1")  # called from turn 1
+    turn_2 = agent_span(3, "coordinator", 0, 20, 30, TRACE_B[:-1] + "d", gen_ai__conversation__id="conv-1")
+    other = agent_span(4, "coordinator", 0, 0, 5, TRACE_C, gen_ai__conversation__id="conv-2")
+    result = import_otlp(document(turn_1, sub, turn_2, other))
+    assert sorted(t["trace_id"] for t in result.traces) == [f"otlp-{HAND_TRACE}", f"otlp-{TRACE_C}"]
+    run = next(t for t in result.traces if t["trace_id"] == f"otlp-{HAND_TRACE}")
+    lanes = {e["agent"] for e in run["events"] if e["agent"] != "user"}
+    assert sorted(lane.partition("#")[0] for lane in lanes) == ["coordinator", "researcher"]  # one lane each
+    spawn = next(e for e in run["events"] if e["type"] == "spawn")
+    assert spawn["agent"].startswith("coordinator#") and spawn["to"].startswith("researcher#")
+    by_id = {e["id"]: e for e in run["events"]}
+    assert [e for e in run["edges"] if by_id[e["src"]]["t"] > by_id[e["dst"]]["t"]] == []
+
+
+def test_created_agents_join_only_a_run_of_the_same_service_and_agent_id():
+    created = span(1, "create_agent helper", 0, 0, 1, TRACE_B, gen_ai__operation__name="create_agent",
+                   gen_ai__agent__name="helper", gen_ai__agent__id="h-1")
+    other_service = document(agent_span(2, "helper", 0, 2, 5, HAND_TRACE, gen_ai__agent__id="h-1"), service="other")
+    same_name_other_id = agent_span(3, "helper", 0, 2, 5, TRACE_C, gen_ai__agent__id="h-2")
+    doc = document(created, same_name_other_id)
+    doc["resourceSpans"] += other_service["resourceSpans"]
+    traces = {t["trace_id"]: t for t in import_otlp(doc).traces}
+    assert sorted(traces) == [f"otlp-{HAND_TRACE}", f"otlp-{TRACE_B}", f"otlp-{TRACE_C}"]  # the creation kept apart
+    assert not any(e["type"] == "spawn" for e in traces[f"otlp-{HAND_TRACE}"]["events"] + traces[f"otlp-{TRACE_C}"]["events"])

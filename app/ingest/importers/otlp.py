@@ -91,6 +91,7 @@ INTERNAL, CLIENT, MAX_SPAN_KIND = 1, 3, 5
 STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 TRACE_ID_PREFIX = "otlp-"  # + the 32 hex digits of the traceId: the stored trace's id
 USER = "user"
+RUN_KEYS = ("gen_ai.conversation.id", "session.id")  # attributes that name the run a span belongs to
 NO_AGENT_SPAN = "no agent, model or tool span (OpenTelemetry GenAI, OpenInference or OpenLLMetry conventions)"
 SYSTEM = "system"  # spawns by no agent, e.g. create_agent outside any agent span
 UNKNOWN_SERVICE = "unknown_service"
@@ -163,6 +164,7 @@ def import_otlp(doc: dict, content_policy: ContentPolicy = KEEP) -> ImportResult
             del by_trace[dropped]
             result.warnings.append(f"trace {dropped} holds the same model calls as trace {kept} (two "
                                    f"instrumentations of one run): only {kept} is imported")
+        _join_runs(by_trace, result.warnings)
         rewards = _log_rewards(doc.get("resourceLogs"), result.warnings)
         for trace_id, spans in by_trace.items():
             try:
@@ -191,21 +193,92 @@ def _fold_created_agents(by_trace: dict[str, list]) -> None:
     """Move traces made only of `create_agent` spans into the trace that runs those agents.
 
     AutoGen creates its agents before the run, each `create_agent` span the root of a trace of its own;
-    they belong to the run that invokes an agent of that name (the earliest one starting after them)."""
-    runs = [(span.start, name, trace_id) for trace_id, spans in by_trace.items() for span in spans
-            if span.op is AGENT and (name := _agent_name(span))]
-    runs.sort()
+    they belong to the earliest run, starting after them, of that agent: the same service, and the same
+    `gen_ai.agent.id` where both name one (never by name alone across services)."""
+    runs = sorted((span.start, span.service, _agent_name(span), _text(span.attrs, "gen_ai.agent.id"), trace_id)
+                  for trace_id, spans in by_trace.items() for span in spans
+                  if span.op is AGENT and _agent_name(span))
     for trace_id, spans in list(by_trace.items()):
         if not all(span.op is CREATE for span in spans):
             continue
-        names = {_agent_name(span) for span in spans}
+        created = {(span.service, _agent_name(span), _text(span.attrs, "gen_ai.agent.id")) for span in spans}
         start = min(span.start for span in spans)
-        target = next((run_trace for run_start, name, run_trace in runs
-                       if name in names and run_start >= start and run_trace != trace_id), None)
+        target = next((run_trace for run_start, service, name, agent_id, run_trace in runs
+                       if run_start >= start and run_trace != trace_id and any(
+                           service == c_service and name == c_name and (agent_id is None or c_id is None
+                                                                        or agent_id == c_id)
+                           for c_service, c_name, c_id in created)), None)
         if target is not None:
             for span in spans:
                 span.trace_id = target
             by_trace[target] = by_trace.pop(trace_id) + by_trace[target]
+
+
+def run_keys(span: "_Span") -> list[tuple[str, str]]:
+    """What ties a span to a run across traceIds: the conversation or session its agent or workflow span
+    names, and the traces it links to (`("trace", traceId)`)."""
+    keys = [("trace", trace) for trace, _ in span.links]
+    if span.op is AGENT or span.op is WORKFLOW:
+        for key in RUN_KEYS:
+            try:
+                value = _text(span.attrs, key)
+            except ValueError as e:
+                raise ImportFailed(f"{span.location()}: {e}") from None
+            if value:
+                keys.append((key, value))
+    return keys
+
+
+def _join_runs(by_trace: dict[str, list["_Span"]], warnings: list[str]) -> None:
+    """One run spread over several traceIds (one trace per runtime message joined by span links, one per
+    agent turn, sub-agents' runs sharing a conversation id) becomes one trace: traces that a span link, a
+    conversation id or a session id ties together are merged into the one that started first. A root of a
+    joined trace goes under the span it links to, else under the innermost agent or tool span of the
+    others that runs around it (the sub-agent was called from there), else it stays a root."""
+    if len(by_trace) < 2:
+        return
+    leader = {trace: trace for trace in by_trace}
+
+    def find(trace: str) -> str:
+        while leader[trace] != trace:
+            leader[trace] = leader[leader[trace]]
+            trace = leader[trace]
+        return trace
+
+    seen: dict[tuple[str, str], str] = {}
+    for trace, spans in by_trace.items():
+        for span in spans:
+            for key in run_keys(span):
+                other = key[1] if key[0] == "trace" else seen.setdefault(key, trace)
+                if other in leader and find(other) != find(trace):
+                    leader[find(trace)] = find(other)
+    groups: dict[str, list[str]] = {}
+    for trace in by_trace:
+        groups.setdefault(find(trace), []).append(trace)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        members.sort(key=lambda trace: min(span.start for span in by_trace[trace]))
+        spans = [span for trace in members for span in by_trace.pop(trace)]
+        _attach_roots(spans)
+        by_trace[members[0]] = spans
+        warnings.append(f"traces {', '.join(members[1:])} joined to trace {members[0]}: one run over "
+                        f"{len(members)} traceIds (span links, or a shared conversation or session id)")
+
+
+def _attach_roots(spans: list["_Span"]) -> None:
+    """Put the roots of each joined trace under the span they link to, else under the innermost agent or
+    tool span of another trace that runs around them."""
+    by_id = {span.id: span for span in spans}
+    hosts = sorted((s for s in spans if s.op is AGENT or s.op is TOOL), key=lambda s: s.end - s.start)
+    for span in spans:
+        if span.parent_id is not None and span.parent_id in by_id:
+            continue
+        linked = next((by_id[s] for t, s in span.links if s in by_id and by_id[s].trace_id != span.trace_id), None)
+        host = linked or next((h for h in hosts if h.trace_id != span.trace_id and h.start <= span.start
+                               and span.end <= h.end), None)
+        if host is not None:
+            span.parent_id = host.id
 
 
 def _agent_name(span: "_Span") -> str | None:
@@ -300,14 +373,16 @@ class _Span:
     __slots__ = ("where", "trace_id", "id", "parent_id", "name", "kind", "start", "end", "attrs", "error",
                  "status_message", "span_events", "operation", "op", "scope", "service", "parent", "children", "agent",
                  "caller", "delegator", "delegations", "tool_name", "call_id", "usage_below", "first", "last",
-                 "handoff", "resumes", "handed_off", "resumed_later", "joined")
+                 "handoff", "resumes", "handed_off", "resumed_later", "joined", "links")
 
     def __init__(self, where: tuple[str, int], trace_id: str, span_id: str, parent_id: str | None, name: str,
-                 kind: int, start: int, end: int, attrs: dict, error: bool, status_message, span_events: list):
+                 kind: int, start: int, end: int, attrs: dict, error: bool, status_message, span_events: list,
+                 links: tuple = ()):
         self.where, self.trace_id, self.id, self.parent_id, self.name, self.kind = \
             where, trace_id, span_id, parent_id, name, kind
         self.start, self.end, self.attrs, self.error, self.status_message, self.span_events = \
             start, end, attrs, error, status_message, span_events
+        self.links = links  # (traceId, spanId) of each span link, decoded
         operation = attrs.get("gen_ai.operation.name")
         if operation is None or OI_KIND in attrs or TRACELOOP_KIND in attrs:
             operation = translate(name, attrs) or name.partition(" ")[0]
@@ -379,10 +454,23 @@ def _read_span(raw, where: tuple[str, int], odd_kinds: Counter, ids: dict[int, d
         span_events = raw.get("events") or []
         if type(span_events) is not list:
             raise ValueError(f"events {show(span_events)} is not an array")
+        links = raw.get("links")
         return _Span(where, trace_id, span_id, parent_id, name, kind, start, end, _attributes(raw.get("attributes")),
-                     error, status_message, span_events)
+                     error, status_message, span_events, _links(links, ids) if links else ())
     except ValueError as e:
         raise ImportFailed(f"{where[0]}.spans[{where[1]}] (spanId {span_id}): {e}") from None
+
+
+def _links(raw, ids: dict[int, dict[str, str]]) -> tuple:
+    if type(raw) is not list:
+        raise ValueError(f"links {show(raw)} is not an array")
+    links = []
+    for i, link in enumerate(raw):
+        if type(link) is not dict:
+            raise ValueError(f"links[{i}] {show(link)} is not an object")
+        links.append((_decode_id(link.get("traceId"), TRACE_ID_BYTES, f"links[{i}].traceId", ids),
+                      _decode_id(link.get("spanId"), SPAN_ID_BYTES, f"links[{i}].spanId", ids)))
+    return tuple(links)
 
 
 def _status(status) -> tuple[bool, str | None]:
@@ -760,7 +848,7 @@ class _Trace:
         props["span_id"] = span.id
         if span.parent_id:
             props["parent_span_id"] = span.parent_id
-        props["trace_id"] = self.trace_id
+        props["trace_id"] = span.trace_id  # the span's own traceId: a run joined from several keeps each
         props["operation"] = span.operation
         return props
 

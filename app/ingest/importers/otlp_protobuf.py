@@ -66,6 +66,8 @@ def _span(span) -> dict:
         out["parentSpanId"] = span.parent_span_id.hex()
     if span.HasField("status"):
         out["status"] = {"code": span.status.code, "message": span.status.message}
+    if span.links:
+        out["links"] = [{"traceId": link.trace_id.hex(), "spanId": link.span_id.hex()} for link in span.links]
     if span.events:
         out["events"] = [{"name": e.name, "timeUnixNano": e.time_unix_nano, "attributes": _attributes(e.attributes)}
                          for e in span.events]
