@@ -268,7 +268,7 @@ def _answered(span) -> bool:
         return True
     output = attrs.get("gen_ai.output.messages")
     return (output is not None and output is not attrs.get("output.value")) or \
-        any(key.startswith(("llm.output_messages.", "gen_ai.completion")) for key in attrs)
+        any(type(key) is str and key.startswith(("llm.output_messages.", "gen_ai.completion")) for key in attrs)
 
 
 def _prepared_calls(spans: list, ops) -> None:
@@ -400,7 +400,7 @@ def _tool_arguments(span):
 def _handoff_attribute(span) -> str | None:
     """The target a span's handoff attributes name (`gen_ai.agent.handoff.target.name` and kin)."""
     for key in span.attrs:
-        if HANDOFF_ATTR.match(key):
+        if type(key) is str and HANDOFF_ATTR.match(key):
             return _str(span.attrs, key)
     return None
 
