@@ -39,8 +39,9 @@ CARRIES = {
 }
 MODEL_CALLS = ("message", "orchestrator_decision")
 # AutoGen's GenAI spans carry nothing: its tools' arguments and results are in the runtime's messages.
-RUNTIME_CONTENT = {"autogen": {"run_code": ({"code": "def add(a, b):\n    return a + b\nprint(add(2, 3))"}, 5),
-                               "lint": ({"code": "def add(a, b):\n    return a + b"}, "no issues found")}}
+AUTOGEN_TOOLS = {"run_code": ({"code": "def add(a, b):\n    return a + b\nprint(add(2, 3))"}, 5),
+                 "lint": ({"code": "def add(a, b):\n    return a + b"}, "no issues found")}
+RUNTIME_CONTENT = {"autogen": AUTOGEN_TOOLS, "autogen_unwrapped": AUTOGEN_TOOLS}
 
 
 def batches(name: str) -> list[bytes]:

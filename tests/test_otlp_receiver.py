@@ -385,3 +385,34 @@ def test_one_batch_of_more_runs_than_the_receiver_remembers_is_taken_whole(clien
     assert again.status_code == 200
     received = [client.get(f"/api/traces/otlp-{n + 1:032x}/live").json()["received"] for n in range(runs)]
     assert received == [len(spans_of(doc))] * runs
+
+
+def test_a_run_whose_sub_agent_came_under_another_trace_id_is_one_live_trace_even_when_built_apart_first(client, app):
+    """The recorded delegation with its sub-agent's run moved to a trace id of its own, linked to the tool span
+    that called it (as runtimes that start a trace per message send it); the sub-agent's batch arrives and is
+    built first, alone. Once the caller's trace arrives, both are one trace under the caller's id."""
+    doc = json.loads(OTLP.read_text())
+    spans = {s["spanId"]: s for s in spans_of(doc)}
+    sub_root = next(s for s in spans.values() if s["name"] == "invoke_agent researcher")
+    moved, stack = [], [sub_root]
+    while stack:
+        span = stack.pop()
+        moved.append(span)
+        stack += [s for s in spans.values() if s.get("parentSpanId") == span["spanId"]]
+    lead_trace, sub_trace = sub_root["traceId"], "ab" * 16
+    for span in moved:
+        span["traceId"] = sub_trace
+    sub_root["links"] = [{"traceId": lead_trace, "spanId": sub_root.pop("parentSpanId")}]
+    sub_batch, lead_batch = keeping(doc, moved), keeping(doc, [s for s in spans.values() if s not in moved])
+    assert client.post("/v1/traces", content=json.dumps(sub_batch), headers=JSON).status_code == 200
+    app.state.live.flush()
+    assert [t["trace_id"] for t in client.get("/api/traces").json()["items"]] == [f"otlp-{sub_trace}"]
+    assert client.post("/v1/traces", content=json.dumps(lead_batch), headers=JSON).status_code == 200
+    app.state.live.flush()
+    listed = client.get("/api/traces").json()["items"]
+    assert [t["trace_id"] for t in listed] == [f"otlp-{lead_trace}"]  # the sub-agent's lone trace is gone
+    trace = client.get(f"/api/traces/otlp-{lead_trace}").json()
+    assert {e["agent"].partition("#")[0] for e in trace["events"] if e["type"] == "spawn"} == \
+        {e["agent"].partition("#")[0] for e in whole()["events"] if e["type"] == "spawn"}
+    assert len(trace["events"]) == len(whole()["events"])
+    assert client.get(f"/api/traces/otlp-{lead_trace}/live").json()["received"] == len(spans)

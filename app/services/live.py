@@ -56,6 +56,7 @@ BUILD_DELAY_S = 1.0
 # lately, and a batch need not look them up in the database (3-4 ms a batch). On a lake, other instances
 # add ids too: every batch looks them up.
 SEEN_TRACES = 16
+RUN_MEMBERS = 1000  # live traces of one run a build takes in, at most
 THREAD_LINK = "thread:"  # a live item naming a Codex sub-agent's thread that its root thread's trace holds
 
 
@@ -73,6 +74,7 @@ class _Incoming:
     has_root: bool
     usable: bool
     body: object
+    run_keys: frozenset = frozenset()  # OTLP: what ties it to other traces of its run (live_store.run_members)
 
 
 class LiveTraces:
@@ -116,7 +118,12 @@ class LiveTraces:
                 receipt.skip(str(exc))
                 continue
             part = incoming.setdefault(span.trace_id, {"ids": [], "root": False, "usable": False, "groups": {},
-                                                       "creates": True})
+                                                       "creates": True, "keys": set()})
+            try:
+                part["keys"].update(f"{kind}:{value}" for kind, value in otlp.run_keys(span)
+                                    if (kind, value) != ("trace", span.trace_id))
+            except ImportFailed:  # an unreadable key attribute: the build names it
+                pass
             part["ids"].append(span.id)
             part["root"] |= span.parent_id is None
             part["usable"] |= span.op is not None and span.op != otlp.STRUCTURE
@@ -133,7 +140,7 @@ class LiveTraces:
                                     "that invokes those agents")
         self._receive([
             (CREATED, {trace: _Incoming(p["ids"], False, True, p["groups"]) for trace, p in created.items()}, False),
-            (OTLP, {trace: _Incoming(p["ids"], p["root"], p["usable"], p["groups"])
+            (OTLP, {trace: _Incoming(p["ids"], p["root"], p["usable"], p["groups"], frozenset(p["keys"]))
                     for trace, p in incoming.items() if trace not in created}, True),
         ], receipt, may_replace)
 
@@ -221,14 +228,16 @@ class LiveTraces:
                 if not new:
                     continue
                 known = live_store.live_trace(cur, source, source_trace)
-                if known is None and not part.usable:
+                if known is None and not part.usable and not part.run_keys:
                     tally.skip(f"trace {source_trace}: {otlp.NO_AGENT_SPAN} so far: nothing to build", len(new))
                     continue
-                tally.used += len(new)
-                if build:
+                tally.used += len(new)  # a trace with no GenAI span that links to others is kept for their run
+                if build and (known or part.usable):
                     (tally.extended if known else tally.created).append(trace_id)
                 live_store.insert_part(cur, source, source_trace, now, dumps(_part_body(source, part, set(new))))
                 live_store.insert_items(cur, source, source_trace, new)
+                if part.run_keys:
+                    live_store.insert_run_keys(cur, source, source_trace, set(part.run_keys))
                 if known is None:
                     live_store.insert_live_trace(cur, source, source_trace, trace_id, len(new), part.has_root, now)
                 else:
@@ -332,17 +341,24 @@ class LiveTraces:
         return error
 
     def _build(self, source: str, source_trace: str) -> str | None:
-        parts = live_store.live_parts(self.db, source, source_trace)
+        """Build the trace of `source_trace` with every live trace of its run (OTLP: live_store.run_members), stored
+        under the first of them; a member built alone before its run was known is replaced by it."""
+        members = live_store.run_members(self.db, source, source_trace, RUN_MEMBERS) if source == OTLP \
+            else [source_trace]
+        parts = [body for member in members for body in live_store.live_parts(self.db, source, member)]
         if not parts:
             return None
-        error = None
+        error = stored = None
         warnings: list[str] = []
 
         def built(cur, *_) -> None:
-            self._mark_built(cur, source, source_trace, error, warnings)
+            for member in members:
+                self._mark_built(cur, source, member, error, warnings)
+            if stored is not None and len(members) > 1:
+                live_store.set_live_trace_id(cur, source, members, stored)
 
         try:
-            trace, warnings = self._import(source, source_trace, [loads(body) for body in parts])
+            trace, warnings = self._import(source, members, [loads(body) for body in parts])
             if trace is None:
                 error = "no agent, model or tool activity could be read from its spans"
             else:
@@ -350,8 +366,12 @@ class LiveTraces:
                 if problems:
                     error = "; ".join(f"{p['path']}: {p['message']}" for p in problems[:5])
                 else:
+                    stored = trace["trace_id"]
                     store_traces(self.db, [trace], "replace", then=built)  # stored and marked built at once
-                    prepare_lod(self.db, [trace["trace_id"]])  # once complete, so the status does not wait for it
+                    for member in members:
+                        if _trace_id(source, member) != stored:
+                            delete_trace(self.db, _trace_id(source, member))
+                    prepare_lod(self.db, [stored])  # once complete, so the status does not wait for it
                     return None
         except ImportFailed as exc:
             error = str(exc)
@@ -362,26 +382,26 @@ class LiveTraces:
     def _mark_built(cur, source: str, source_trace: str, error: str | None, warnings: list[str]) -> None:
         live_store.mark_built(cur, source, source_trace, _now(), error, dumps(warnings))
 
-    def _import(self, source: str, source_trace: str, bodies: list) -> tuple[dict | None, list[str]]:
-        """The trace built from its parts (None when nothing could be read), and what the importer could not map."""
+    def _import(self, source: str, members: list[str], bodies: list) -> tuple[dict | None, list[str]]:
+        """The trace built from the parts of these live traces (None when nothing could be read), and what the
+        importer could not map."""
+        wanted = {_trace_id(source, member) for member in members}
         if source == OTLP:
-            doc = otlp.only_trace({"resourceSpans": [rs for body in bodies for rs in body["resourceSpans"]]},
-                                  source_trace)
+            doc = otlp.only_traces({"resourceSpans": [rs for body in bodies for rs in body["resourceSpans"]]},
+                                   set(members))
             held = live_store.live_parts_of_source(self.db, CREATED)
             if held:
                 doc["resourceSpans"] += [rs for _, body in held for rs in loads(body)["resourceSpans"]]
-            result = otlp.import_otlp(doc, self.content_policy)
+            result = otlp.import_otlp(doc, self.content_policy, one_run=len(members) > 1)
             unused = {t["trace_id"].removeprefix(otlp.TRACE_ID_PREFIX) for t in result.traces}
             taken = sorted({trace for trace, _ in held} - unused)
             if taken:
                 self._forget(CREATED, taken)
-            result.traces = [t for t in result.traces if t["trace_id"] == _trace_id(OTLP, source_trace)]
         elif source in cli_telemetry.SOURCES:
             result, _ = cli_telemetry.import_logs(bodies, self.content_policy)  # what was skipped was, on receipt
-            result.traces = [t for t in result.traces if t["trace_id"] == _trace_id(source, source_trace)]
         else:
             result = openai_agents.import_agents([r for body in bodies for r in body], self.content_policy)
-        return next(iter(result.traces), None), result.warnings
+        return next((t for t in result.traces if t["trace_id"] in wanted), None), result.warnings
 
     def _forget(self, source: str, source_traces: list[str]) -> None:
         """Drop held parts that a built trace took in."""

@@ -53,10 +53,13 @@ def live_traces_unbuilt(db: Database) -> list[tuple[str, str]]:
 def live_status(db: Database, trace_id: str) -> dict | None:
     """How a trace built from exporter batches stands: receiving until its root span arrived, then
     building until it is stored with every span received, then complete; with the last build's error and
-    warnings (none before a build)."""
-    rows = db.fetchall("SELECT source, items AS received, root_seen, first_received_at, last_received_at, built_at, "
-                       "build_error, build_warnings "
-                       "FROM live_traces WHERE trace_id = ?", [trace_id])
+    warnings (none before a build). A run that came under several trace ids counts all of them.
+    """
+    rows = db.fetchall("SELECT min(source) AS source, sum(items)::INTEGER AS received, bool_or(root_seen) AS root_seen, "
+                       "min(first_received_at) AS first_received_at, max(last_received_at) AS last_received_at, "
+                       "CASE WHEN count(built_at) = count(*) THEN min(built_at) END AS built_at, "
+                       "max(build_error) AS build_error, any_value(build_warnings) AS build_warnings "
+                       "FROM live_traces WHERE trace_id = ? HAVING count(*) > 0", [trace_id])
     if not rows:
         return None
     row = rows[0]
@@ -136,3 +139,40 @@ def adopt_live_trace(cur, source: str, into: str, taken: str, trace_id: str) -> 
                 [taken_row["items"], taken_row["last_received_at"], source, into])
         execute(cur, "DELETE FROM live_traces WHERE source = ? AND source_trace_id = ?", [source, taken])
     return True
+
+
+def insert_run_keys(cur, source: str, source_trace: str, keys: set[str]) -> None:
+    """Note the run keys a live trace's spans carry (see migration 0020), each once."""
+    with registered(cur, "new_keys", run_key=sorted(keys)):
+        execute(cur, "INSERT INTO live_run_keys SELECT ?, ?, run_key FROM new_keys WHERE run_key NOT IN "
+                     "(SELECT run_key FROM live_run_keys WHERE source = ? AND source_trace_id = ?)",
+                [source, source_trace, source, source_trace])
+
+
+def run_members(db: Database, source: str, source_trace: str, limit: int) -> list[str]:
+    """The live traces of the run `source_trace` belongs to: those sharing a run key with it, or linked to or from
+    it, transitively; itself first, then in the order found, at most `limit`."""
+    members = [source_trace]
+    frontier = [source_trace]
+    cur = db.cursor()
+    while frontier and len(members) < limit:
+        with registered(cur, "run_traces", source_trace_id=frontier):
+            rows = execute(cur, 
+                "WITH keys AS (SELECT run_key FROM live_run_keys WHERE source = ? "
+                "              AND source_trace_id IN (SELECT source_trace_id FROM run_traces) "
+                "              UNION SELECT 'trace:' || source_trace_id FROM run_traces) "
+                "SELECT DISTINCT source_trace_id FROM live_run_keys WHERE source = ? "
+                "AND run_key IN (SELECT run_key FROM keys) "
+                "UNION SELECT source_trace_id FROM live_traces WHERE source = ? "
+                "AND 'trace:' || source_trace_id IN (SELECT run_key FROM keys) ORDER BY 1",
+                [source, source, source]).fetchall()
+        frontier = [row[0] for row in rows if row[0] not in members][:limit - len(members)]
+        members += frontier
+    return members
+
+
+def set_live_trace_id(cur, source: str, source_traces: list[str], trace_id: str) -> None:
+    """The stored trace these live traces now build (the first of their run)."""
+    with registered(cur, "run_traces", source_trace_id=source_traces):
+        execute(cur, "UPDATE live_traces SET trace_id = ? WHERE source = ? "
+                     "AND source_trace_id IN (SELECT source_trace_id FROM run_traces)", [trace_id, source])

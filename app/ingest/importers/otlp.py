@@ -152,8 +152,10 @@ def looks_like_otlp(doc) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("resourceSpans"), list)
 
 
-def import_otlp(doc: dict, content_policy: ContentPolicy = KEEP) -> ImportResult:
-    """Orchestration traces from an OTLP/JSON traces document, one per traceId, in order of appearance."""
+def import_otlp(doc: dict, content_policy: ContentPolicy = KEEP, one_run: bool = False) -> ImportResult:
+    """Orchestration traces from an OTLP/JSON traces document, one per run (traceIds joined by `_join_runs`),
+    in order of appearance. `one_run`: the caller knows the traceIds are one run (a live build of the
+    traces its run keys tied together, some by traces that carried no GenAI span and were not kept)."""
     if not looks_like_otlp(doc):
         raise ImportFailed("not an OTLP/JSON traces document: expected an object with a resourceSpans array")
     result = ImportResult()
@@ -164,7 +166,7 @@ def import_otlp(doc: dict, content_policy: ContentPolicy = KEEP) -> ImportResult
             del by_trace[dropped]
             result.warnings.append(f"trace {dropped} holds the same model calls as trace {kept} (two "
                                    f"instrumentations of one run): only {kept} is imported")
-        _join_runs(by_trace, result.warnings)
+        _join_runs(by_trace, result.warnings, one_run)
         rewards = _log_rewards(doc.get("resourceLogs"), result.warnings)
         for trace_id, spans in by_trace.items():
             try:
@@ -229,7 +231,7 @@ def run_keys(span: "_Span") -> list[tuple[str, str]]:
     return keys
 
 
-def _join_runs(by_trace: dict[str, list["_Span"]], warnings: list[str]) -> None:
+def _join_runs(by_trace: dict[str, list["_Span"]], warnings: list[str], one_run: bool = False) -> None:
     """One run spread over several traceIds (one trace per runtime message joined by span links, one per
     agent turn, sub-agents' runs sharing a conversation id) becomes one trace: traces that a span link, a
     conversation id or a session id ties together are merged into the one that started first. A root of a
@@ -246,6 +248,9 @@ def _join_runs(by_trace: dict[str, list["_Span"]], warnings: list[str]) -> None:
         return trace
 
     seen: dict[tuple[str, str], str] = {}
+    runs = [trace for trace, spans in by_trace.items() if not all(span.op is CREATE for span in spans)]
+    for trace in runs[1:] if one_run else ():
+        leader[find(trace)] = find(runs[0])
     for trace, spans in by_trace.items():
         for span in spans:
             for key in run_keys(span):
@@ -344,13 +349,13 @@ class SpanReader:
         return span
 
 
-def only_trace(doc: dict, trace_hex: str) -> dict:
-    """The document keeping only the spans of one trace (ids compared decoded: hex or base64)."""
+def only_traces(doc: dict, trace_hexes: set[str]) -> dict:
+    """The document keeping only the spans of these traces (ids compared decoded: hex or base64)."""
     out = []
     for resource in doc["resourceSpans"]:
         scopes = []
         for scope in resource.get("scopeSpans") or resource.get("instrumentationLibrarySpans") or []:
-            spans = [s for s in scope.get("spans") or [] if _same_trace(s, trace_hex)]
+            spans = [s for s in scope.get("spans") or [] if _trace_of(s) in trace_hexes]
             if spans:
                 scopes.append({**without_spans(scope), "spans": spans})
         if scopes:
@@ -358,13 +363,14 @@ def only_trace(doc: dict, trace_hex: str) -> dict:
     return {"resourceSpans": out}
 
 
-def _same_trace(span, trace_hex: str) -> bool:
+def _trace_of(span) -> str | None:
     try:
         raw = span.get("traceId")
-        # The stored parts of a live trace hold its id as the lower-case hex compared with: no decoding.
-        return raw == trace_hex or _decode_id(raw, TRACE_ID_BYTES, "traceId") == trace_hex
+        # The stored parts of a live trace hold its id as lower-case hex: no decoding.
+        return raw if type(raw) is str and len(raw) == 2 * TRACE_ID_BYTES and raw.islower() \
+            else _decode_id(raw, TRACE_ID_BYTES, "traceId")
     except (ValueError, AttributeError):
-        return False
+        return None
 
 
 class _Span:
