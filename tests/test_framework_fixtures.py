@@ -29,13 +29,16 @@ TWO_TRACES = {"agents_sdk_both"}
 
 
 # Where each convention writes what a span took in and what it gave out (GenAI, OpenInference, OpenLLMetry,
-# LangSmith, pydantic-ai), written from the conventions, not from the importer.
+# LangSmith, pydantic-ai; `event:` the GenAI span events Strands writes), written from the conventions, not from
+# the importer.
 CARRIES = {
     "input": (("gen_ai.input.messages", "gen_ai.system_instructions", "gen_ai.tool.call.arguments", "input.value",
-               "traceloop.entity.input", "gen_ai.prompt", "pydantic_ai.all_messages"),
+               "traceloop.entity.input", "gen_ai.prompt", "pydantic_ai.all_messages", "event:gen_ai.system.message",
+               "event:gen_ai.user.message", "event:gen_ai.assistant.message", "event:gen_ai.tool.message"),
               ("llm.input_messages.", "gen_ai.prompt.")),
     "output": (("gen_ai.output.messages", "gen_ai.tool.call.result", "output.value", "traceloop.entity.output",
-                "gen_ai.completion", "final_result"), ("llm.output_messages.", "gen_ai.completion.")),
+                "gen_ai.completion", "final_result", "event:gen_ai.choice"),
+               ("llm.output_messages.", "gen_ai.completion.")),
 }
 MODEL_CALLS = ("message", "orchestrator_decision")
 # AutoGen's GenAI spans carry nothing: its tools' arguments and results are in the runtime's messages.
@@ -52,7 +55,8 @@ def imported(name: str, policy: str = "keep") -> tuple[dict, dict[str, set[str]]
     """The fixture's trace, and the attribute keys of each of its spans by span id."""
     docs = [decode_request(body) for body in batches(name)]
     doc = {"resourceSpans": [rs for d in docs for rs in d["resourceSpans"]]}
-    keys = {span["spanId"]: {a["key"] for a in span.get("attributes", [])}
+    keys = {span["spanId"]: {a["key"] for a in span.get("attributes", [])} | {
+                f"event:{e['name']}" for e in span.get("events", [])}
             for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]}
     return import_otlp(doc, policy).traces[0], keys
 

@@ -115,7 +115,8 @@ def test_what_a_live_build_could_not_map_is_kept_with_it_and_shown(client, app):
     assert client.post("/v1/traces", content=json.dumps(doc), headers=JSON).status_code == 200
     app.state.live.flush()
     live = client.get(f"/api/traces/{trace_id}/live").json()
-    expected = f"trace {trace_id.removeprefix('otlp-')}: 1 span(s) with unknown operation 'GET' skipped"
+    expected = (f"trace {trace_id.removeprefix('otlp-')}: 1 span(s) with unknown operation 'GET' skipped: no agent, "
+                "model or tool span below them")
     assert live["status"] == "complete" and live["build_warnings"] == [expected]
     page = BeautifulSoup(client.get(f"/traces/{trace_id}").text, "html.parser")
     shown = page.select_one("details.build-warnings")

@@ -27,14 +27,14 @@ import copy
 import logging
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 from app.domain.jsontext import dumps, loads
 from app.domain.refusals import Refusal
 from app.ingest import log as ingest_log
 from app.ingest.importers import cli_telemetry, openai_agents, otlp, otlp_logs
-from app.ingest.importers.common import KEEP, ContentPolicy, ImportFailed, strictest
+from app.ingest.importers.common import KEEP, ContentPolicy, ImportFailed, show, strictest
 from app.ingest.log import Receipt
 from app.ingest.pipeline import problems_of
 from app.services.graph import prepare_lod
@@ -118,12 +118,14 @@ class LiveTraces:
                 receipt.skip(str(exc))
                 continue
             part = incoming.setdefault(span.trace_id, {"ids": [], "root": False, "usable": False, "groups": {},
-                                                       "creates": True, "keys": set()})
+                                                       "creates": True, "keys": set(), "unknown": Counter()})
             try:
                 part["keys"].update(f"{kind}:{value}" for kind, value in otlp.run_keys(span)
                                     if (kind, value) != ("trace", span.trace_id))
             except ImportFailed:  # an unreadable key attribute: the build names it
                 pass
+            if span.op is None:
+                part["unknown"][span.operation] += 1
             part["ids"].append(span.id)
             part["root"] |= span.parent_id is None
             part["usable"] |= span.op is not None and span.op != otlp.STRUCTURE
@@ -133,6 +135,11 @@ class LiveTraces:
             if group is None:
                 group = part["groups"][key] = (resource, scope, [])
             group[2].append((span.id, raw))
+        unknown = sum((p["unknown"] for p in incoming.values() if p["usable"] or p["keys"]), Counter())
+        for operation, count in unknown.items():  # spans of no GenAI operation kept, by operation name
+            receipt.warnings.append(f"{count} span(s) of operation {show(operation)}, not an agent, model or tool "
+                                    "span: read only for the structure around them (the build's warnings name any "
+                                    "with nothing of a run below them)")
         created = {trace: p for trace, p in incoming.items() if p["creates"]
                    and live_store.live_trace(self.db, OTLP, trace) is None}
         for trace, p in created.items():

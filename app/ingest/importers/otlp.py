@@ -102,6 +102,9 @@ OPERATIONS = {
     "invoke_agent": AGENT,
     "create_agent": CREATE,
     "invoke_workflow": WORKFLOW,
+    "invoke_swarm": WORKFLOW,  # Strands' multi-agent patterns
+    "invoke_graph": WORKFLOW,
+    "workflow.run": WORKFLOW,  # Microsoft Agent Framework's workflow span (no GenAI operation name)
     "plan": PLAN,
     "chat": INFERENCE,
     "text_completion": INFERENCE,
@@ -774,7 +777,6 @@ class _Trace:
         self.tool_calls = 0
         self.metrics: Counter = Counter()
         self.rewards: list[tuple[int, str, float]] = []
-        self.skipped: Counter = Counter()
         self.workflow: str | None = None
         self.root_agent_span: _Span | None = None
         self.created: dict[str, str] = {}  # agent name -> instance key of a create_agent not yet run
@@ -785,9 +787,16 @@ class _Trace:
         otlp_patterns.apply(self.spans, roots, PATTERN_OPS)
         for root in roots:
             self._walk(root)
-        for operation, count in self.skipped.items():
+        holding = self._holding()
+        skipped = Counter(span.operation for span in self.spans if span.op is None and id(span) not in holding)
+        for operation, count in skipped.items():
             self.warnings.append(f"trace {self.trace_id}: {count} span(s) with unknown operation "
-                                 f"{show(operation)} skipped")
+                                 f"{show(operation)} skipped: no agent, model or tool span below them")
+        steps = Counter(span.name for span in self.spans if span.op is STRUCTURE and span.operation != "handoff"
+                        and id(span) not in holding)
+        for name, count in steps.items():
+            self.warnings.append(f"trace {self.trace_id}: {count} step span(s) {show(name)} skipped: no agent, "
+                                 "model or tool span below them")
         if not self.b.times:
             self.warnings.append(f"trace {self.trace_id}: {NO_AGENT_SPAN}, skipped")
             return None
@@ -813,6 +822,18 @@ class _Trace:
             },
             "metrics": dict(self.metrics),
         }
+
+    def _holding(self) -> set[int]:
+        """The spans (ids of the objects) with an agent, model or tool span below them: spans of unknown
+        operation among them (executors, swarm nodes, event loop cycles) give the run its structure."""
+        holding: set[int] = set()
+        for span in self.spans:
+            if span.op is not None and span.op is not STRUCTURE:
+                parent = span.parent
+                while parent is not None and id(parent) not in holding:
+                    holding.add(id(parent))
+                    parent = parent.parent
+        return holding
 
     def _tree(self) -> list[_Span]:
         """Children under parents, duplicates dropped; the roots, in document order."""
@@ -875,9 +896,7 @@ class _Trace:
             span.delegator = parent if parent.op is TOOL else \
                 parent.delegator if parent.op is None or parent.op is STRUCTURE else None
         op = span.op
-        if op is None:
-            self.skipped[span.operation] += 1
-        elif op is AGENT:
+        if op is AGENT:
             self._enter_agent(span)
         elif op is TOOL or op is TOOLISH:
             self._enter_tool(span)

@@ -31,6 +31,9 @@ walk must do, so that the walk needs no framework knowledge:
   spans left directly under a workflow belong to the innermost agent running at the time.
 - LangGraph raises `ParentCommand` to hand control to the parent graph; LangSmith marks those spans
   ERROR. They are control flow, not errors.
+- Content as span events (the GenAI conventions before `gen_ai.input.messages`; Strands): a tool span's
+  `gen_ai.tool.message` and `gen_ai.choice` are its arguments and result, anyone else's message events its
+  input messages and its choices its output messages.
 - AutoGen writes a tool's arguments and result only into its runtime messages (a FunctionCall and a
   FunctionExecutionResult naming the call id): they become the tool span's GenAI attributes.
 """
@@ -47,6 +50,9 @@ HANDOFF_ATTR = re.compile(r"^gen_ai\.(?:agent\.)?handoff\.(?:target|to|to_agent)
 CURRENT_AGENT = re.compile(r"current_agent(?:_name)?['\"]?\s*[=:]\s*['\"]([^'\"]{1,200})['\"]")
 USAGE_EVIDENCE = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.prompt_tokens",
                   "gen_ai.usage.completion_tokens")
+MESSAGE_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
+                  "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
+CHOICE_EVENT = "gen_ai.choice"
 TRANSFER_WORD = re.compile(r"transfer|hand_?off", re.IGNORECASE)
 TARGET_KEY = re.compile(r"agent|target|^to|recipient|member|name", re.IGNORECASE)
 COWORKER_TOOLS = ("Delegate work to coworker", "Ask question to coworker")
@@ -118,6 +124,7 @@ def apply(spans: list, roots: list, ops) -> None:
     _nested_duplicates(roots, ops)
     _langgraph_agents(spans, roots, ops)
     _workflow_roots(spans, ops)
+    _event_messages(spans, ops)
     _named_steps(spans, ops)
     _prepared_calls(spans, ops)
     _coworkers(spans, ops)
@@ -214,6 +221,51 @@ def _workflow_roots(spans: list, ops) -> None:
                 d.op is ops.AGENT and "graph.node.id" in d.attrs for d in _descendants(span)):
             span.op, span.operation = ops.WORKFLOW, "invoke_workflow"
             span.attrs.setdefault("gen_ai.workflow.name", {"stringValue": span.name})
+
+
+def _event_texts(event) -> dict[str, str]:
+    """The text attributes of a span event."""
+    out = {}
+    for kv in event.get("attributes") or () if isinstance(event, dict) else ():
+        value = kv.get("value") if isinstance(kv, dict) else None
+        if isinstance(value, dict) and isinstance(value.get("stringValue"), str) and isinstance(kv.get("key"), str):
+            out[kv["key"]] = value["stringValue"]
+    return out
+
+
+def _loaded(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _event_messages(spans: list, ops) -> None:
+    """Content written as span events (the GenAI conventions before `gen_ai.input.messages`, as Strands
+    writes them: `gen_ai.{system,user,assistant,tool}.message` with `content`, `gen_ai.choice` with `message`)
+    becomes the span's GenAI attributes: a tool's arguments and result, anyone else's input and output messages."""
+    for span in spans:
+        if not span.span_events or span.op is None:
+            continue
+        said, answered = [], []
+        for event in span.span_events:
+            name = event.get("name") if isinstance(event, dict) else None
+            texts = _event_texts(event) if name in MESSAGE_EVENTS or name == CHOICE_EVENT else {}
+            if name in MESSAGE_EVENTS and "content" in texts:
+                said.append((MESSAGE_EVENTS[name], texts["content"]))
+            elif name == CHOICE_EVENT and "message" in texts:
+                answered.append(texts["message"])
+        if span.op is ops.TOOL:
+            pairs = (("gen_ai.tool.call.arguments", said[-1][1] if said else None),
+                     ("gen_ai.tool.call.result", answered[-1] if answered else None))
+        else:
+            pairs = (("gen_ai.input.messages", json.dumps([{"role": role, "content": _loaded(text)}
+                                                           for role, text in said]) if said else None),
+                     ("gen_ai.output.messages", json.dumps([{"role": "assistant", "content": _loaded(text)}
+                                                            for text in answered]) if answered else None))
+        for key, value in pairs:
+            if value is not None and key not in span.attrs:
+                span.attrs[key] = {"stringValue": value}
 
 
 def _step_agent(span) -> str | None:
