@@ -132,6 +132,23 @@ def test_framework_batches_sent_to_v1_traces_are_stored(client, name):
     if name not in TWO_TRACES:
         trace = client.get(f"/api/traces/{listed['items'][0]['trace_id']}").json()
         check(trace, expected(name), name)
+        # every span is accounted for, and each that gave nothing (no event, none below it) is named
+        log = client.get("/api/ingest-log").json()["items"]
+        assert all(e["received"] == e["used"] + e["duplicates"] + e["skipped"] for e in log)
+        warnings = client.get(f"/api/traces/{trace['trace_id']}/live").json()["build_warnings"]
+        said = " ".join(warnings + [r["reason"] for e in log for r in e["reasons"]])
+        spans = [s for body in batches(name) for rs in decode_request(body)["resourceSpans"]
+                 for ss in rs["scopeSpans"] for s in ss["spans"]]
+        parents = {s["spanId"]: s.get("parentSpanId") for s in spans}
+        giving = set()
+        for event in trace["events"]:
+            for span_id in (event.get("span_id"), event.get("transfer_span_id")):
+                while span_id and span_id not in giving:
+                    giving.add(span_id)
+                    span_id = parents.get(span_id)
+        for span in spans:
+            if span["spanId"] not in giving:
+                assert span["name"] in said or span["name"].partition(" ")[0] in said, (name, span["name"])
 
 
 @pytest.mark.parametrize("name", AGENTS_FIXTURES)

@@ -75,6 +75,7 @@ class _Incoming:
     usable: bool
     body: object
     run_keys: frozenset = frozenset()  # OTLP: what ties it to other traces of its run (live_store.run_members)
+    operations: frozenset = frozenset()  # OTLP: the operations of its spans, to name what could not be used
 
 
 class LiveTraces:
@@ -118,7 +119,8 @@ class LiveTraces:
                 receipt.skip(str(exc))
                 continue
             part = incoming.setdefault(span.trace_id, {"ids": [], "root": False, "usable": False, "groups": {},
-                                                       "creates": True, "keys": set(), "unknown": Counter()})
+                                                       "creates": True, "keys": set(), "unknown": Counter(),
+                                                       "operations": set()})
             try:
                 part["keys"].update(f"{kind}:{value}" for kind, value in otlp.run_keys(span)
                                     if (kind, value) != ("trace", span.trace_id))
@@ -126,6 +128,7 @@ class LiveTraces:
                 pass
             if span.op is None:
                 part["unknown"][span.operation] += 1
+            part["operations"].add(span.operation)
             part["ids"].append(span.id)
             part["root"] |= span.parent_id is None
             part["usable"] |= span.op is not None and span.op != otlp.STRUCTURE
@@ -147,7 +150,8 @@ class LiveTraces:
                                     "that invokes those agents")
         self._receive([
             (CREATED, {trace: _Incoming(p["ids"], False, True, p["groups"]) for trace, p in created.items()}, False),
-            (OTLP, {trace: _Incoming(p["ids"], p["root"], p["usable"], p["groups"], frozenset(p["keys"]))
+            (OTLP, {trace: _Incoming(p["ids"], p["root"], p["usable"], p["groups"], frozenset(p["keys"]),
+                             frozenset(p["operations"]))
                     for trace, p in incoming.items() if trace not in created}, True),
         ], receipt, may_replace)
 
@@ -236,7 +240,8 @@ class LiveTraces:
                     continue
                 known = live_store.live_trace(cur, source, source_trace)
                 if known is None and not part.usable and not part.run_keys:
-                    tally.skip(f"trace {source_trace}: {otlp.NO_AGENT_SPAN} so far: nothing to build", len(new))
+                    tally.skip(f"trace {source_trace}: {otlp.NO_AGENT_SPAN} so far, only "
+                               f"{', '.join(map(show, sorted(part.operations)))}: nothing to build", len(new))
                     continue
                 tally.used += len(new)  # a trace with no GenAI span that links to others is kept for their run
                 if build and (known or part.usable):

@@ -22,6 +22,8 @@ Choices where the mapping is silent, made for an auditor who wants to trace ever
   another instance. Which runs are one instance is otlp_patterns' rule (the agent's id, else its name;
   only concurrent runs apart); its first run spawns it, each later run gets a message from whoever
   passed control (`resumed`, `handoff` when handed off) linked to its next event, never backwards.
+- A handoff's spawn or message names the span that asked for it in `transfer_span_id` (a transfer tool, an
+  OpenLLMetry `handoff` span, a model call whose output asked for it).
 - Topology (`topology`): hierarchical when sub-agents spawn; with handoffs, centralized when one agent
   takes part in every handoff, else swarm.
 - Model output -> tool_call: matched by tool call id within the agent instance; without ids (content
@@ -998,15 +1000,19 @@ class _Trace:
         before; linked to the run's next event, from the transfer that asked for it (a handoff) or the tool
         that delegated, and from the other runs a fan-in waited for."""
         handoff = span.handoff
+        said = handoff[1] if handoff is not None else None  # the span that asked for it: a tool, handoff, model call
         if handoff is not None:
             props["handoff"] = True
             self.handoffs.append((sender.key, props["to"]))
+            if said is not None:
+                props["transfer_span_id"] = said.id
         index = self.b.add(span.start, type_, sender.key, props)
         self.b.link_to_next(index, props["to"], type_)
         if handoff is not None:
-            tool = handoff[1]
-            if tool is not None and tool.first is not None:
-                self.b.link(tool.first, index, "causal")
+            if said is not None:
+                origin = said.first if said.first is not None else said.last
+                if origin is not None:
+                    self.b.link(origin, index, "causal")
             for other in span.joined:
                 if other.last is not None:
                     self.b.link_to_next(other.last, props["to"], "message")

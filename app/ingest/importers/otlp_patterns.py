@@ -468,7 +468,7 @@ def _transfers(spans: list, ops) -> None:
     names = {_norm(run_name(a)): run_name(a) for a in agents}
     tools = [s for s in spans if s.op is ops.TOOL]
     called = {call_id for s in tools if (call_id := _str(s.attrs, "gen_ai.tool.call.id"))}
-    transfers = []  # (time, span, target name or "" for any agent, the tool span)
+    transfers = []  # (time, the span that asks for it, target name or "" for any agent)
     implied = []  # the same, asked for only in a model's output
     for span in spans:
         target = None
@@ -476,7 +476,7 @@ def _transfers(spans: list, ops) -> None:
             name = _str(span.attrs, "gen_ai.tool.name") or span.name
             target = transfer_target(name, lambda: _tool_arguments(span), names)
             if target is not None:
-                transfers.append((span.start, span, target, span))
+                transfers.append((span.start, span, target))
                 if HANDOFF_TOOL.match(name):
                     span.op, span.operation = ops.STRUCTURE, "handoff"  # the SDK's handoff, not a function tool
                 continue
@@ -484,20 +484,20 @@ def _transfers(spans: list, ops) -> None:
             for call_id, name, arguments in _requested_calls(span):
                 target = transfer_target(name, arguments, names)
                 if target is not None and (call_id is None or call_id not in called):
-                    implied.append((span.end, span, target, None))
+                    implied.append((span.end, span, target))
         target = _handoff_attribute(span)
         if target is not None or span.operation == "handoff":
-            transfers.append((span.start, span, names.get(_norm(target or ""), ""), None))
+            transfers.append((span.start, span, names.get(_norm(target or ""), "")))
     turns: dict[int, list[int]] = {}  # each agent's model call starts, for the turn an implied transfer is in
     for span in spans:
         if span.op is ops.INFERENCE:
             turns.setdefault(id(_agent_of(span, ops)), []).append(span.start)
     said: dict[int, list[int]] = {}
-    for time, span, _, _ in transfers:
+    for time, span, _ in transfers:
         said.setdefault(id(_agent_of(span, ops)), []).append(time)
     for starts in (*turns.values(), *said.values()):
         starts.sort()
-    for time, call, target, tool in implied:  # unless a tool or handoff span of the same turn says it
+    for time, call, target in implied:  # unless a tool or handoff span of the same turn says it
         agent = id(_agent_of(call, ops))
         starts = turns[agent]
         following = bisect_right(starts, call.start)
@@ -505,16 +505,16 @@ def _transfers(spans: list, ops) -> None:
         times = said.get(agent, ())
         first = bisect_left(times, call.start)
         if not (first < len(times) and times[first] < until):
-            transfers.append((time, call, target, tool))
+            transfers.append((time, call, target))
     starts = [a.start for a in agents]
-    for time, span, target, tool in sorted(transfers, key=lambda t: t[0]):
+    for time, span, target in sorted(transfers, key=lambda t: t[0]):
         source = _agent_of(span, ops) if span.op is not ops.AGENT else span
         if source is None:
             continue
         run = next((a for a in agents[bisect_left(starts, time):] if a.handoff is None and a is not source
                     and run_name(a) != run_name(source) and (not target or run_name(a) == target)), None)
         if run is not None:
-            run.handoff = (source, tool, "handoff")
+            run.handoff = (source, span)
             source.handed_off = True
     for span in agents:
         parent_name = _str(span.attrs, "graph.node.parent_id")
@@ -522,7 +522,7 @@ def _transfers(spans: list, ops) -> None:
             source = next((a for a in reversed(agents) if a.start <= span.start and a is not span
                            and run_name(a) == parent_name and a not in _ancestors(span)), None)
             if source is not None and source.end <= span.start:
-                span.handoff = (source, None, "handoff")
+                span.handoff = (source, None)
                 source.handed_off = True
 
 
@@ -579,7 +579,7 @@ def _successions(spans: list, ops) -> None:
             latest = sorted(before, key=_start)[-2:]
             last = [r for r in before if not any(q is not r and q.start >= r.end for q in latest)]
             last.sort(key=lambda r: r.end)  # the last to end completed the fan-in: it hands over
-            run.handoff = (last[-1], None, "handoff")
+            run.handoff = (last[-1], None)
             run.joined = last[:-1]
             for source in last:
                 source.handed_off = True
