@@ -191,3 +191,14 @@ def test_the_clis_spans_are_counted_as_covered_by_their_logs_trace(client, app):
         assert total == n_spans
     app.state.live.flush()
     assert stored(client) == []
+
+
+def test_the_clis_spans_uploaded_as_a_file_make_no_trace_and_say_where_their_session_comes_from(client):
+    """The same rule on an upload: a dump of the CLIs' spans is no second trace of the session."""
+    for folder, reason in ((CLAUDE, CLAUDE_TRACE), (CODEX, "codex-otel-<root thread>")):
+        docs = [decode_request(p.read_bytes()) for p in sorted(folder.glob("traces-*.pb"))]
+        body = json.dumps({"resourceSpans": [rs for doc in docs for rs in doc["resourceSpans"]]})
+        answer = client.post("/api/traces", content=body, headers=JSON)
+        assert answer.status_code == 201 and answer.json()["ingested"] == []
+        assert any(reason in w and "POST /v1/logs" in w for w in answer.json()["warnings"])
+    assert stored(client) == []

@@ -65,7 +65,7 @@ from collections import Counter
 
 import orjson
 
-from app.ingest.importers import otlp_patterns
+from app.ingest.importers import cli_telemetry, otlp_patterns
 from app.ingest.importers.common import (
     KEEP,
     Batch,
@@ -183,8 +183,6 @@ def import_otlp(doc: dict, content_policy: ContentPolicy = KEEP, one_run: bool =
             _unlink(spans)
             if trace is not None:
                 result.traces.append(trace)
-    if not by_trace:
-        result.warnings.append("the document has no spans")
     return result
 
 
@@ -419,13 +417,22 @@ def _read_spans(resource_spans: list, warnings: list[str]) -> dict[str, list[_Sp
     """Decode every span (ids, times, status, raw attributes), grouped by trace in order of appearance."""
     by_trace: dict[str, list[_Span]] = {}
     reader = SpanReader()
+    claimed: Counter = Counter()
     for where, rs, ss, raw in iter_spans({"resourceSpans": resource_spans}):
+        reason = cli_telemetry.span_reason(rs.get("resource"), ss.get("scope") or ss.get("instrumentationLibrary"), raw)
+        if reason:  # a coding CLI's span: its session is built from the CLI's log events
+            claimed[reason] += 1
+            continue
         span = reader.read(where, rs, ss, raw)
         same_trace = by_trace.get(span.trace_id)
         if same_trace is None:
             by_trace[span.trace_id] = [span]
         else:
             same_trace.append(span)
+    for reason, count in claimed.items():
+        warnings.append(f"{count} span(s) skipped: {reason}")
+    if not by_trace and not claimed:
+        warnings.append("the document has no spans")
     for kind, count in reader.odd_kinds.items():
         warnings.append(f"{count} span(s) of unknown kind {kind}: read as INTERNAL")
     for key, count in reader.repeated_attributes.items():
