@@ -556,8 +556,9 @@ def _instances(spans: list, ops) -> None:
 
 def _successions(spans: list, ops) -> None:
     """Agent runs side by side under one workflow, graph or swarm, with nothing else saying how control
-    came to them, run after the runs that ended last before them: their predecessors (two or more for a
-    fan-in, where the last to end hands over and the others join) pass control to them."""
+    came to them, run after their predecessors: the runs the messages that woke them came from (span links,
+    as workflow executors have them), else the runs that ended last before them. Two or more make a fan-in:
+    the last to end hands over and the others join."""
     groups: dict[int, list] = {}
     for span in spans:
         if span.op is ops.AGENT and _agent_of(span, ops) is None:
@@ -565,6 +566,7 @@ def _successions(spans: list, ops) -> None:
             while root.parent is not None:
                 root = root.parent
             groups.setdefault(id(root), []).append(span)
+    by_id = {span.id: span for span in spans} if any(span.links for span in spans) else {}
     for runs in groups.values():
         if len(runs) < 2:
             continue
@@ -575,14 +577,36 @@ def _successions(spans: list, ops) -> None:
             before = [r for r in runs if r.end <= run.start]
             if not before:
                 continue
-            # r ran last before `run` unless another run started after r ended (and ended before `run`)
-            latest = sorted(before, key=_start)[-2:]
-            last = [r for r in before if not any(q is not r and q.start >= r.end for q in latest)]
+            last = _linked_runs(run, runs, by_id)
+            if not last:  # r ran last before `run` unless another run started after r ended (and before `run`)
+                latest = sorted(before, key=_start)[-2:]
+                last = [r for r in before if not any(q is not r and q.start >= r.end for q in latest)]
             last.sort(key=lambda r: r.end)  # the last to end completed the fan-in: it hands over
             run.handoff = (last[-1], None)
             run.joined = last[:-1]
             for source in last:
                 source.handed_off = True
+
+
+def _linked_runs(run, runs: list, by_id: dict) -> list:
+    """The runs that the messages causing `run` came from: span links on the run or the spans above it
+    (a workflow executor linked to the `message.send` that woke it) lead to the run that ended last before
+    the linked span, under the linked span's nearest ancestor holding one."""
+    found = []
+    span = run
+    while span is not None and by_id:
+        for _, linked_id in span.links:
+            linked = by_id.get(linked_id)
+            holder = linked
+            while holder is not None:
+                done = [r for r in runs if r is not run and r.end <= linked.start
+                        and (r is holder or holder in _ancestors(r))]
+                if done:
+                    found.append(max(done, key=lambda r: r.end))
+                    break
+                holder = holder.parent
+        span = span.parent
+    return list(dict.fromkeys(found))
 
 
 def _agent_of(span, ops):
