@@ -570,17 +570,22 @@ def _successions(spans: list, ops) -> None:
     for runs in groups.values():
         if len(runs) < 2:
             continue
-        runs.sort(key=_start)
-        for run in runs:
+        by_end = sorted(runs, key=lambda r: r.end)
+        ends = [r.end for r in by_end]
+        latest: list[tuple] = []  # the two latest starts among by_end[:i + 1], for each i
+        for r in by_end:
+            top = sorted((*(latest[-1] if latest else ()), (r.start, id(r))), reverse=True)[:2]
+            latest.append(tuple(top))
+        for run in sorted(runs, key=_start):
             if run.handoff is not None:
                 continue
-            before = [r for r in runs if r.end <= run.start]
-            if not before:
+            n = bisect_right(ends, run.start)  # by_end[:n] ended before `run` started
+            if not n:
                 continue
             last = _linked_runs(run, runs, by_id)
-            if not last:  # r ran last before `run` unless another run started after r ended (and before `run`)
-                latest = sorted(before, key=_start)[-2:]
-                last = [r for r in before if not any(q is not r and q.start >= r.end for q in latest)]
+            if not last:  # r ran last before `run` unless another of them started after r ended
+                last = [r for r in by_end[bisect_left(ends, latest[n - 1][-1][0]):n]
+                        if not any(other != id(r) and start >= r.end for start, other in latest[n - 1])]
             last.sort(key=lambda r: r.end)  # the last to end completed the fan-in: it hands over
             run.handoff = (last[-1], None)
             run.joined = last[:-1]
