@@ -10,9 +10,11 @@ from anchors import anchor
 
 from app.domain.metrics import compute_metrics
 from app.domain.validation import validate_trace
-from app.ingest.importers import load_session_dir
+from app.ingest.documents import Upload
+from app.ingest.importers import cli_telemetry, convert, load_session_dir, subagent_uploads
 from app.ingest.importers.claude_code import import_session, looks_like_claude_code
 from app.ingest.importers.common import ImportFailed
+from app.ingest.importers.otlp_logs import decode_logs_request
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
 PARALLEL = FIXTURES / "parallel.jsonl"
@@ -362,3 +364,168 @@ def test_short_real_session():
     assert_well_formed(trace)
     kinds = [e["kind"] for e in trace["events"] if e["type"] == "human_intervention"]
     assert kinds == ["tool_rejected", "tool_rejected", "interrupt"]
+
+
+# ---- recorded from the real CLI (generators/claude_code_cli.py, offline, scripted model) --------------------
+
+RECORDED = FIXTURES / "2.1.332"
+SCENARIOS = {  # scenario -> {Agent tool_use id: (Bash command, the sub-agent's answer)}
+    "agent_bash": {"toolu_agent_01": ("echo hi", "hi")},
+    "parallel_agents": {"toolu_agent_one": ("echo one", "one"), "toolu_agent_two": ("echo two", "two")},
+}
+
+
+def recorded_session(scenario: str) -> Path:
+    [session] = (RECORDED / scenario / "project").glob("*.jsonl")
+    return session
+
+
+def recorded_uploads(scenario: str) -> list[Upload]:
+    """The session and its subagents/ files as `orchestrace import` of the session file uploads them."""
+    session = recorded_session(scenario)
+    return [Upload(str(session), session.read_bytes()), *subagent_uploads(session)]
+
+
+def scripted_usage(scenario: str) -> dict[str, dict]:
+    """message id -> the usage the scripted server reported for it (its model_requests.json)."""
+    log = json.loads((RECORDED / scenario / "model_requests.txt").read_text())
+    return {f"msg_scripted_{entry['n']:03d}": entry for entry in log}
+
+
+def otel_trace(scenario: str) -> dict:
+    """The same run's OTLP logs, imported as the live /v1/logs route does."""
+    docs = [decode_logs_request(p.read_bytes()) for p in sorted((RECORDED / scenario / "telemetry").glob("logs-*.pb"))]
+    result, _ = cli_telemetry.import_logs(docs)
+    [trace] = result.traces
+    return trace
+
+
+@pytest.fixture(scope="module", params=sorted(SCENARIOS))
+def recorded(request):
+    result = convert(recorded_uploads(request.param))
+    return request.param, result
+
+
+def test_recorded_sessions_import_cleanly(recorded):
+    scenario, result = recorded
+    assert result.warnings == []
+    [trace] = result.traces
+    assert_well_formed(trace)
+    session = recorded_session(scenario).stem
+    assert trace["trace_id"] == f"claude-code-{session}" and trace["system"] == "claude-code 2.1.332"
+    assert convert(recorded_uploads(scenario), fmt="claude_code").traces == result.traces
+    assert load(recorded_session(scenario)).traces == result.traces
+    times = {e["id"]: e["t"] for e in trace["events"]}
+    assert [e for e in trace["edges"] if times[e["src"]] > times[e["dst"]]] == []  # none backwards in time
+
+
+def test_recorded_lanes_spawns_tools_and_returns(recorded):
+    scenario, result = recorded
+    [trace] = result.traces
+    agents = by_agent(trace)
+    calls = SCENARIOS[scenario]
+    spawns = {e["tool_use_id"]: e for e in agents["main"] if e["type"] == "spawn"}
+    assert set(spawns) == set(calls)
+    children = {call: spawn["to"] for call, spawn in spawns.items()}
+    assert all(child.startswith("general-purpose#a") for child in children.values())
+    assert set(agents) == {"main", "user", "Bash", *children.values()}  # main plus one lane per sub-agent
+    [prompt] = agents["user"]
+    assert (prompt["type"], prompt["to"]) == ("message", "main")  # the queued -p prompt is not an intervention
+    decision = next(e for e in agents["main"] if "tokens_in" in e)
+    assert decision["type"] == "orchestrator_decision"
+    for call, (command, answer) in calls.items():
+        spawn, child = spawns[call], children[call]
+        assert (spawn["agent"], spawn["tool"], spawn["role"], spawn["background"]) == ("main", "Agent",
+                                                                                      "general-purpose", True)
+        assert (decision["id"], spawn["id"]) in edges_of(trace, "causal")
+        own = agents[child]
+        assert (spawn["id"], own[0]["id"]) in edges_of(trace, "spawn")
+        [bash] = [e for e in trace["events"] if e["type"] == "tool_call"
+                  and e.get("content", {}).get("command") == command]
+        assert (bash["agent"], bash["tool"]) == (child, "Bash")
+        [output] = [e for e in agents["Bash"] if e["tool_use_id"] == bash["tool_use_id"]]
+        assert output["content"] == answer and (bash["id"], output["id"]) in edges_of(trace, "tool_dependency")
+        # the Agent call's own result only says the agent was launched in the background: the agent returns
+        # with its task notification, after its last response
+        [back] = [e for e in own if e["type"] == "return"]
+        assert (back["from"], back["to"], back["tool_use_id"], back["status"]) == (child, "main", call, "completed")
+        assert back["content"] == answer and back["kind"] == "task_notification"
+        assert back is own[-1] and back["t"] > max(e["t"] for e in own[:-1])
+        assert (spawn["id"], back["id"]) in edges_of(trace, "tool_dependency")
+    assert trace["costs"]["tool_calls"] == len(calls)
+    # Each return goes into main's next response: alone by a return edge; notifications that arrive together
+    # (as they may, or not, in a parallel run) meet in an aggregate first.
+    responses = [e for e in agents["main"] if "tokens_in" in e]
+    by_next: dict[str, list[dict]] = {}
+    for back in (e for e in trace["events"] if e["type"] == "return"):
+        nxt = next(e for e in responses if e["t"] >= back["t"])
+        by_next.setdefault(nxt["id"], []).append(back)
+    aggregates = {e["id"]: e for e in agents["main"] if e["type"] == "aggregate"}
+    assert len(aggregates) == sum(len(group) > 1 for group in by_next.values())
+    for nxt, group in by_next.items():
+        if len(group) == 1:
+            assert {(s, d) for s, d in edges_of(trace, "return") if s == group[0]["id"]} == {(group[0]["id"], nxt)}
+            continue
+        [aggregate] = [a for a in aggregates.values() if (a["id"], nxt) in edges_of(trace, "causal")]
+        assert aggregate["inputs"] == len(group)
+        assert {(r["id"], aggregate["id"]) for r in group} <= edges_of(trace, "aggregate")
+
+
+def test_recorded_tokens_are_what_the_scripted_server_reported(recorded):
+    """Each response once, tokens_in = input + cache creation + cache read, tokens_out = output, its blocks the
+    scripted answer; the trace's total is the server's."""
+    scenario, result = recorded
+    [trace] = result.traces
+    usage = scripted_usage(scenario)
+    responses = {e["message_id"]: e for e in trace["events"] if "message_id" in e}
+    assert set(responses) == set(usage) and trace["costs"]["messages"] == len(usage)
+    for message_id, entry in usage.items():
+        event, given = responses[message_id], entry["usage"]
+        assert (event["tokens_in"], event["tokens_out"]) == (
+            given["input_tokens"] + given["cache_creation_input_tokens"] + given["cache_read_input_tokens"],
+            given["output_tokens"])
+        assert event["content"]["output"]["content"] == entry["answer"]
+    assert trace["costs"]["tokens"] == sum(sum(entry["usage"].values()) for entry in usage.values())
+    assert trace["metrics"]["cache_read_input_tokens"] == sum(e["usage"]["cache_read_input_tokens"]
+                                                              for e in usage.values())
+
+
+def test_recorded_transcript_and_the_same_runs_otel_logs_agree(recorded):
+    """The CLI's transcript and its OpenTelemetry logs of the same run: same agents, spawns, tools per lane,
+    returns and tokens."""
+    scenario, result = recorded
+    [trace] = result.traces
+    otel = otel_trace(scenario)
+    assert otel["trace_id"] == trace["trace_id"].replace("claude-code-", "claude-code-otel-")
+    assert {e["agent"] for e in otel["events"]} == {e["agent"] for e in trace["events"]}
+
+    assert otel_gist(otel) == otel_gist(trace)
+    if len(SCENARIOS[scenario]) == 1:  # one sub-agent: the spawn is the same Agent call in both
+        assert spawn_calls(otel) == spawn_calls(trace)
+
+
+def otel_gist(trace: dict) -> dict:
+    """What a transcript's trace and an OTel-logs trace of one run both say."""
+    events = trace["events"]
+    return {
+        "spawns": sorted((e["agent"], e["to"], e["role"]) for e in events if e["type"] == "spawn"),
+        "tools": sorted((e["agent"], e["tool"], e["tool_use_id"]) for e in events if e["type"] == "tool_call"),
+        "results": sorted((e["agent"], e["tool_use_id"]) for e in events if e["type"] == "tool_result"),
+        "returns": sorted((e["agent"], e["to"]) for e in events if e["type"] == "return"),
+        "calls": sorted((e["agent"], e["tokens_in"], e["tokens_out"]) for e in events if "tokens_in" in e),
+        "tokens": trace["costs"]["tokens"], "tool_calls": trace["costs"]["tool_calls"],
+        "messages": trace["costs"]["messages"],
+    }
+
+
+def spawn_calls(trace: dict) -> list[tuple[str, str, str]]:
+    return sorted((e["agent"], e["to"], e["tool_use_id"]) for e in trace["events"] if e["type"] == "spawn")
+
+
+@pytest.mark.xfail(strict=True, reason="cli_telemetry.import_logs pairs each Agent call with the next agent_id "
+                   "first seen after it; in this run the second sub-agent started first, so the OTel trace swaps "
+                   "their tool_use ids (Claude Code 2.1.332's logs name no sub-agent on the Agent call's records; "
+                   "the transcript's meta toolUseId does)")
+def test_recorded_parallel_otel_logs_pair_each_sub_agent_with_its_own_agent_call():
+    trace = convert(recorded_uploads("parallel_agents")).traces[0]
+    assert spawn_calls(otel_trace("parallel_agents")) == spawn_calls(trace)

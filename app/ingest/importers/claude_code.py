@@ -25,6 +25,14 @@ Choices where the mapping is silent, made for an auditor who wants to trace ever
   `tool_dependency` spawn -> return. A single return gets a `return` edge into the caller's next
   response; two or more returns before that response get an `aggregate` event of the caller (at the
   last return) with an `aggregate` edge from each and a `causal` edge into the response.
+- Background sub-agents (2.1.3xx runs Task/Agent calls in the background by default): the call's
+  tool_result only says the agent was launched (`toolUseResult.status: "async_launched"`); it makes no
+  event, and the spawn gets `background: true` and `launch_line`. The agent's return is the
+  `<task-notification>` user record (`origin.kind: task-notification`) whose `<tool-use-id>` names the
+  call, at that record's time, after the agent's last response: agent = child, `kind: task_notification`,
+  content its `<result>`, `status` (`error` unless completed), and `<usage>` as `reported_total_tokens`,
+  `total_tool_use_count`, `total_duration_ms`; edges as for any return. The same agent notifying again
+  (resumed) returns again. A notification naming no delegating call is a `system` message.
 - Compaction helper (`agent-acompact-*`, any `agent-a<kind>-<hex>`): its calls are agent `system`
   (role `compaction`), with a warning; its prompt and replayed context lines make no event. The
   summary it writes into the main file (`isCompactSummary`) is a `message` system -> main.
@@ -44,7 +52,8 @@ Choices where the mapping is silent, made for an auditor who wants to trace ever
   response; each tool_result a `causal` one.
 - Human interventions: "[Request interrupted by user…]" text, a tool call the user rejected (next to
   its tool_result, `causal` into it), queue-operation `enqueue`/`remove`. An enqueued
-  `<task-notification>` is the harness, not the user: skipped (it arrives later as a system message).
+  `<task-notification>` is the harness, not the user: skipped (it arrives later as a user record), and
+  so is an `enqueue` before the agent's first response (`claude -p` queues its own prompt: nothing to steer).
 - Safety events: stop_hook_summary with preventedContinuation or hookErrors; a PreToolUse denial
   (an error result of a call that had PreToolUse hooks and no PostToolUse/PostToolUseFailure hook);
   an API error (`isApiErrorMessage`, system `api_error`). `safety_flow` goes to the denied tool_result,
@@ -59,8 +68,12 @@ Choices where the mapping is silent, made for an auditor who wants to trace ever
 - task_id is the session `slug` (a random name Claude Code gives the session), else the sessionId:
   never prompt text. system is "claude-code <version>", topology `harness`.
 - Known records that make no event: file-history-snapshot, summary, bash/hook/waiting progress,
-  compact_boundary, turn_duration, queue `dequeue`. Unknown record types, system subtypes, progress
-  types and content blocks are skipped with a warning naming the first line. A line that is not JSON (or
+  compact_boundary, turn_duration, queue `dequeue`, isMeta user records; of current versions the
+  bookkeeping records (`api-request`, `api-request-blob`, `api-request-shape`, `tools-used`,
+  `last-prompt`, `cost-state`, `atis-latch`) and the `attachment` records of the context the harness
+  adds to the model's input (QUIET_ATTACHMENTS: environment, model, date, listings, reminders...); their
+  uuids still carry the parentUuid chain. Unknown record types, attachment types, system subtypes,
+  progress types and content blocks are skipped with a warning naming the first line. A line that is not JSON (or
   gives a key twice in one object), or an empty file, refuses the session.
 - Sub-agent files are keyed by their path under `subagents/`, workflow agents
   (`subagents/workflows/wf_<id>/agent-*.jsonl`) included; `importers.load_session_dir` and
@@ -100,7 +113,16 @@ DELEGATING_TOOLS = frozenset({"Task", "Agent"})
 UNTRUSTED_TOOLS = frozenset({"WebFetch", "WebSearch"})
 SYNTHETIC_MODEL = "<synthetic>"
 RECORD_TYPES = frozenset({"user", "assistant", "system", "summary", "progress", "file-history-snapshot",
-                          "queue-operation"})
+                          "queue-operation", "attachment"})
+# Bookkeeping records of current versions (2.1.3xx): the request sent, its blobs and shape, the prompt and
+# tool lists, costs, latches. They make no event.
+QUIET_RECORDS = frozenset({"summary", "file-history-snapshot", "api-request", "api-request-blob",
+                           "api-request-shape", "tools-used", "last-prompt", "cost-state", "atis-latch"})
+# Attachments are context the harness adds to the model's input (rendered as user content); these make no event.
+QUIET_ATTACHMENTS = frozenset({"environment", "model", "date", "session_context", "skill_listing",
+                               "agent_listing_delta", "deferred_tools_delta", "total_tokens_reminder",
+                               "remote_session_change", "prompt_snapshot"})
+ASYNC_LAUNCHED = "async_launched"  # toolUseResult.status of a Task/Agent call whose agent runs in the background
 QUIET_PROGRESS = frozenset({"bash_progress", "waiting_for_task", "agent_progress"})
 USAGE_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 INTERRUPTED = "[Request interrupted by user"
@@ -462,7 +484,7 @@ class _Session:
         if stream.lines is not None and isinstance(uuid, str):
             parent = record.get("parentUuid") or record.get("logicalParentUuid")
             stream.lines.parents[uuid] = parent if isinstance(parent, str) else None
-        if kind in ("summary", "file-history-snapshot"):
+        if isinstance(kind, str) and kind in QUIET_RECORDS:
             return
         if not isinstance(kind, str) or kind not in RECORD_TYPES:
             self._odd(stream.name, number, f"unknown record type {show(kind)}, skipped")
@@ -478,6 +500,11 @@ class _Session:
             self._system(stream, number, record, time)
         elif kind == "progress":
             self._progress(stream, number, record, time)
+        elif kind == "attachment":
+            attachment = record.get("attachment")
+            what = attachment.get("type") if isinstance(attachment, dict) else None
+            if not isinstance(what, str) or what not in QUIET_ATTACHMENTS:
+                self._odd(stream.name, number, f"attachment type {show(what)} not mapped")
         else:
             self._queue(stream, number, record, time)
 
@@ -616,6 +643,10 @@ class _Session:
             self._content(props, content)
             self._event(time, "human_intervention", USER, props)
         elif text.lstrip().startswith(TASK_NOTIFICATION):
+            call = _tag(text, "tool-use-id")
+            if call in self.call_child and call in self.spawn_event:
+                self._notified_return(stream, time, text, call, source)
+                return
             props = {"role": "harness", "from": SYSTEM, "to": stream.key, "kind": "task_notification"}
             self._message(time, SYSTEM, props, source, content, stream.key)
         else:
@@ -623,6 +654,28 @@ class _Session:
             if text.lstrip().startswith(("<command-name>", "<command-message>")):
                 props["kind"] = "command"
             self._message(time, USER, props, source, content, stream.key)
+
+    def _notified_return(self, stream: _Stream, time: float, text: str, call: str, source: dict) -> None:
+        """A background agent's task notification (`<tool-use-id>` of its Task/Agent call): its return, with
+        `<result>` as content and the figures of `<usage>`."""
+        child = self.call_child[call]
+        props = {"role": child.role, "from": child.key, "to": stream.key, "tool_use_id": call, **source,
+                 "agent_id": child.agent_id, "kind": "task_notification"}
+        status = _tag(text, "status")
+        if status:
+            props["status"] = status
+            if status not in ("completed",):
+                props["error"] = True
+        for tag, name in (("subagent_tokens", "reported_total_tokens"), ("tool_uses", "total_tool_use_count"),
+                          ("duration_ms", "total_duration_ms")):
+            value = _tag(text, tag)
+            if value is not None and value.isdigit():
+                props[name] = int(value)
+        result = _tag(text, "result")
+        self._content(props, result if result is not None else text)
+        index = self._event(time, "return", child.key, props)
+        self.b.link(self.spawn_event[call], index, "tool_dependency")
+        self.returns[stream.key].append((time, index))
 
     def _message(self, time: float, agent: str, props: dict, source: dict, content, to: str) -> int:
         """A message to an agent, with a message edge into that agent's next response."""
@@ -643,6 +696,12 @@ class _Session:
         if isinstance(record.get("sourceToolAssistantUUID"), str):
             ids["source_tool_assistant_uuid"] = record["sourceToolAssistantUUID"]
         child = self.call_child.get(call)
+        if child is not None and call in self.spawn_event and isinstance(outcome, dict) \
+                and outcome.get("status") == ASYNC_LAUNCHED:
+            spawn = self.b.props[self.spawn_event[call]]  # the agent runs on: its return is a task notification
+            spawn["background"] = True
+            spawn["launch_line"] = source["line"]
+            return
         if child is not None and call in self.spawn_event:
             props = {"role": child.role, "from": child.key, "to": stream.key, **ids, "agent_id": child.agent_id}
             if isinstance(outcome, dict):
@@ -732,6 +791,8 @@ class _Session:
         content = record.get("content")
         if operation == "enqueue" and isinstance(content, str) and content.lstrip().startswith(TASK_NOTIFICATION):
             return
+        if operation == "enqueue" and not self.response_times.get(stream.key):
+            return  # queued before the agent answered anything (`claude -p` queues its prompt): not steering
         if operation in ("enqueue", "remove"):
             props = {"role": USER, "from": USER, "to": stream.key, "kind": f"queue_{operation}",
                      **self._source(stream, number, record)}
@@ -930,6 +991,12 @@ def _agent_id(name: str, suffix: str) -> str:
     base = PurePosixPath(name).name
     base = base[: -len(suffix)] if base.endswith(suffix) else base
     return base[len("agent-"):] if base.startswith("agent-") else base
+
+
+def _tag(text: str, name: str) -> str | None:
+    """The text inside the first <name>...</name> of a harness message, stripped; None without one."""
+    found = re.search(rf"<{name}>(.*?)</{name}>", text, re.DOTALL)
+    return found.group(1).strip() if found else None
 
 
 def _prompt(record: dict) -> str | None:
