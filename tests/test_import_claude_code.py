@@ -1,7 +1,6 @@
 """Claude Code session transcripts -> orchestration traces (IMPORTERS.md §2)."""
 
 import json
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -312,14 +311,11 @@ def test_inline_sidechains_become_sub_agents_spawned_by_main():
 @pytest.fixture(scope="module")
 def real():
     folder = anchor("claude_code")
-    started = time.perf_counter()
-    result = load(folder / f"{REAL_SESSION}.jsonl")
-    return folder, result, time.perf_counter() - started
+    return folder, load(folder / f"{REAL_SESSION}.jsonl")
 
 
 def test_real_session_with_subagents(real):
-    folder, result, seconds = real
-    assert seconds < 1.0
+    folder, result = real
     [trace] = result.traces
     assert_well_formed(trace)
     assert trace["trace_id"] == f"claude-code-{REAL_SESSION}"
@@ -338,7 +334,7 @@ def test_real_session_with_subagents(real):
 
 
 def test_real_session_tokens_follow_the_spec(real):
-    folder, result, _ = real
+    folder, result = real
     files = [folder / f"{REAL_SESSION}.jsonl", *sorted((folder / REAL_SESSION / "subagents").glob("*.jsonl"))]
     expected = spec_tokens(m for path in files for m in assistant_messages(path))
     assert result.traces[0]["costs"]["tokens"] == expected == 16574416
