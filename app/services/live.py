@@ -85,6 +85,7 @@ class LiveTraces:
         self.db = db
         self.content_policy = content_policy
         self._due: dict[tuple[str, str], float] = {}  # trace -> when to build it (monotonic seconds)
+        self._asked: dict[tuple[str, str], float] = {}  # trace -> when a batch last asked for its build
         self._busy = 0  # builds running
         self._seen: OrderedDict[tuple[str, str], set[str]] | None = None if db.is_lake else OrderedDict()
         self._seen_lock = threading.Lock()  # held from a batch's lookup until its ids are added, once committed
@@ -355,6 +356,7 @@ class LiveTraces:
     def _build(self, source: str, source_trace: str) -> str | None:
         """Build the trace of `source_trace` with every live trace of its run (OTLP: live_store.run_members), stored
         under the first of them; a member built alone before its run was known is replaced by it."""
+        started = time.monotonic()
         members = live_store.run_members(self.db, source, source_trace, RUN_MEMBERS) if source == OTLP \
             else [source_trace]
         parts = [body for member in members for body in live_store.live_parts(self.db, source, member)]
@@ -381,8 +383,10 @@ class LiveTraces:
                     stored = trace["trace_id"]
                     store_traces(self.db, [trace], "replace", then=built)  # stored and marked built at once
                     for member in members:
-                        if _trace_id(source, member) != stored:
-                            delete_trace(self.db, _trace_id(source, member))
+                        alone = _trace_id(source, member)
+                        if alone != stored and trace_store.trace_exists(self.db, alone):
+                            delete_trace(self.db, alone)
+                    self._settled(source, members, started)
                     prepare_lod(self.db, [stored])  # once complete, so the status does not wait for it
                     return None
         except ImportFailed as exc:
@@ -424,8 +428,19 @@ class LiveTraces:
     def _schedule(self, key: tuple[str, str], delay: float) -> None:
         """Build `key` after `delay` seconds without further batches of it (0: as soon as the builder can)."""
         with self._changed:
-            self._due[key] = time.monotonic() + delay
+            now = time.monotonic()
+            self._due[key], self._asked[key] = now + delay, now
             self._changed.notify_all()
+
+    def _settled(self, source: str, members: list[str], started: float) -> None:
+        """Drop the builds still due of the other live traces of a run just built, asked for before it read their
+        parts: it took them in (a batch after that asks again)."""
+        with self._changed:
+            for member in members[1:]:
+                key = (source, member)
+                if key in self._due and self._asked.get(key, started) < started:
+                    del self._due[key]
+                    self._asked.pop(key, None)
 
     def _work(self) -> None:
         """The builder thread: builds each trace when it is due, one at a time."""
