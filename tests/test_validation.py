@@ -489,7 +489,7 @@ def test_mutated_traces_agree_with_the_schema(schema_validator, trace):
         assert problems
 
 
-@PROPERTY_SETTINGS
+@settings(max_examples=30, deadline=None)  # batches of 2-6: as many traces as the single-trace properties
 @given(st.lists(st.one_of(valid_traces(), mutated_traces()), min_size=2, max_size=6))
 def test_a_batch_gets_the_problems_of_each_of_its_traces(traces):
     assert [list(problems) for problems in validate_traces(traces)] == [validate_trace(trace) for trace in traces]
