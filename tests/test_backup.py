@@ -141,13 +141,19 @@ def test_backup_waits_out_a_transaction_that_blocks_the_checkpoint(tmp_path):
     reader.execute("BEGIN TRANSACTION")
     reader.execute("SELECT count(*) FROM traces").fetchall()
     db.execute("CREATE TABLE scratch AS SELECT 1 AS i")
+    written = threading.Event()
+    threading.Timer(0.1, lambda: (db.execute("INSERT INTO scratch VALUES (2)"), written.set())).start()
     threading.Timer(0.3, reader.execute, ["COMMIT"]).start()
     try:
         result = backup(db, tmp_path / "copy.duckdb")
+        wrote_during_the_wait = written.is_set()  # before the transaction ended, the backup could not be done
     finally:
         db.close()
     assert result["migration"] == migrations(tmp_path / "db.duckdb")[-1][1]
-    assert result["seconds"] >= 0.3 > result["writes_paused_s"]  # it waited, letting writers go in between
+    assert wrote_during_the_wait  # it waited, letting writers go in between
+    copy = duckdb.connect(str(tmp_path / "copy.duckdb"))
+    assert copy.execute("SELECT count(*) FROM scratch").fetchone()[0] == 2  # the write is in the backup
+    copy.close()
 
 
 def test_backup_refuses_a_copy_that_a_writer_outside_the_lock_changed(tmp_path, monkeypatch):
