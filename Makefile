@@ -35,10 +35,11 @@ LAKE_TESTS := tests/test_store_schema.py tests/test_store_lake.py tests/test_ann
 	tests/test_papers.py tests/test_importers_api.py tests/test_otlp_receiver.py tests/test_search.py \
 	tests/test_analysis.py tests/test_lod.py tests/test_blind_review.py
 
-# The whole suite on DuckDB files, then the LAKE_TESTS on a lake.
+# The whole suite on DuckDB files, then the LAKE_TESTS on a lake; each on both cores (pytest-xdist), a test file's
+# tests on one worker so that its module fixtures (servers, browsers) start once.
 test: install chromium postgres
-	$(VENV)/bin/pytest -q
-	$(VENV)/bin/pytest -q --store=lake $(LAKE_TESTS)
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile --store=lake $(LAKE_TESTS)
 
 postgres:
 	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
@@ -50,7 +51,7 @@ postgres:
 	fi
 
 test-lake: install postgres
-	$(VENV)/bin/pytest -q --store=lake $(LAKE_TESTS)
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile --store=lake $(LAKE_TESTS)
 
 bench: install
 	$(PY) benchmarks/ingest.py
