@@ -491,3 +491,34 @@ def test_guardrails_without_turn_spans_are_told_apart_by_time():
     model_call = one(e["id"] for e in trace["events"] if e.get("span_type") == "generation")
     returned = one(e["id"] for e in trace["events"] if e["type"] == "return")
     assert edges(trace, "safety_flow") == {(by_guardrail["screen"], model_call), (by_guardrail["tone"], returned)}
+
+
+def run_handback(agents) -> None:
+    """Triage hands off to billing, billing calls a tool and hands back to triage, triage answers."""
+    from agents.testing.model import assistant_message, function_call
+
+    @agents.function_tool
+    def refund(order: str) -> str:
+        return "refunded"
+
+    billing = agents.Agent(name="billing", tools=[refund], model=scripted_model(agents, "model-b", [
+        [function_call("refund", {"order": "7"}, call_id="call_refund")],
+        [function_call("transfer_to_triage", {}, call_id="call_back")]]))
+    triage = agents.Agent(name="triage", handoffs=[billing], model=scripted_model(agents, "model-t", [
+        [function_call("transfer_to_billing", {}, call_id="call_transfer")], [assistant_message("all done")]]))
+    billing.handoffs = [triage]
+    agents.Runner.run_sync(triage, "refund order 7")
+
+
+def test_control_handed_back_continues_the_agent_s_lane_with_a_message_never_a_second_spawn(sdk):
+    trace = import_agents(capture(sdk, run_handback)).traces[0]
+    check_format_rules(trace)
+    events = trace["events"]
+    lanes = {e["agent"] for e in events if e["type"] != "tool_result" and e["agent"] != "user"}
+    assert sorted(lane.partition("#")[0] for lane in lanes) == ["billing", "triage"]  # one lane each
+    passes = [(e["type"], e["agent"].partition("#")[0], e["to"].partition("#")[0]) for e in events
+              if e.get("handoff") and e["type"] in ("spawn", "message")]
+    assert passes == [("spawn", "triage", "billing"), ("message", "billing", "triage")]
+    by_id = {e["id"]: e for e in events}
+    assert [e for e in trace["edges"] if by_id[e["src"]]["t"] > by_id[e["dst"]]["t"]] == []
+    assert [e["type"] for e in events if e["agent"].startswith("triage#")][-1] == "return"  # answers the user

@@ -14,6 +14,9 @@ Choices where the mapping is silent, made for an auditor who wants to trace ever
   it), also after handoffs: the agent that handed off is gone (`despawn`, `handoff_to`).
 - A handoff target is spawned by the agent that handed off, with `handoff: true`. It takes that agent's
   place, so it keeps its spawn depth: only delegation (agent-as-tool, nesting) deepens the topology.
+  Control handed back to an agent that ran before (its earlier run ended first) continues that agent's lane:
+  a `message` (`handoff`, `resumed`) linked to its next event, never a second spawn; the earlier run, which
+  handed off and runs again, has no despawn.
   The handoff span is matched to the earliest unclaimed agent span of `to_agent` that starts after it,
   preferring the sibling of the agent that handed off.
 - A `function` span's requesting generation: the latest earlier generation of its agent with an
@@ -302,7 +305,7 @@ class _Agent:
     """One agent instance (one agent span) and what its events need to be linked."""
 
     __slots__ = ("key", "role", "span", "depth", "spawns", "caller", "run_tool", "handoff", "handed_from",
-                 "tripwire", "calls", "tools", "guardrails", "nested_returns", "end")
+                 "tripwire", "calls", "tools", "guardrails", "nested_returns", "end", "resumes", "resumed_later")
 
     def __init__(self, key: str, role: str, span: _Span | None):
         self.key, self.role, self.span = key, role, span
@@ -318,6 +321,7 @@ class _Agent:
         self.guardrails: list[tuple[int, _Span]] = []  # (event index, guardrail span)
         self.nested_returns: list[tuple[int, int]] = []  # (time, return event) of directly nested agents
         self.end: int | None = None  # its return or despawn event
+        self.resumes = self.resumed_later = False  # a run handed back to an agent that ran before: one lane
 
 
 class _Trace:
@@ -426,6 +430,10 @@ class _Trace:
                                      "handoff; no spawn recorded")
                 continue
             claimed.add(chosen.id)
+            earlier = [span for span in by_name[target_name] if span.end <= chosen.start and span is not chosen]
+            if earlier:  # control handed back to an agent that ran before: its lane goes on, no second spawn
+                chosen.agent.key, chosen.agent.resumes = earlier[-1].agent.key, True
+                earlier[-1].agent.resumed_later = True
             source.handoff = (handoff, chosen.agent)
             source.spawns = True
             chosen.agent.handed_from = (handoff, source)
@@ -498,8 +506,13 @@ class _Trace:
             agent.caller, agent.run_tool, agent.depth = source.caller, source.run_tool, source.depth
             props = self._tag({"role": agent.role, "to": agent.key, "handoff": True}, handoff)
             props["agent_span_id"] = span.id
-            span.first = self.b.add(handoff.end, "spawn", source.key, props)
-            self.b.link_to_first(span.first, agent.key, "spawn")
+            if agent.resumes:
+                props.update({"from": source.key, "resumed": True})
+                span.first = self.b.add(handoff.end, "message", source.key, props)
+                self.b.link_to_next(span.first, agent.key, "message")
+            else:
+                span.first = self.b.add(handoff.end, "spawn", source.key, props)
+                self.b.link_to_first(span.first, agent.key, "spawn")
             return
         above = span.parent
         while above is not None and above.type == "custom":
@@ -523,6 +536,8 @@ class _Trace:
     def _leave_agent(self, span: _Span) -> None:
         agent = span.agent
         props = {"role": agent.role}
+        if agent.handoff is not None and agent.resumed_later and not agent.tripwire:
+            return  # it handed control on and runs again later: its lane ends there
         if agent.handoff is not None or agent.tripwire:
             if agent.handoff is not None:
                 props["handoff_to"] = agent.handoff[1].key
