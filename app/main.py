@@ -8,7 +8,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.routing import APIRoute
 
-from app.services import accounts
+from app.services import accounts, analysis
 from app.services.cache import TraceCache
 from app.services.live import LiveTraces
 from app.settings import Settings
@@ -86,6 +86,8 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
         trace_sql_log()
     db = db or Database(settings.db, settings.lake_data)
     db.migrate(settings.migrations_dir)
+    # Traces analysed by another analysis version (or none) are analysed again before any page reads them
+    analysis.ensure_all(db, progress=lambda done, total: log.info("analysed again: %d of %d traces", done, total))
 
     live = LiveTraces(db, settings.content)
 

@@ -24,7 +24,7 @@ from app.domain.audit import (
 )
 from app.domain.credit import assign, correlation, rollup
 from app.domain.metrics import compute_metrics, team_members
-from app.services.analysis import ANALYSIS_VERSION, METRICS_VERSION, analysis_version
+from app.domain.analysis import ANALYSIS_VERSION, METRICS_VERSION, analysis_version
 from app.store import traces as trace_store
 
 REPO = Path(__file__).resolve().parent.parent

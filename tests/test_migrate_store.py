@@ -22,8 +22,6 @@ from app.ingest.documents import Upload
 from app.ingest.pipeline import ingest
 from app.main import create_app
 from app.services import accounts, labels, papers, queues
-from app.services.analysis import ensure_all
-from app.services.cache import TraceCache
 from app.settings import Settings
 from app.store.db import Database
 from app.store.writes import store_traces
@@ -42,7 +40,6 @@ def source(tmp_path_factory) -> dict:
     db = Database(settings.db)
     db.migrate(settings.migrations_dir)
     ingest(db, [Upload(p.name, p.read_bytes()) for p in sorted(settings.sample_dir.glob("*.json"))])
-    ensure_all(db, TraceCache())
     ada = accounts.add_user(db, "ada", "admin", PASSWORD)
     accounts.add_user(db, "rita", "reviewer", PASSWORD)
     token = accounts.create_token(db, "ada", "exporter")

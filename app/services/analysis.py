@@ -1,37 +1,22 @@
-"""Metrics and audit findings of stored traces: computed once per ingest of a trace, then read back.
+"""Metrics and audit findings of stored traces: computed when traces are stored (app/store/writes.py, a whole
+request at once), made again in bulk when the analysis version changes (ensure_all, at startup), then read back.
 
-The pure functions live in metrics.py and audit.py; this module keeps their results (through
-app/store/analysis.py) so the trace list, the corpus audit and the dashboard can sort and count without
-recomputing.
+The pure functions live in metrics.py and audit.py (app/domain/analysis.py runs both); the trace list, the
+corpus audit and the dashboard sort and count their stored results and never analyse on view.
 """
 
-import hashlib
 import json
 
-from app.domain.audit import AUDIT_RULES, MAX_FINDINGS_PER_RULE, SEVERITIES, Rule, audit
+from app.domain.analysis import ANALYSIS_VERSION, analyse
 from app.domain.credit import RULES, assign, correlation, rollup
-from app.domain.metrics import TraceGraph, analyse_graph, compute_metrics
+from app.domain.metrics import TraceGraph, analyse_graph
 from app.services.cache import TraceCache
 from app.store import analysis as analysis_store
 from app.store import traces as trace_store
 from app.store.db import Database
 
 COMPUTED_PREFIX = "computed credit: "
-# Raise when what compute_metrics measures changes (2: agents, and their lifetimes, concurrency and work, are
-# team members only, not `user` nor people stepping in). Each audit rule has a version of its own.
-METRICS_VERSION = 2
-VERSION_RANGE = 2**31 - 1  # trace_metrics.analysis_version is a 32-bit INTEGER, 0 (its default) never analysed
-
-
-def analysis_version(rules: tuple[Rule, ...] = AUDIT_RULES, metrics_version: int = METRICS_VERSION) -> int:
-    """What makes a stored analysis, as one number: the metrics' version, the findings kept per rule and every
-    audit rule's name and version in audit order, hashed. Adding, removing, reordering or changing a rule changes
-    it, and a trace whose stored analysis has another number is analysed again."""
-    made_by = json.dumps([metrics_version, MAX_FINDINGS_PER_RULE, [[rule.name, rule.version] for rule in rules]])
-    return int.from_bytes(hashlib.sha256(made_by.encode()).digest()[:8], "big") % VERSION_RANGE + 1
-
-
-ANALYSIS_VERSION = analysis_version()
+REANALYSIS_BATCH = 1000  # traces analysed again per write when the analysis version changes
 
 
 def stored_trace(db: Database, cache: TraceCache, trace_id: str) -> dict | None:
@@ -53,26 +38,29 @@ def stored_graph(db: Database, cache: TraceCache, trace_id: str) -> TraceGraph |
 
 
 def ensure_analysis(db: Database, cache: TraceCache, trace_id: str) -> dict | None:
-    """{"metrics", "findings"} of a trace, computing and storing them when missing or stale."""
+    """{"metrics", "findings"} of a trace: stored at ingest, made again here when stale (an analysis version newer
+    than the stored one, not yet reached by ensure_all)."""
     state = analysis_store.analysis_state(db, trace_id, ANALYSIS_VERSION)
     if state is None:
         return None
     if state["fresh"]:
         return {"metrics": json.loads(state["metrics"]), "findings": analysis_store.read_findings(db, trace_id)}
-    trace = stored_trace(db, cache, trace_id)
-    g = stored_graph(db, cache, trace_id)
-    metrics = compute_metrics(trace, g)
-    findings = audit(trace, g)
-    counts = {s: sum(f["severity"] == s for f in findings) for s in SEVERITIES}
-    analysis_store.replace_analysis(db, trace_id, state["ingested_at"], ANALYSIS_VERSION, metrics, counts, findings)
-    return {"metrics": metrics, "findings": findings}
+    result = analyse(stored_trace(db, cache, trace_id), stored_graph(db, cache, trace_id))
+    analysis_store.replace_analyses(db, {trace_id: result}, {trace_id: state["ingested_at"]})
+    return {"metrics": result["metrics"], "findings": result["findings"]}
 
 
-def ensure_all(db: Database, cache: TraceCache) -> int:
-    """Analyse every trace whose stored analysis is missing or stale; returns how many were computed."""
+def ensure_all(db: Database, batch: int = REANALYSIS_BATCH, progress=None) -> int:
+    """Analyse every trace whose stored analysis is missing or stale (stored by an older analysis version, or by
+    none), `batch` traces per write; `progress(done, total)` after each. Returns how many were analysed."""
     stale = analysis_store.traces_needing_analysis(db, ANALYSIS_VERSION)
-    for trace_id in stale:
-        ensure_analysis(db, cache, trace_id)
+    for start in range(0, len(stale), batch):
+        chunk = stale[start:start + batch]
+        traces = {row["trace_id"]: trace_store.read_trace(db, row["trace_id"]) for row in chunk}
+        analysis_store.replace_analyses(db, {i: analyse(trace) for i, trace in traces.items() if trace is not None},
+                                        {row["trace_id"]: row["ingested_at"] for row in chunk})
+        if progress:
+            progress(start + len(chunk), len(stale))
     return len(stale)
 
 

@@ -2,12 +2,8 @@
 
 import json
 
-import pyarrow as pa
-
 from app.store.db import Database
-from app.store.lists import registered
-from app.store.sql import execute
-from app.store.writes import trace_locks
+from app.store.writes import insert_analyses, trace_locks
 
 
 def analysis_state(db: Database, trace_id: str, version: int) -> dict | None:
@@ -19,36 +15,12 @@ def analysis_state(db: Database, trace_id: str, version: int) -> dict | None:
         "LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id WHERE t.trace_id = ?", [version, trace_id])
 
 
-def replace_analysis(db: Database, trace_id: str, ingested_at, version: int, metrics: dict, counts: dict,
-                     findings: list[dict]) -> None:
-    """Keep the analysis of the trace as ingested at `ingested_at` (read before the trace was), made by analysis
-    `version`, with its finding `counts` by severity; unless the trace has been replaced since, here or by another
-    instance: stamped with the newer time, it would pass as fresh."""
-
-    def replace(cur) -> None:
-        if execute(cur, "SELECT count(*) FROM traces WHERE trace_id = ? AND ingested_at = ?",
-                   [trace_id, ingested_at]).fetchone()[0] == 0:
-            return
-        execute(cur, "DELETE FROM trace_metrics WHERE trace_id = ?", [trace_id])
-        execute(cur, "DELETE FROM audit_findings WHERE trace_id = ?", [trace_id])
-        execute(cur, "INSERT INTO trace_metrics (trace_id, ingested_at, metrics, critical_path_steps, "
-                "critical_path_s, parallelism_speedup, max_concurrency, spawn_depth, protocol_overhead, errors, "
-                "warnings, infos, analysis_version) "
-                "SELECT trace_id, ingested_at, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM traces WHERE trace_id = ?",
-                [json.dumps(metrics), metrics["critical_path_steps"], metrics["critical_path_s"],
-                 metrics["parallelism_speedup"], metrics["max_concurrency"], metrics["spawn_depth"],
-                 metrics["protocol_overhead"], counts["error"], counts["warning"], counts["info"], version,
-                 trace_id])
-        if findings:
-            with registered(cur, "finding_rows", seq=pa.array(range(len(findings)), pa.int32()),
-                            rule=[f["rule"] for f in findings], severity=[f["severity"] for f in findings],
-                            message=[f["message"] for f in findings],
-                            events=[json.dumps(f["events"]) for f in findings]):
-                execute(cur, "INSERT INTO audit_findings (trace_id, seq, rule, severity, message, events) "
-                        "SELECT ?, seq, rule, severity, message, events FROM finding_rows", [trace_id])
-
+def replace_analyses(db: Database, analyses: dict[str, dict], read_at: dict) -> list[str]:
+    """Keep the analyses (see app/domain/analysis.py analyse) of traces as ingested at `read_at[trace_id]` (read
+    before the traces were), in one write; a trace replaced since, here or by another instance, is skipped: stamped
+    with the newer time, its analysis would pass as fresh. Returns the ids stored."""
     # Two instances analysing one trace at once take turns (both may find none stored, and insert one each).
-    db.write(replace, trace_locks([trace_id]))
+    return db.write(lambda cur: insert_analyses(cur, analyses, read_at), trace_locks(list(analyses)))
 
 
 def read_findings(db: Database, trace_id: str) -> list[dict]:
@@ -57,12 +29,12 @@ def read_findings(db: Database, trace_id: str) -> list[dict]:
     return [row | {"events": json.loads(row["events"])} for row in rows]
 
 
-def traces_needing_analysis(db: Database, version: int) -> list[str]:
-    """Traces without a stored analysis of this ingest and this analysis version."""
-    return [r["trace_id"] for r in db.fetchall(
-        "SELECT t.trace_id FROM traces t LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id "
+def traces_needing_analysis(db: Database, version: int) -> list[dict]:
+    """{trace_id, ingested_at} of the traces without a stored analysis of this ingest and this analysis version."""
+    return db.fetchall(
+        "SELECT t.trace_id, t.ingested_at FROM traces t LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id "
         "WHERE m.trace_id IS NULL OR m.ingested_at <> t.ingested_at OR m.analysis_version <> ? "
-        "ORDER BY t.trace_id", [version])]
+        "ORDER BY t.trace_id", [version])
 
 
 def audit_matrix(db: Database) -> list[dict]:

@@ -12,6 +12,7 @@ from operator import itemgetter
 
 import pyarrow as pa
 
+from app.domain.analysis import ANALYSIS_VERSION, analyse
 from app.domain.jsontext import dumps
 from app.domain.refusals import Refusal
 from app.store.db import Database, utc_now
@@ -29,6 +30,14 @@ _STRING = pa.string()
 _EVENT_STRUCT = pa.struct([(key, pa.bool_() if key == "trusted" else _STRING)
                            for key in EVENT_COLUMN_KEYS if key != "t"])
 _EDGE_STRUCT = pa.struct([("src", _STRING), ("dst", _STRING), ("type", _STRING)])
+# Stored analysis columns beside the whole metrics, in trace_metrics' order
+ANALYSIS_COLUMNS = ("critical_path_steps", "critical_path_s", "parallelism_speedup", "max_concurrency", "spawn_depth",
+                    "protocol_overhead")
+# The analysed traces of a write that still are as they were read (`ingested_at` null: as stored in this write)
+_STILL_AS_READ = """
+    SELECT a.trace_id FROM analysed a JOIN traces t
+      ON t.trace_id = a.trace_id AND (a.ingested_at IS NULL OR t.ingested_at = a.ingested_at)
+"""
 _TRACE_COUNTS = """
     SELECT trace_id, count(DISTINCT agent) FILTER (WHERE """ + TEAM_MEMBER_EVENT + """) AS n_agents, max(t) AS t_max
     FROM bulk_events GROUP BY trace_id
@@ -57,6 +66,7 @@ def store_traces(db: Database, traces: list[dict], existing: str = "error",
     Returns (stored ids, skipped ids). Raises TracesExist when `existing` is "error" and any id is taken.
     """
     ids = [trace["trace_id"] for trace in traces]
+    analyses = {trace["trace_id"]: analyse(trace) for trace in traces}  # before the write: no lock held meanwhile
 
     def store(cur) -> list[str]:
         with registered(cur, "sent_ids", trace_id=ids):
@@ -67,9 +77,10 @@ def store_traces(db: Database, traces: list[dict], existing: str = "error",
         kept = [trace for trace in traces if trace["trace_id"] not in taken] if existing == "skip" else traces
         if taken and existing != "skip":
             _delete(cur, sorted(taken))
+        stored = [trace["trace_id"] for trace in kept]
         if kept:
             _insert(cur, kept)
-        stored = [trace["trace_id"] for trace in kept]
+            insert_analyses(cur, {i: analyses[i] for i in stored})
         if then is not None:
             then(cur, stored, taken)
         return stored
@@ -127,6 +138,60 @@ def replace_rows(cur, table: str, key: str, rows: list[dict]) -> None:
         execute(cur, f"INSERT INTO {table} ({names}) SELECT {names} FROM bulk_rows")
     finally:
         cur.unregister("bulk_rows")
+
+
+def insert_analyses(cur, analyses: dict[str, dict], read_at: dict | None = None,
+                    version: int = ANALYSIS_VERSION) -> list[str]:
+    """Store the analyses (see app/domain/analysis.py analyse) of many traces at once, replacing theirs; a trace
+    is skipped unless it is still the version ingested at `read_at[trace_id]` (when given: it was read before
+    this write, and may have been replaced since). Returns the ids stored."""
+    ids = list(analyses)
+    results = [analyses[i] for i in ids]
+    metrics = [result["metrics"] for result in results]
+    columns = {key: [m[key] for m in metrics] for key in ANALYSIS_COLUMNS}
+    findings = [(trace_id, seq, f) for trace_id, result in zip(ids, results)
+                for seq, f in enumerate(result["findings"])]
+    analysed = pa.table({
+        "trace_id": pa.array(ids, _STRING),
+        "ingested_at": pa.array([read_at[i] for i in ids] if read_at else [None] * len(ids), pa.timestamp("us")),
+        "metrics": pa.array(list(map(dumps, metrics)), _STRING),
+        "critical_path_steps": pa.array(columns["critical_path_steps"], pa.int32()),
+        "critical_path_s": pa.array(columns["critical_path_s"], pa.float64()),
+        "parallelism_speedup": pa.array(columns["parallelism_speedup"], pa.float64()),
+        "max_concurrency": pa.array(columns["max_concurrency"], pa.int32()),
+        "spawn_depth": pa.array(columns["spawn_depth"], pa.int32()),
+        "protocol_overhead": pa.array(columns["protocol_overhead"], pa.float64()),
+        **{f"{severity}s": pa.array([r["counts"][severity] for r in results], pa.int32())
+           for severity in ("error", "warning", "info")},
+    })
+    finding_rows = pa.table({
+        "trace_id": pa.array([trace_id for trace_id, _, _ in findings], _STRING),
+        "seq": pa.array([seq for _, seq, _ in findings], pa.int32()),
+        "rule": pa.array([f["rule"] for _, _, f in findings], _STRING),
+        "severity": pa.array([f["severity"] for _, _, f in findings], _STRING),
+        "message": pa.array([f["message"] for _, _, f in findings], _STRING),
+        "events": pa.array([dumps(f["events"]) for _, _, f in findings], _STRING),
+    })
+    cur.register("analysed", analysed)
+    cur.register("finding_rows", finding_rows)
+    try:
+        stored = [row[0] for row in execute(cur, _STILL_AS_READ).fetchall()]
+        execute(cur, "DELETE FROM trace_metrics WHERE trace_id IN (" + _STILL_AS_READ + ")")
+        execute(cur, "DELETE FROM audit_findings WHERE trace_id IN (" + _STILL_AS_READ + ")")
+        execute(cur, "INSERT INTO trace_metrics (trace_id, ingested_at, metrics, critical_path_steps, critical_path_s, "
+                "parallelism_speedup, max_concurrency, spawn_depth, protocol_overhead, errors, warnings, infos, "
+                "analysis_version) "
+                "SELECT t.trace_id, t.ingested_at, a.metrics, a.critical_path_steps, a.critical_path_s, "
+                "a.parallelism_speedup, a.max_concurrency, a.spawn_depth, a.protocol_overhead, a.errors, a.warnings, "
+                "a.infos, ? FROM analysed a JOIN traces t ON t.trace_id = a.trace_id "
+                "WHERE a.trace_id IN (" + _STILL_AS_READ + ")", [version])
+        execute(cur, "INSERT INTO audit_findings (trace_id, seq, rule, severity, message, events) "
+                "SELECT trace_id, seq, rule, severity, message, events FROM finding_rows "
+                "WHERE trace_id IN (" + _STILL_AS_READ + ")")
+    finally:
+        cur.unregister("analysed")
+        cur.unregister("finding_rows")
+    return stored
 
 
 def _delete(cur, trace_ids: list[str]) -> None:

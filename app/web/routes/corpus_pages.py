@@ -4,18 +4,16 @@ from fastapi import APIRouter, Request
 
 from app.domain import charts
 from app.domain.audit import RULES, SEVERITIES, SUMMARIES
-from app.services import analysis
 from app.store import analysis as analysis_store
 from app.web.access import AnyViewer
-from app.web.deps import CacheDep, DbDep
+from app.web.deps import DbDep
 from app.web.render import render
 
 router = APIRouter(include_in_schema=False)
 
 
-def audit_rows(db, cache, sort: str = "-error") -> list[dict]:
-    """Traces × rules with counts, every trace analysed first; sort by a rule, a severity or the trace id."""
-    analysis.ensure_all(db, cache)
+def audit_rows(db, sort: str = "-error") -> list[dict]:
+    """Traces × rules with counts, as stored when the traces were; sort by a rule, a severity or the trace id."""
     rows = analysis_store.audit_matrix(db)
     key = sort.lstrip("-")
     reverse = sort.startswith("-")
@@ -38,9 +36,9 @@ def rule_totals(rows: list[dict]) -> list[dict]:
 
 
 @router.get("/audit", dependencies=[AnyViewer])
-def read_audit_page(request: Request, db: DbDep, cache: CacheDep, sort: str = "-error"):
+def read_audit_page(request: Request, db: DbDep, sort: str = "-error"):
     """Findings by rule across the corpus, then traces × the rules that found anything."""
-    rows = audit_rows(db, cache, sort)
+    rows = audit_rows(db, sort)
     totals = rule_totals(rows)
     found = {t["rule"] for t in totals}
     return render(request, "audit.html", {
@@ -50,9 +48,8 @@ def read_audit_page(request: Request, db: DbDep, cache: CacheDep, sort: str = "-
 
 
 @router.get("/dashboard", dependencies=[AnyViewer])
-def read_dashboard(request: Request, db: DbDep, cache: CacheDep):
+def read_dashboard(request: Request, db: DbDep):
     """Charts across all traces; every point links to its trace."""
-    analysis.ensure_all(db, cache)
     points = analysis_store.corpus_points(db)
     ids = [p["trace_id"] for p in points]
     figures = {}

@@ -52,11 +52,10 @@ def trace_list_context(db, q, system, topology, sort, page, reviewer=None) -> di
 
 
 @router.get("/", dependencies=[AnyViewer])
-def read_trace_list(request: Request, db: DbDep, cache: CacheDep, q: str | None = None, system: str | None = None,
+def read_trace_list(request: Request, db: DbDep, q: str | None = None, system: str | None = None,
                     topology: str | None = None, sort: str = DEFAULT_TRACE_SORT, page: int = 1,
                     deleted: str | None = None):
     """The trace list; `deleted` (where the trace page's delete control lands) says what became of its labels."""
-    analysis.ensure_all(db, cache)  # metric columns need every trace analysed (stored; once per ingest)
     context = trace_list_context(db, q, system, topology, sort, page, reviewer_of(request))
     if deleted and not trace_store.trace_exists(db, deleted):
         context["deleted"] = {"trace_id": deleted, "labels": label_store.label_count(db, deleted)}
