@@ -32,13 +32,18 @@ def pretty_json(value) -> str:
 
 
 def url_with(request: Request, path: str | None = None, **changes) -> str:
-    """The current URL (or `path`) with some query parameters changed (None or "" removes one)."""
-    params = dict(request.query_params) if path is None or path == request.url.path else {}
-    for key, value in changes.items():
-        if value is None or value == "":
-            params.pop(key, None)
-        else:
-            params[key] = value
+    """The current URL (or `path`) with some query parameters changed (None or "" removes one); a parameter given
+    more than once (the trace list's `range`) keeps every value unless changed."""
+    kept = request.query_params.multi_items() if path is None or path == request.url.path else []
+    params, changed = [], set()
+    for key, value in kept + list(changes.items()):
+        if key in changes:
+            if key in changed:
+                continue
+            changed.add(key)
+            value = changes[key]
+        if value is not None and value != "":
+            params.append((key, value))
     query = urlencode(params)
     return (path or request.url.path) + ("?" + query if query else "")
 
