@@ -95,12 +95,14 @@ def event_label_versions(db: Database, viewer: str | None, trace_id: str, event_
                      {"viewer": viewer, "trace": trace_id, "event": event_id})
 
 
-def label_progress(db: Database, viewer: str | None) -> dict[str, dict]:
-    """Per trace: events labelled by anyone `viewer` may see, and by `viewer`."""
+def label_progress(db: Database, viewer: str | None, trace_ids: list[str]) -> dict[str, dict]:
+    """Per trace of `trace_ids` (a page of the trace list): events labelled by anyone `viewer` may see, and by
+    `viewer`."""
     rows = db.fetchall(
         "SELECT trace_id, count(DISTINCT event_id) AS anyone, "
         "count(DISTINCT event_id) FILTER (WHERE reviewer = $viewer) AS you "
-        f"FROM {VISIBLE_CURRENT} l WHERE {NON_EMPTY} GROUP BY trace_id", {"viewer": viewer})
+        f"FROM {VISIBLE_CURRENT} l WHERE {NON_EMPTY} AND list_contains($traces, trace_id) GROUP BY trace_id",
+        {"viewer": viewer, "traces": trace_ids})
     return {row["trace_id"]: row for row in rows}
 
 
