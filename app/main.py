@@ -86,8 +86,8 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
         trace_sql_log()
     db = db or Database(settings.db, settings.lake_data)
     db.migrate(settings.migrations_dir)
-    # Traces analysed by another analysis version (or none) are analysed again before any page reads them
-    analysis.ensure_all(db, progress=lambda done, total: log.info("analysed again: %d of %d traces", done, total))
+    # Traces analysed by another analysis version (or none) are analysed again, in the background
+    reanalysis = analysis.Reanalysis(db).start()
 
     live = LiveTraces(db, settings.content)
 
@@ -95,6 +95,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     async def lifespan(app: FastAPI):
         await run_in_threadpool(live.recover)
         yield
+        reanalysis.stop()
         live.close()
         db.close()
 
@@ -108,6 +109,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.state.open_mode = security.open_mode(settings)
     app.state.allowed_hosts = security.allowed_hosts(settings)
     app.state.live = live
+    app.state.reanalysis = reanalysis
     app.state.login_throttle = accounts.LoginThrottle()
     app.state.cache = TraceCache()
     app.state.templates = make_templates(settings.templates_dir, PLOTLY_JS_URL)

@@ -2,11 +2,14 @@
 reference functions, made again in bulk for a new analysis version, and never computed by a corpus page."""
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
-from conftest import make_trace, post_json
+from conftest import BASE_URL, make_trace, post_json
+from fastapi.testclient import TestClient
 from test_framework_fixtures import AGENTS_FIXTURES, OTLP_FIXTURES, post_fixture
 
 from app.domain.audit import audit
@@ -102,17 +105,39 @@ def test_a_new_analysis_version_analyses_every_trace_again_in_bulk(settings, cli
     db.execute("INSERT INTO audit_findings VALUES ('v0', 99, 'orphan_return', 'warning', 'stale', '[]')")
     seen = []
     assert analysis.ensure_all(db, batch=2, progress=lambda done, total: seen.append((done, total))) == 5
-    assert seen == [(2, 5), (4, 5), (5, 5)]
+    assert seen == [(0, 5), (2, 5), (4, 5), (5, 5)]
     assert analysis.ensure_all(db) == 0
     assert_stored_analyses_equal_the_reference(db)
 
 
-def test_the_server_analyses_stale_traces_again_when_it_starts(settings, client, db):
-    post_json(client, make_trace("old"))
+def test_the_server_analyses_stale_traces_again_in_the_background_and_pages_say_so(settings, client, db,
+                                                                                      monkeypatch):
+    post_json(client, [make_trace(f"old{k}") for k in range(3)])
     db.execute("UPDATE trace_metrics SET analysis_version = 0, warnings = 7")
     db.close()
+    gate, analysed = threading.Event(), []
+    reference = analysis.analyse
+
+    def waiting(trace, g=None):  # the pass waits after its first trace, so a page can be seen meanwhile
+        analysed.append(trace["trace_id"])
+        if len(analysed) == 2:
+            gate.wait(30)
+        return reference(trace, g)
+
+    monkeypatch.setattr(analysis, "analyse", waiting)
+    monkeypatch.setattr(analysis, "REANALYSIS_BATCH", 1)
     restarted = create_app(settings)
     try:
-        assert_stored_analyses_equal_the_reference(restarted.state.db)
+        with TestClient(restarted, base_url=BASE_URL) as browser:
+            deadline = time.monotonic() + 30
+            while len(analysed) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            page = BeautifulSoup(browser.get("/").text, "html.parser")
+            assert "1 of 3 done" in " ".join(page.select_one("#reanalysis").text.split())
+            assert len(page.select("#trace-table tbody tr")) == 3  # the list answers from what is stored
+            gate.set()
+            restarted.state.reanalysis.wait(30)
+            assert BeautifulSoup(browser.get("/").text, "html.parser").select_one("#reanalysis") is None
+            assert_stored_analyses_equal_the_reference(restarted.state.db)
     finally:
-        restarted.state.db.close()
+        gate.set()

@@ -1,11 +1,14 @@
 """Metrics and audit findings of stored traces: computed when traces are stored (app/store/writes.py, a whole
-request at once), made again in bulk when the analysis version changes (ensure_all, at startup), then read back.
+request at once), made again in bulk when the analysis version changes (Reanalysis: ensure_all in the background
+from startup, its progress on every page), then read back.
 
 The pure functions live in metrics.py and audit.py (app/domain/analysis.py runs both); the trace list, the
 corpus audit and the dashboard sort and count their stored results and never analyse on view.
 """
 
 import json
+import logging
+import threading
 
 from app.domain.analysis import ANALYSIS_VERSION, analyse
 from app.domain.credit import RULES, assign, correlation, rollup
@@ -17,6 +20,7 @@ from app.store.db import Database
 
 COMPUTED_PREFIX = "computed credit: "
 REANALYSIS_BATCH = 1000  # traces analysed again per write when the analysis version changes
+log = logging.getLogger("orchestrace")
 
 
 def stored_trace(db: Database, cache: TraceCache, trace_id: str) -> dict | None:
@@ -50,18 +54,63 @@ def ensure_analysis(db: Database, cache: TraceCache, trace_id: str) -> dict | No
     return {"metrics": result["metrics"], "findings": result["findings"]}
 
 
-def ensure_all(db: Database, batch: int = REANALYSIS_BATCH, progress=None) -> int:
+def ensure_all(db: Database, batch: int = REANALYSIS_BATCH, progress=None,
+               stop: threading.Event | None = None) -> int:
     """Analyse every trace whose stored analysis is missing or stale (stored by an older analysis version, or by
-    none), `batch` traces per write; `progress(done, total)` after each. Returns how many were analysed."""
+    none), `batch` traces per write; `progress(done, total)` before the first and after each; `stop` set ends it
+    between batches. Returns how many were analysed."""
     stale = analysis_store.traces_needing_analysis(db, ANALYSIS_VERSION)
+    if progress and stale:
+        progress(0, len(stale))
+    done = 0
     for start in range(0, len(stale), batch):
+        if stop is not None and stop.is_set():
+            break
         chunk = stale[start:start + batch]
         traces = {row["trace_id"]: trace_store.read_trace(db, row["trace_id"]) for row in chunk}
         analysis_store.replace_analyses(db, {i: analyse(trace) for i, trace in traces.items() if trace is not None},
                                         {row["trace_id"]: row["ingested_at"] for row in chunk})
+        done = start + len(chunk)
         if progress:
-            progress(start + len(chunk), len(stale))
-    return len(stale)
+            progress(done, len(stale))
+    return done
+
+
+class Reanalysis:
+    """ensure_all in a thread of its own from the server's start: a new analysis version over a large corpus
+    takes minutes, and the server answers meanwhile (pages read the analyses as stored, and say how far the pass
+    has come). Stopped between batches when the server stops."""
+
+    def __init__(self, db: Database):
+        self.done = 0
+        self.total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(db,), name="reanalysis", daemon=True)
+
+    def start(self) -> "Reanalysis":
+        self._thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive() and self.done < self.total
+
+    def wait(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _progress(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+        log.info("analysed again: %d of %d traces", done, total)
+
+    def _run(self, db: Database) -> None:
+        try:
+            ensure_all(db, REANALYSIS_BATCH, self._progress, self._stop)
+        except Exception:  # the traces keep their stored analyses, and the next start tries again
+            log.exception("analysing stored traces again failed")
 
 
 def computed_credit(db: Database, cache: TraceCache, trace_id: str, rule: str, channel: str) -> list[float]:
