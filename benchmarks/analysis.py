@@ -1,80 +1,169 @@
-"""Metrics + audit + computed credit of generated 1,000-agent traces of 20,000 and 100,000 events.
+"""Analysis of one large trace (issue 30, part 4): how long its stored analysis takes, and what it does to other
+users' requests while it runs.
 
-Targets (issue 15): total <= 300 ms at 20,000 events and linear in size (<= 1.5 s at 100,000). Prints, per
-stage and in total, the median and range of REPEAT runs, then the 100k / 20k ratio of the medians (5.0 is
-linear). Run with `.venv/bin/python benchmarks/analysis.py`. Prints figures; asserts nothing.
+1. In process, per size (1,000-agent generated swarms; 20,000, 100,000 and 1,000,000 events by default): the
+   analysis ingest stores (app/domain/analysis.py analyse: metrics.analyse_graph, compute_metrics, audit) per
+   stage, medians with ranges of REPEAT runs, and the ratio of each size's total to the smallest's.
+2. Over HTTP, a real uvicorn over a DuckDB file holding the largest trace: REVIEWERS reviewers save labels on it
+   (keep-alive connections, no think time) with the server idle, then again while the server analyses that
+   trace again in the background (as after a new analysis version: the stored analysis is marked stale and the
+   server restarted). Label save p50 and p99 for both, and their ratio.
+
+Targets: a 1,000,000-event trace analysed in <= 3 s, a 100,000-event one in <= 0.5 s, label saves p99 <= 200 ms
+during it. Run with `.venv/bin/python benchmarks/analysis.py` (`--sizes 20000 100000` for a quicker run).
+Prints figures; asserts nothing.
 """
 
+import argparse
+import gc
+import http.client
+import json
 import statistics
 import sys
 import tempfile
+import threading
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import duckdb
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from app.domain.audit import audit  # noqa: E402
-from app.domain.credit import assign, rollup  # noqa: E402
 from app.domain.generate import generate_swarm  # noqa: E402
 from app.domain.metrics import analyse_graph, compute_metrics  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from app.store import traces as trace_store
-from app.store.db import Database  # noqa: E402
-from app.store.writes import store_traces  # noqa: E402
+from benchmarks.ingest import post, start_server  # noqa: E402
 
-REPEAT = 7
-SIZES = (20_000, 100_000)
-STAGES = ("graph", "metrics", "audit", "credit", "total")
-
-
-def run(trace: dict) -> dict[str, float]:
-    """Seconds per stage of one analysis, as the trace page's panels run it (one graph for all)."""
-    start = time.perf_counter()
-    g = analyse_graph(trace)
-    t1 = time.perf_counter()
-    compute_metrics(trace, g)
-    t2 = time.perf_counter()
-    audit(trace, g)
-    t3 = time.perf_counter()
-    rollup(trace, assign(trace, "causal", trace["rewards"]["team"], g), g)
-    t4 = time.perf_counter()
-    return {"graph": t1 - start, "metrics": t2 - t1, "audit": t3 - t2, "credit": t4 - t3, "total": t4 - start}
+REPEAT = 5
+SIZES = (20_000, 100_000, 1_000_000)
+AGENTS = 1000
+REVIEWERS = 8
+SAVES = 40  # per reviewer, with the server idle
+BUSY_TIMEOUT_S = 600
 
 
-def read_seconds(trace: dict) -> list[float]:
-    """Seconds to read the stored trace back from a DuckDB file: what a trace's first analysis waits for before
-    the stages (later ones find it in the cache)."""
+def stages(trace: dict) -> dict[str, float]:
+    """Seconds per stage of one analysis (collection paused, as ingest pauses it)."""
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        g = analyse_graph(trace)
+        t1 = time.perf_counter()
+        compute_metrics(trace, g)
+        t2 = time.perf_counter()
+        audit(trace, g)
+        t3 = time.perf_counter()
+    finally:
+        gc.enable()
+    return {"graph": t1 - t0, "metrics": t2 - t1, "audit": t3 - t2, "total": t3 - t0}
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values) * 1000:7.0f} ms ({min(values) * 1000:.0f}-{max(values) * 1000:.0f})"
+
+
+def in_process(sizes: list[int]) -> None:
+    totals = {}
+    for events in sizes:
+        trace = generate_swarm(AGENTS, events, seed=1)
+        runs = [stages(trace) for _ in range(REPEAT if events < 1_000_000 else 3)]
+        print(f"{events:,} events, median (range) of {len(runs)} runs:")
+        for stage in ("graph", "metrics", "audit", "total"):
+            print(f"  {stage:8} {spread([run[stage] for run in runs])}")
+        totals[events] = statistics.median(run["total"] for run in runs)
+    smallest = min(totals)
+    print("total against the smallest: " + ", ".join(f"{events:,} {total / totals[smallest]:.1f}x (linear "
+                                                      f"{events / smallest:.0f}x)" for events, total in totals.items()))
+
+
+def label_saves(url: str, trace_id: str, event_ids: list[str], until=None) -> list[float]:
+    """Latencies of REVIEWERS reviewers saving labels: SAVES each, or for as long as `until()` is false."""
+    host = urllib.parse.urlsplit(url)
+    latencies, lock = [], threading.Lock()
+
+    def reviewer(n: int) -> None:
+        connection = http.client.HTTPConnection(host.hostname, host.port, timeout=BUSY_TIMEOUT_S)
+        k = 0
+        while (k < SAVES) if until is None else not until():
+            body = json.dumps({"trace_id": trace_id, "event_id": event_ids[n * 10 + k % 10],
+                               "reviewer": f"r{n}", "credit": round(k % 10 / 10, 1)})
+            began = time.perf_counter()
+            connection.request("POST", "/api/annotations", body, {"Content-Type": "application/json"})
+            answer = connection.getresponse()
+            answer.read()
+            assert answer.status == 201, answer.status
+            with lock:
+                latencies.append(time.perf_counter() - began)
+            k += 1
+        connection.close()
+
+    threads = [threading.Thread(target=reviewer, args=(n,)) for n in range(REVIEWERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return latencies
+
+
+def watch_reanalysis(url: str, done: threading.Event) -> None:
+    """Sets `done` once the pages no longer show the analysis pass (polled twice a second)."""
+    while True:
+        with urllib.request.urlopen(url + "/", timeout=BUSY_TIMEOUT_S) as page:
+            if b'id="reanalysis"' not in page.read():
+                done.set()
+                return
+        time.sleep(0.5)
+
+
+def percentiles(latencies: list[float]) -> tuple[str, float]:
+    ordered = sorted(latencies)
+    p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+    return f"p50 {statistics.median(ordered) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms ({len(ordered)} saves)", p99
+
+
+def while_analysing(events: int) -> None:
+    trace = generate_swarm(AGENTS, events, seed=1)
+    trace["trace_id"] = "big"
+    ids = [event["id"] for event in trace["events"][: REVIEWERS * 10]]
     with tempfile.TemporaryDirectory() as tmp:
-        db = Database(Path(tmp) / "analysis.duckdb")
-        db.migrate(Settings().migrations_dir)
-        store_traces(db, [trace])
-        times = []
-        for _ in range(REPEAT):
-            start = time.perf_counter()
-            trace_store.read_trace(db, trace["trace_id"])
-            times.append(time.perf_counter() - start)
-        db.close()
-    return sorted(times)
+        path = Path(tmp) / "analysis.duckdb"
+        proc, url = start_server(path)
+        try:
+            post(url, json.dumps(trace).encode())
+            idle_text, idle_p99 = percentiles(label_saves(url, "big", ids))
+        finally:
+            proc.terminate()
+            proc.wait(60)
+        with duckdb.connect(str(path)) as con:  # as a new analysis version finds it: stored by another
+            con.execute("UPDATE trace_metrics SET analysis_version = 0")
+        proc, url = start_server(path)
+        try:
+            began, done = time.perf_counter(), threading.Event()
+            threading.Thread(target=watch_reanalysis, args=(url, done), daemon=True).start()
+            busy = label_saves(url, "big", ids, until=done.is_set)
+            took = time.perf_counter() - began
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    busy_text, busy_p99 = percentiles(busy)
+    print(f"label saves on a {events:,}-event trace, {REVIEWERS} reviewers:")
+    print(f"  server idle:                         {idle_text}")
+    print(f"  while it analyses the trace again:   {busy_text} (the pass took about {took:.1f} s with them)")
+    print(f"  p99 busy / idle: {busy_p99 / idle_p99:.1f}")
 
 
 def main() -> None:
-    medians = {}
-    for events in SIZES:
-        trace = generate_swarm(1000, events, seed=1)
-        runs = [run(trace) for _ in range(REPEAT)]
-        read = read_seconds(trace)
-        print(f"{events:,} events, median (range) of {REPEAT} runs:")
-        print(f"  (read    {statistics.median(read) * 1000:6.0f} ms ({read[0] * 1000:.0f}-{read[-1] * 1000:.0f}): "
-              "the stored trace, read once before a first analysis)")
-        for stage in STAGES:
-            seconds = sorted(r[stage] for r in runs)
-            medians[events, stage] = statistics.median(seconds)
-            print(f"  {stage:8} {medians[events, stage] * 1000:6.0f} ms "
-                  f"({seconds[0] * 1000:.0f}-{seconds[-1] * 1000:.0f})")
-    small, large = SIZES
-    print(f"{large:,} / {small:,} events: " + ", ".join(
-        f"{stage} {medians[large, stage] / medians[small, stage]:.1f}x" for stage in STAGES)
-        + f" (linear: {large / small:.1f}x)")
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument("--skip-server", action="store_true")
+    args = parser.parse_args()
+    in_process(args.sizes)
+    if not args.skip_server:
+        while_analysing(max(args.sizes))
 
 
 if __name__ == "__main__":

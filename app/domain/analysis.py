@@ -4,9 +4,8 @@ number that says which metrics and rules made them. Pure, like the metrics and t
 import hashlib
 import json
 
-from app.domain import fast_analysis
-from app.domain.audit import AUDIT_RULES, MAX_FINDINGS_PER_RULE, Rule
-from app.domain.metrics import TraceGraph
+from app.domain.audit import AUDIT_RULES, MAX_FINDINGS_PER_RULE, SEVERITIES, Rule, audit
+from app.domain.metrics import TraceGraph, analyse_graph, compute_metrics
 
 # Raise when what compute_metrics measures changes (2: agents, and their lifetimes, concurrency and work, are
 # team members only, not `user` nor people stepping in). Each audit rule has a version of its own.
@@ -26,6 +25,10 @@ ANALYSIS_VERSION = analysis_version()
 
 
 def analyse(trace: dict, g: TraceGraph | None = None) -> dict:
-    """{"metrics", "findings", "counts"} of one trace; counts are its findings by severity. Made by the fast twin
-    of compute_metrics and audit (fast_analysis.py), which equals them."""
-    return fast_analysis.analyse(trace, g)
+    """{"metrics", "findings", "counts"} of one trace; counts are its findings by severity."""
+    g = g or analyse_graph(trace)
+    findings = audit(trace, g)
+    counts = dict.fromkeys(SEVERITIES, 0)
+    for f in findings:
+        counts[f["severity"]] += 1
+    return {"metrics": compute_metrics(trace, g), "findings": findings, "counts": counts}
