@@ -18,6 +18,7 @@ from app.domain.metrics import analyse_graph, compute_metrics
 from app.main import create_app
 from app.services import analysis
 from app.store import analysis as analysis_store
+from app.store import analyst
 from app.store import traces as trace_store
 from app.store.writes import ANALYSIS_COLUMNS
 
@@ -116,15 +117,15 @@ def test_the_server_analyses_stale_traces_again_in_the_background_and_pages_say_
     db.execute("UPDATE trace_metrics SET analysis_version = 0, warnings = 7")
     db.close()
     gate, analysed = threading.Event(), []
-    reference = analysis.analyse
+    reference = analyst.analyse_traces
 
-    def waiting(trace, g=None):  # the pass waits after its first trace, so a page can be seen meanwhile
-        analysed.append(trace["trace_id"])
+    def waiting(traces):  # the pass waits after its first batch, so a page can be seen meanwhile
+        analysed.extend(trace["trace_id"] for trace in traces)
         if len(analysed) == 2:
             gate.wait(30)
-        return reference(trace, g)
+        return reference(traces)
 
-    monkeypatch.setattr(analysis, "analyse", waiting)
+    monkeypatch.setattr(analyst, "analyse_traces", waiting)
     monkeypatch.setattr(analysis, "REANALYSIS_BATCH", 1)
     restarted = create_app(settings)
     try:

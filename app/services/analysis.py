@@ -15,6 +15,7 @@ from app.domain.credit import RULES, assign, correlation, rollup
 from app.domain.metrics import TraceGraph, analyse_graph
 from app.services.cache import TraceCache
 from app.store import analysis as analysis_store
+from app.store import analyst
 from app.store import traces as trace_store
 from app.store.db import Database
 
@@ -67,8 +68,8 @@ def ensure_all(db: Database, batch: int = REANALYSIS_BATCH, progress=None,
         if stop is not None and stop.is_set():
             break
         chunk = stale[start:start + batch]
-        traces = {row["trace_id"]: trace_store.read_trace(db, row["trace_id"]) for row in chunk}
-        analysis_store.replace_analyses(db, {i: analyse(trace) for i, trace in traces.items() if trace is not None},
+        traces = [trace for row in chunk if (trace := trace_store.read_trace(db, row["trace_id"])) is not None]
+        analysis_store.replace_analyses(db, analyst.analyse_traces(traces),
                                         {row["trace_id"]: row["ingested_at"] for row in chunk})
         done = start + len(chunk)
         if progress:

@@ -7,15 +7,15 @@ Python step per event; counts and maxima per trace are aggregated by DuckDB.
 """
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from itertools import chain, repeat
 from operator import itemgetter
 
 import pyarrow as pa
 
-from app.domain.analysis import ANALYSIS_VERSION, analyse
+from app.domain.analysis import ANALYSIS_VERSION
 from app.domain.jsontext import dumps
 from app.domain.refusals import Refusal
+from app.store import analyst
 from app.store.db import Database, utc_now
 from app.store.gcpause import paused_gc
 from app.store.lists import registered
@@ -39,8 +39,6 @@ _STILL_AS_READ = """
     SELECT a.trace_id FROM analysed a JOIN traces t
       ON t.trace_id = a.trace_id AND (a.ingested_at IS NULL OR t.ingested_at = a.ingested_at)
 """
-# Analyses run beside the write that stores their traces: DuckDB releases the GIL while it inserts
-_ANALYSTS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="analysis")
 _TRACE_COUNTS = """
     SELECT trace_id, count(DISTINCT agent) FILTER (WHERE """ + TEAM_MEMBER_EVENT + """) AS n_agents, max(t) AS t_max
     FROM bulk_events GROUP BY trace_id
@@ -69,7 +67,7 @@ def store_traces(db: Database, traces: list[dict], existing: str = "error",
     Returns (stored ids, skipped ids). Raises TracesExist when `existing` is "error" and any id is taken.
     """
     ids = [trace["trace_id"] for trace in traces]
-    analysing = _ANALYSTS.submit(lambda: {trace["trace_id"]: analyse(trace) for trace in traces})
+    analysed = analyst.start(traces)  # in a worker process, while this one writes
 
     def store(cur) -> list[str]:
         with registered(cur, "sent_ids", trace_id=ids):
@@ -83,7 +81,7 @@ def store_traces(db: Database, traces: list[dict], existing: str = "error",
         stored = [trace["trace_id"] for trace in kept]
         if kept:
             _insert(cur, kept)
-            analyses = analysing.result()
+            analyses = analysed()
             insert_analyses(cur, {i: analyses[i] for i in stored})
         if then is not None:
             then(cur, stored, taken)

@@ -1,0 +1,103 @@
+"""Analyses made in a worker process, beside the write that stores their traces.
+
+Why a process: the analysis (app/domain/analysis.py) is Python from end to end, and in one of the server's threads
+it would hold the GIL every other request needs, so a million-event trace's analysis would stall every label save
+for its whole length, and a request of 1,000 rollouts would analyse on the core that parses and stores it. In a
+process of its own it runs on the other core while the server goes on. Traces travel to it in pieces of at most
+PIECE_EVENTS events, so no single pickling holds the GIL for long either. When the worker cannot be had (it died,
+or processes cannot be started here), the analysis runs in the calling thread: slower for others, never lost.
+"""
+
+import logging
+import multiprocessing
+import threading
+import uuid
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from app.domain.analysis import analyse
+
+PIECE_EVENTS = 20_000  # events (and as many edges) per piece sent to the worker
+log = logging.getLogger("orchestrace")
+
+_lock = threading.Lock()
+_pool: ProcessPoolExecutor | None = None
+_received: dict[str, list[dict]] = {}  # in the worker: traces arriving piece by piece, by request
+
+
+def analyse_traces(traces: list[dict]) -> dict[str, dict]:
+    """{trace id: analyse(trace)} of every trace, made in the worker process (or here, failing that)."""
+    return start(traces)()
+
+
+def start(traces: list[dict]):
+    """Send the traces to the worker now; the returned function waits for their analyses."""
+    try:
+        futures = _send(traces)
+    except (BrokenProcessPool, OSError, RuntimeError) as exc:
+        _discard(exc)
+        return lambda: _here(traces)
+
+    def wait() -> dict[str, dict]:
+        try:
+            return futures[-1].result()
+        except BrokenProcessPool as exc:
+            _discard(exc)
+            return _here(traces)
+
+    return wait
+
+
+def _here(traces: list[dict]) -> dict[str, dict]:
+    return {trace["trace_id"]: analyse(trace) for trace in traces}
+
+
+def _send(traces: list[dict]) -> list[Future]:
+    """Submit the traces: small requests whole, large ones as pieces the worker puts back together in order
+    (one worker takes its tasks in the order they were sent)."""
+    pool = _worker()
+    size = sum(len(trace["events"]) + len(trace["edges"]) for trace in traces)
+    if size <= 2 * PIECE_EVENTS:
+        return [pool.submit(_here, traces)]
+    key = uuid.uuid4().hex
+    futures = []
+    for trace in traces:
+        head = {name: value for name, value in trace.items() if name not in ("events", "edges")}
+        futures.append(pool.submit(_receive, key, head, "events", []))
+        for name in ("events", "edges"):
+            items = trace[name]
+            for lo in range(0, len(items), PIECE_EVENTS):
+                futures.append(pool.submit(_receive, key, None, name, items[lo:lo + PIECE_EVENTS]))
+    futures.append(pool.submit(_analyse_received, key))
+    return futures
+
+
+def _receive(key: str, head: dict | None, name: str, items: list) -> None:
+    """In the worker: a new trace (`head`: its fields but events and edges), or more of the last one's items."""
+    traces = _received.setdefault(key, [])
+    if head is not None:
+        traces.append(head | {"events": [], "edges": []})
+    traces[-1][name].extend(items)
+
+
+def _analyse_received(key: str) -> dict[str, dict]:
+    return _here(_received.pop(key))
+
+
+def _worker() -> ProcessPoolExecutor:
+    global _pool
+    with _lock:
+        if _pool is None:
+            # spawn: a fork of a process running DuckDB's threads may inherit its locks held
+            _pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        return _pool
+
+
+def _discard(exc: BaseException) -> None:
+    """Forget a broken worker (the next analysis starts another) and say why this one runs here."""
+    global _pool
+    log.warning("analysis worker unavailable (%s): analysing in the server's own process", exc)
+    with _lock:
+        if _pool is not None:
+            _pool.shutdown(wait=False, cancel_futures=True)
+        _pool = None
