@@ -1,5 +1,6 @@
 // Draws every [data-chart] element from the figures in the page's JSON data blocks (also in
-// fragments swapped in by htmx). A figure whose points carry trace ids links each point to its trace.
+// fragments swapped in by htmx). A figure whose points carry trace ids links each point to its trace;
+// one whose marks carry local URLs (meta "links": a bin, a bar) opens the URL of the mark clicked.
 // A figure marked `empty` is not drawn: its page shows what to do to get data in its place.
 (function () {
   "use strict";
@@ -15,7 +16,9 @@
       el.on("plotly_click", (ev) => {
         const point = ev.points && ev.points[0];
         const id = point && point.customdata;
-        if (typeof id === "string" && point.data.meta === "trace-links") window.location = "/traces/" + encodeURIComponent(id);
+        if (typeof id !== "string") return;
+        if (point.data.meta === "trace-links") window.location = "/traces/" + encodeURIComponent(id);
+        else if (point.data.meta === "links" && id.startsWith("/")) window.location = id;  // a bin or bar: its traces
       });
     });
     document.body.dataset.chartsDrawn = "true";

@@ -7,6 +7,9 @@ Every axis has `automargin`: Plotly grows a margin until the tick labels and axi
 long category name is never cut off whatever the chart's width.
 """
 
+import math
+from dataclasses import dataclass
+
 from app.domain.figure import escape
 
 BAR_COLOUR = "#0f766e"
@@ -14,6 +17,7 @@ HEATMAP_LEVEL_COLUMNS = 6  # more columns than this: slant their labels, which w
 HEATMAP_SCALE = [[0, "#fff7ed"], [0.0001, "#ccfbf1"], [1, "#0f766e"]]
 FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12}
 AXIS = {"automargin": True, "ticklabelstandoff": 4}  # the standoff keeps x and y labels apart at the corner
+DENSITY_SCALE = [[0, "#ccfbf1"], [1, "#0f766e"]]
 BAR_HEIGHT_PX = 24  # per horizontal bar
 PLOT_CHROME_PX = 60  # title and margins
 
@@ -25,14 +29,15 @@ def make_figure(title: str, data: list[dict], layout: dict, empty: bool = False)
     return {"data": data, "layout": base | layout, "title": title, "empty": empty}
 
 
-def bar_chart(title: str, counts: dict[str, int]) -> dict:
+def bar_chart(title: str, counts: dict[str, int], links: list[str | None] | None = None) -> dict:
     """Counts as horizontal bars, in the order given (top down): category names read level, at any length.
-    Each bar has its count written at its end, so the count axis shows no ticks (and no 0.5 of a paper)."""
+    Each bar has its count written at its end, so the count axis shows no ticks (and no 0.5 of a paper). With
+    `links` (a local URL or None per bar), clicking a bar opens its URL."""
     labels = [escape(str(k)) for k in counts]
     values = list(counts.values())
     data = [{"type": "bar", "orientation": "h", "y": labels, "x": values, "marker": {"color": BAR_COLOUR},
              "text": values, "textposition": "outside", "cliponaxis": False,
-             "hovertemplate": "%{y}: %{x}<extra></extra>"}]
+             "hovertemplate": "%{y}: %{x}<extra></extra>"} | linked(links)]
     layout = {"height": PLOT_CHROME_PX + BAR_HEIGHT_PX * len(labels),
               "margin": {"l": 10, "r": 40, "t": 40, "b": 10}, "bargap": 0.25,
               "xaxis": AXIS | {"rangemode": "tozero", "showticklabels": False, "showgrid": False},
@@ -112,3 +117,83 @@ def scatter(title: str, xs: list, ys: list, x_label: str, y_label: str, ids: lis
               "yaxis": AXIS | {"title": {"text": escape(y_label)}}}
     drawn = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
     return make_figure(title, [trace], layout, empty=not drawn)
+
+
+def linked(links: list | None) -> dict:
+    """The keys that make a Plotly trace's marks open a local URL each (None: that mark opens nothing) on click
+    (static/charts.js)."""
+    return {"customdata": links, "meta": "links"} if links is not None else {}
+
+
+BINS_PER_AXIS = 20  # about this many bins along an axis of a density chart
+STEP_MANTISSAS = (1, 2, 5, 10)
+STEP_EXPONENTS = (-300, 307)  # a step's power of ten, kept where it and its inverse are finite doubles
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Bins of one axis on an absolute decimal grid: edge k is k * num / den in doubles (num and den whole, den a
+    power of ten, so an edge is the double its decimal text reads as), computed alike here and in SQL; bins
+    first..last, bin k is [edge k, edge k+1)."""
+    num: int
+    den: int
+    first: int
+    last: int
+
+    def edge(self, k: int) -> float:
+        return edge(k, self.num, self.den)
+
+    def text(self, k: int) -> str:
+        """Edge k as exact decimal text, for a link's range."""
+        places = len(str(self.den)) - 1
+        digits = str(abs(k * self.num)).rjust(places + 1, "0")
+        whole, fraction = digits[:len(digits) - places], digits[len(digits) - places:].rstrip("0")
+        return ("-" if k * self.num < 0 else "") + whole + ("." + fraction if fraction else "")
+
+    def edges(self) -> list[float]:
+        return [self.edge(k) for k in range(self.first, self.last + 2)]
+
+
+def edge(k: float, num: float, den: float) -> float:
+    """Edge k of a grid as app/store/analysis.py BINNED computes it: double operations in the same order."""
+    return (float(k) * float(num)) / float(den)
+
+
+def bin_of(value: float, num: int, den: int) -> int:
+    """The k with edge k <= value < edge k+1, as app/store/analysis.py BINNED finds it."""
+    k = math.floor(value * float(den) / float(num))
+    return k - (value < edge(k, num, den)) + (value >= edge(k + 1, num, den))
+
+
+def grid(low: float, high: float, whole: bool, bins: int = BINS_PER_AXIS) -> Grid:
+    """About `bins` bins of a round width (1, 2 or 5 times a power of ten; at least 1 for whole numbers) covering
+    low..high."""
+    raw = high / bins - low / bins  # not (high - low) / bins: that overflows for -1e308..1e308
+    if raw <= 0:
+        raw = (abs(low) or 1) / bins
+    exponent = min(max(math.floor(math.log10(raw)), STEP_EXPONENTS[0]), STEP_EXPONENTS[1])
+    mantissa = next((m for m in STEP_MANTISSAS if m * 10.0 ** exponent >= raw), STEP_MANTISSAS[-1])
+    num, den = (mantissa * 10 ** exponent, 1) if exponent >= 0 else (mantissa, 10 ** -exponent)
+    if whole and num < den:
+        num, den = 1, 1
+    return Grid(num, den, bin_of(low, num, den), bin_of(high, num, den))
+
+
+def density(title: str, x: Grid, y: Grid, counts: dict[tuple[int, int], int], x_label: str, y_label: str,
+            links: dict[tuple[int, int], str] | None = None) -> dict:
+    """Counts in 2-D bins (`counts[(i, j)]`, i and j bin numbers of the grids) as a heatmap of bricks, each bin
+    [x edge i, x edge i+1) × [y edge j, y edge j+1); a bin with no count is left blank; with `links`, clicking a
+    bin opens its URL. What a scatter of every point becomes when the points outnumber the pixels."""
+    xs, ys = range(x.first, x.last + 1), range(y.first, y.last + 1)
+    z = [[counts.get((i, j)) for i in xs] for j in ys]
+    hover = [[f"{escape(x_label)} {x.text(i)} to {x.text(i + 1)}<br>{escape(y_label)} {y.text(j)} to {y.text(j + 1)}"
+              for i in xs] for j in ys]
+    trace = {"type": "heatmap", "x": x.edges(), "y": y.edges(), "z": z, "text": hover, "colorscale": DENSITY_SCALE,
+             "showscale": True, "colorbar": {"title": {"text": "traces"}, "thickness": 12},
+             "hovertemplate": "%{text}<br>%{z:,} traces<extra></extra>"}
+    if links is not None:
+        trace |= linked([[links.get((i, j)) for i in xs] for j in ys])
+    layout = {"height": 300, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+              "xaxis": AXIS | {"title": {"text": escape(x_label)}},
+              "yaxis": AXIS | {"title": {"text": escape(y_label)}}}
+    return make_figure(title, [trace], layout, empty=not any(counts.values()))

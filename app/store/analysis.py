@@ -37,29 +37,41 @@ def traces_needing_analysis(db: Database, version: int) -> list[dict]:
         "ORDER BY t.trace_id", [version])
 
 
-def audit_matrix(db: Database) -> list[dict]:
-    """Per trace: finding counts by rule, with the severity totals."""
-    rows = db.fetchall(
-        "SELECT m.trace_id, m.errors, m.warnings, m.infos, f.rule, count(f.rule) AS n "
-        "FROM trace_metrics m LEFT JOIN audit_findings f ON f.trace_id = m.trace_id "
-        "GROUP BY ALL ORDER BY m.trace_id")
+# Sort keys of the audit table besides a rule's name (its findings in the trace).
+AUDIT_SORTS = {"trace_id": "m.trace_id", "error": "m.errors", "warning": "m.warnings", "info": "m.infos"}
+AUDIT_PAGE = """
+    WITH page AS (
+        SELECT m.trace_id, m.errors, m.warnings, m.infos, {key} AS key
+        FROM trace_metrics m
+        LEFT JOIN (SELECT trace_id, count(*) AS n FROM audit_findings WHERE rule = ? GROUP BY trace_id) r
+               ON r.trace_id = m.trace_id
+        ORDER BY key {order}, m.trace_id {order} LIMIT ? OFFSET ?)
+    SELECT page.trace_id, page.errors, page.warnings, page.infos, f.rule, count(f.rule) AS n
+    FROM page LEFT JOIN audit_findings f ON f.trace_id = page.trace_id
+    GROUP BY ALL ORDER BY any_value(page.key) {order}, page.trace_id {order}
+"""
+
+
+def audit_page(db: Database, sort: str, limit: int, offset: int) -> tuple[list[dict], int]:
+    """One page of the audited traces with their finding counts by rule and severity totals, sorted by `sort` (a
+    key of AUDIT_SORTS or a rule, - first for descending), and how many traces were audited."""
+    descending = sort.startswith("-")
+    key = sort.lstrip("-")
+    rule = None if key in AUDIT_SORTS else key
+    sql = AUDIT_PAGE.format(key=AUDIT_SORTS.get(key, "coalesce(r.n, 0)"), order="DESC" if descending else "ASC")
     out: dict[str, dict] = {}
-    for r in rows:
+    for r in db.fetchall(sql, [rule, limit, offset]):
         entry = out.setdefault(r["trace_id"], {"trace_id": r["trace_id"], "error": r["errors"],
                                                "warning": r["warnings"], "info": r["infos"], "rules": {}})
         if r["rule"]:
             entry["rules"][r["rule"]] = r["n"]
-    return list(out.values())
+    return list(out.values()), db.scalar("SELECT count(*) FROM trace_metrics")
 
 
-def corpus_points(db: Database) -> list[dict]:
-    """One row per analysed trace with the measures the dashboard plots."""
-    rows = db.fetchall(
-        "SELECT t.trace_id, t.system, t.topology, t.n_agents AS agents, t.tokens, t.wall_clock_s, t.rewards, "
-        "m.critical_path_steps, m.parallelism_speedup, m.errors, m.warnings, m.infos "
-        "FROM traces t JOIN trace_metrics m ON m.trace_id = t.trace_id AND m.ingested_at = t.ingested_at "
-        "ORDER BY t.trace_id")
-    return [row | {"rewards": json.loads(row["rewards"])} for row in rows]
+def rule_totals(db: Database) -> dict[str, dict]:
+    """Per rule with findings: its findings and the traces they are in, across the corpus."""
+    return {r["rule"]: r for r in db.fetchall(
+        "SELECT rule, count(*) AS findings, count(DISTINCT trace_id) AS traces FROM audit_findings GROUP BY rule")}
 
 
 def findings_by_rule(db: Database) -> dict[str, int]:

@@ -32,8 +32,8 @@ def pretty_json(value) -> str:
 
 
 def url_with(request: Request, path: str | None = None, **changes) -> str:
-    """The current URL (or `path`) with some query parameters changed (None or "" removes one); a parameter given
-    more than once (the trace list's `range`) keeps every value unless changed."""
+    """The current URL (or `path`) with some query parameters changed (None or "" removes one, a list gives each
+    of its values); a parameter given more than once (the trace list's `range`) keeps every value unless changed."""
     kept = request.query_params.multi_items() if path is None or path == request.url.path else []
     params, changed = [], set()
     for key, value in kept + list(changes.items()):
@@ -42,8 +42,8 @@ def url_with(request: Request, path: str | None = None, **changes) -> str:
                 continue
             changed.add(key)
             value = changes[key]
-        if value is not None and value != "":
-            params.append((key, value))
+        params += [(key, item) for item in (value if isinstance(value, list) else [value])
+                   if item is not None and item != ""]
     query = urlencode(params)
     return (path or request.url.path) + ("?" + query if query else "")
 

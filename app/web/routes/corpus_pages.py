@@ -1,10 +1,15 @@
 """Corpus-wide pages: the audit table (traces × rules) and the dashboard of charts across traces."""
 
+from urllib.parse import urlencode
+
 from fastapi import APIRouter, Request
 
 from app.domain import charts
 from app.domain.audit import RULES, SEVERITIES, SUMMARIES
+from app.domain.paging import fetch_page
 from app.store import analysis as analysis_store
+from app.store import corpus as corpus_store
+from app.store import traces as trace_store
 from app.web.access import AnyViewer
 from app.web.deps import DbDep
 from app.web.render import render
@@ -12,67 +17,92 @@ from app.web.render import render
 router = APIRouter(include_in_schema=False)
 
 
-def audit_rows(db, sort: str = "-error") -> list[dict]:
-    """Traces × rules with counts, as stored when the traces were; sort by a rule, a severity or the trace id."""
-    rows = analysis_store.audit_matrix(db)
-    key = sort.lstrip("-")
-    reverse = sort.startswith("-")
-    if key in RULES:
-        rows.sort(key=lambda r: (r["rules"].get(key, 0), r["trace_id"]), reverse=reverse)
-    elif key in ("error", "warning", "info"):
-        rows.sort(key=lambda r: (r[key], r["trace_id"]), reverse=reverse)
-    else:
-        rows.sort(key=lambda r: r["trace_id"], reverse=reverse)
-    return rows
-
-
-def rule_totals(rows: list[dict]) -> list[dict]:
-    """Per rule with findings: its severity, findings and traces across the corpus; errors first, then most."""
-    totals = [{"rule": rule, "severity": severity, "summary": SUMMARIES[rule],
-               "findings": sum(r["rules"].get(rule, 0) for r in rows),
-               "traces": sum(1 for r in rows if r["rules"].get(rule))} for rule, severity in RULES.items()]
-    return sorted((t for t in totals if t["findings"]),
-                  key=lambda t: (SEVERITIES.index(t["severity"]), -t["findings"], t["rule"]))
+AUDIT_ROWS_PER_PAGE = 50
+DEFAULT_AUDIT_SORT = "-error"
 
 
 @router.get("/audit", dependencies=[AnyViewer])
-def read_audit_page(request: Request, db: DbDep, sort: str = "-error"):
-    """Findings by rule across the corpus, then traces × the rules that found anything."""
-    rows = audit_rows(db, sort)
-    totals = rule_totals(rows)
-    found = {t["rule"] for t in totals}
+def read_audit_page(request: Request, db: DbDep, sort: str = DEFAULT_AUDIT_SORT, page: int = 1):
+    """Findings by rule across the corpus (errors first, then most), then one page of traces × the rules that found
+    anything, sorted by a rule, a severity or the trace id."""
+    if sort.lstrip("-") not in (*analysis_store.AUDIT_SORTS, *RULES):
+        sort = DEFAULT_AUDIT_SORT
+    rows, total, page, pages = fetch_page(
+        page, AUDIT_ROWS_PER_PAGE, lambda limit, offset: analysis_store.audit_page(db, sort, limit, offset))
+    found = analysis_store.rule_totals(db)
+    totals = sorted(({"rule": rule, "severity": RULES[rule], "summary": SUMMARIES[rule], **found[rule]}
+                     for rule in found if rule in RULES),
+                    key=lambda t: (SEVERITIES.index(t["severity"]), -t["findings"], t["rule"]))
     return render(request, "audit.html", {
-        "rows": rows, "totals": totals, "sort": sort, "summaries": SUMMARIES,
-        "rules": {rule: severity for rule, severity in RULES.items() if rule in found},
-        "quiet_rules": [rule for rule in RULES if rule not in found]})
+        "rows": rows, "total": total, "page": page, "pages": pages, "rows_per_page": AUDIT_ROWS_PER_PAGE,
+        "totals": totals, "sort": sort,
+        "summaries": SUMMARIES, "rules": {rule: severity for rule, severity in RULES.items() if rule in found},
+        "quiet_rules": [rule for rule in RULES if rule not in found]}, fragments=("_audit_rows.html",))
+
+
+POINTS_UP_TO = 1_000  # a chart of more traces than this draws bins: the browser gets no more marks than pixels
+# The dashboard's 2-D charts (name, title, x, y), the axes named by trace-list sort keys; then one per reward channel.
+PLOTS = (("tokens-speedup", "tokens vs parallelism speedup", "parallelism_speedup", "tokens"),
+         ("steps-wall", "critical steps vs wall clock", "wall_clock_s", "critical_path_steps"))
+AXIS_LABELS = {"parallelism_speedup": "parallelism speedup", "tokens": "tokens", "wall_clock_s": "wall clock s",
+               "critical_path_steps": "critical steps", "agents": "agents"}
 
 
 @router.get("/dashboard", dependencies=[AnyViewer])
 def read_dashboard(request: Request, db: DbDep):
-    """Charts across all traces; every point links to its trace."""
-    points = analysis_store.corpus_points(db)
-    ids = [p["trace_id"] for p in points]
+    """Charts across all traces, each computed by DuckDB: a point per trace linking to it while the corpus has at
+    most POINTS_UP_TO traces, else counts in bins linking to the trace list filtered to them; bars link likewise."""
+    n_traces = corpus_store.trace_count(db)
+    channels = trace_store.reward_channels(db)
+    plots = PLOTS + tuple((f"reward-{c}", f"reward '{c}' vs agents", "agents", f"reward:{c}") for c in channels)
+    keys = sorted({key for *_, x, y in plots for key in (x, y)})
+    figures = points(db, plots, keys) if n_traces <= POINTS_UP_TO else bins(db, plots, keys)
+    for column in ("topology", "system"):
+        counts = corpus_store.counts_by(db, column)
+        figures[f"by-{column}"] = charts.bar_chart(
+            f"traces by {column}", {row["value"] or "(none)": row["n"] for row in counts},
+            links=[list_url((column, row["value"])) if row["value"] else None for row in counts])
+    findings = analysis_store.findings_by_rule(db)
+    figures["findings"] = charts.bar_chart("audit findings by rule", findings,
+                                           links=[list_url(("finding", rule)) for rule in findings])
+    return render(request, "dashboard.html", {"figures": figures, "channels": channels, "n_traces": n_traces,
+                                              "points_up_to": POINTS_UP_TO})
+
+
+def axis_label(key: str) -> str:
+    return AXIS_LABELS.get(key, key.removeprefix("reward:"))
+
+
+def points(db, plots: tuple, keys: list[str]) -> dict:
+    """Each plot as a point per trace with both measures, linking to the trace."""
+    rows = corpus_store.measure_rows(db, keys, POINTS_UP_TO)
     figures = {}
-    channels = sorted({c for p in points for c in p["rewards"]})
-    for channel in channels:
-        have = [p for p in points if channel in p["rewards"]]
-        figures[f"reward-{channel}"] = charts.scatter(
-            f"reward '{channel}' vs agents", [p["agents"] for p in have], [p["rewards"][channel] for p in have],
-            "agents", channel, ids=[p["trace_id"] for p in have], links=True)
-    figures["tokens-speedup"] = charts.scatter("tokens vs parallelism speedup", [p["parallelism_speedup"] for p in points],
-                                               [p["tokens"] for p in points], "parallelism speedup", "tokens",
-                                               ids=ids, links=True)
-    figures["steps-wall"] = charts.scatter("critical steps vs wall clock", [p["wall_clock_s"] for p in points],
-                                           [p["critical_path_steps"] for p in points], "wall clock s",
-                                           "critical steps", ids=ids, links=True)
-    figures["by-topology"] = charts.bar_chart("traces by topology", _count(p["topology"] or "(none)" for p in points))
-    figures["by-system"] = charts.bar_chart("traces by system", _count(p["system"] or "(none)" for p in points))
-    figures["findings"] = charts.bar_chart("audit findings by rule", analysis_store.findings_by_rule(db))
-    return render(request, "dashboard.html", {"figures": figures, "channels": channels, "n_traces": len(points)})
+    for name, title, x, y in plots:
+        a, b = f"x{keys.index(x)}", f"x{keys.index(y)}"
+        have = [row for row in rows if row[a] is not None and row[b] is not None]
+        figures[name] = charts.scatter(title, [row[a] for row in have], [row[b] for row in have], axis_label(x),
+                                       axis_label(y), ids=[row["trace_id"] for row in have], links=True)
+    return figures
 
 
-def _count(values) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for value in values:
-        counts[value] = counts.get(value, 0) + 1
-    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+def bins(db, plots: tuple, keys: list[str]) -> dict:
+    """Each plot as its traces counted in 2-D bins on round grids over the measures' extents, a bin linking to the
+    trace list filtered to it."""
+    extents = corpus_store.measure_extents(db, keys)
+    grids = {key: charts.grid(e["low"], e["high"], e["whole"]) for key, e in extents.items() if e["n"]}
+    drawn = [plot for plot in plots if plot[2] in grids and plot[3] in grids]
+    counts = corpus_store.measure_bins(db, keys, [(x, grids[x], y, grids[y]) for *_, x, y in drawn])
+    figures = {}
+    for (name, title, x, y), cells in zip(drawn, counts):
+        links = {(i, j): list_url(("range", f"{x}:{grids[x].text(i)}:{grids[x].text(i + 1)}"),
+                                  ("range", f"{y}:{grids[y].text(j)}:{grids[y].text(j + 1)}")) for i, j in cells}
+        figures[name] = charts.density(f"{title}: {sum(cells.values()):,} traces", grids[x], grids[y], cells,
+                                       axis_label(x), axis_label(y), links)
+    for name, title, x, y in plots:  # a measure no trace has: nothing to draw
+        figures.setdefault(name, charts.scatter(title, [], [], axis_label(x), axis_label(y)))
+    return figures
+
+
+def list_url(*params: tuple[str, str]) -> str:
+    """The trace list filtered by these parameters."""
+    return "/?" + urlencode(params)

@@ -2,11 +2,12 @@
 
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 
 from app.domain import charts
+from app.domain.audit import RULES as AUDIT_RULES
 from app.domain.audit import SEVERITIES, group_by_rule
 from app.domain.credit import RULES
 from app.domain.figure import spawn_tree
@@ -38,25 +39,41 @@ EVENTS_PER_PAGE = 50
 DEFAULT_TRACE_SORT = "-ingested_at"
 
 
-def trace_list_context(db, q, system, topology, sort, page, reviewer=None) -> dict:
+def trace_list_context(db, asked: dict, sort, page, reviewer=None) -> dict:
+    """The trace list's page for the filters as asked (see trace_store.parse_filters): filters or a sort a request
+    names badly are left out and said (`refused`)."""
+    refused = []
+    try:
+        filters = trace_store.parse_filters(**asked)
+    except ValueError as exc:
+        refused.append(str(exc))
+        filters = trace_store.TraceFilters()
     try:
         trace_store.parse_sort(sort)
-    except ValueError:
+    except ValueError as exc:
+        refused.append(str(exc))
         sort = DEFAULT_TRACE_SORT
     items, total, page, pages = fetch_page(
-        page, TRACES_PER_PAGE, lambda limit, offset: trace_store.list_traces(db, topology, system, q, sort, limit, offset))
-    return {"items": items, "total": total, "page": page, "pages": pages,
-            "sort": sort, "filters": {"q": q or "", "system": system or "", "topology": topology or ""},
-            "facets": trace_store.trace_facets(db), "labelled": label_store.label_progress(db, reviewer),
-            "receiving": live_store.receiving_trace_ids(db, [t["trace_id"] for t in items])}
+        page, TRACES_PER_PAGE, lambda limit, offset: trace_store.list_traces(db, filters, sort, limit, offset))
+    ids = [t["trace_id"] for t in items]
+    texts = [text for text in asked.get("ranges", ()) if text]
+    return {"items": items, "total": total, "page": page, "pages": pages, "sort": sort, "refused": refused,
+            "filters": {key: asked.get(key) or "" for key in ("q", "system", "topology", "task", "finding")},
+            "filtered": filters != trace_store.TraceFilters(), "rules": AUDIT_RULES,
+            "ranges": [{"text": text, "key": key, "low": low, "high": high, "others": texts[:i] + texts[i + 1:]}
+                       for i, (text, (key, low, high)) in enumerate(zip(texts, filters.ranges))],
+            "facets": trace_store.trace_facets(db), "labelled": label_store.label_progress(db, reviewer, ids),
+            "receiving": live_store.receiving_trace_ids(db, ids)}
 
 
 @router.get("/", dependencies=[AnyViewer])
 def read_trace_list(request: Request, db: DbDep, q: str | None = None, system: str | None = None,
-                    topology: str | None = None, sort: str = DEFAULT_TRACE_SORT, page: int = 1,
+                    topology: str | None = None, task: str | None = None, finding: str | None = None,
+                    ranges: list[str] = Query([], alias="range"), sort: str = DEFAULT_TRACE_SORT, page: int = 1,
                     deleted: str | None = None):
     """The trace list; `deleted` (where the trace page's delete control lands) says what became of its labels."""
-    context = trace_list_context(db, q, system, topology, sort, page, reviewer_of(request))
+    context = trace_list_context(db, {"q": q, "system": system, "topology": topology, "task": task,
+                                      "finding": finding, "ranges": ranges}, sort, page, reviewer_of(request))
     if deleted and not trace_store.trace_exists(db, deleted):
         context["deleted"] = {"trace_id": deleted, "labels": label_store.label_count(db, deleted)}
     return render(request, "trace_list.html", context, fragments=("_trace_table.html",))
@@ -90,7 +107,7 @@ async def create_upload(request: Request, db: DbDep, settings: SettingsDep, repl
     if replace:  # labels of events the new version lacks are kept, orphaned: say so
         result["orphaned"] = [o for trace_id in result["ingested"]
                               for o in label_store.orphaned_labels(db, reviewer_of(request), trace_id)]
-    context = trace_list_context(db, None, None, None, DEFAULT_TRACE_SORT, 1, reviewer_of(request))
+    context = trace_list_context(db, {}, DEFAULT_TRACE_SORT, 1, reviewer_of(request))
     context["upload"] = result
     return render(request, "trace_list.html", context, fragments=("_upload_result.html",), status_code=status)
 

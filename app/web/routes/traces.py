@@ -128,14 +128,20 @@ def read_traces(
     db: DbDep,
     topology: str | None = None,
     system: str | None = None,
+    task: str | None = Query(None, description="the task id, exactly"),
     q: str | None = None,
+    finding: str | None = Query(None, description="traces with a finding of this audit rule"),
+    ranges: list[str] = Query([], alias="range", description=(
+        "key:low:high, traces with low <= value < high (a bound may be empty); key is a numeric sort key or "
+        "reward:<channel>; repeat for more")),
     sort: str = "trace_id",
     limit: int = Query(50, ge=1, le=1000),
     offset: int = Query(0, ge=0, le=MAX_OFFSET),
 ):
     """Trace summaries matching the filters, one page at a time."""
     try:
-        items, total = trace_store.list_traces(db, topology, system, q, sort, limit, offset)
+        filters = trace_store.parse_filters(topology, system, task, q, finding, ranges)
+        items, total = trace_store.list_traces(db, filters, sort, limit, offset)
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
     return JsonBody({"items": items, "total": total})
