@@ -53,31 +53,44 @@ def _here(traces: list[dict]) -> dict[str, dict]:
 
 
 def _send(traces: list[dict]) -> list[Future]:
-    """Submit the traces: small requests whole, large ones as pieces the worker puts back together in order
-    (one worker takes its tasks in the order they were sent)."""
+    """Submit the traces in pieces of about PIECE_EVENTS events and edges: whole traces together, a larger trace
+    alone in slices, which the worker puts back together in order (one worker takes its tasks as they were sent)."""
     pool = _worker()
-    size = sum(len(trace["events"]) + len(trace["edges"]) for trace in traces)
-    if size <= 2 * PIECE_EVENTS:
-        return [pool.submit(_here, traces)]
     key = uuid.uuid4().hex
-    futures = []
+    futures, batch, size = [], [], 0
+
+    def flush() -> None:
+        nonlocal batch, size
+        if batch:
+            futures.append(pool.submit(_receive, key, batch))
+        batch, size = [], 0
+
     for trace in traces:
-        head = {name: value for name, value in trace.items() if name not in ("events", "edges")}
-        futures.append(pool.submit(_receive, key, head, "events", []))
-        for name in ("events", "edges"):
-            items = trace[name]
-            for lo in range(0, len(items), PIECE_EVENTS):
-                futures.append(pool.submit(_receive, key, None, name, items[lo:lo + PIECE_EVENTS]))
+        n = len(trace["events"]) + len(trace["edges"])
+        if n > PIECE_EVENTS:
+            flush()
+            head = {name: value for name, value in trace.items() if name not in ("events", "edges")}
+            futures.append(pool.submit(_receive, key, [head | {"events": [], "edges": []}]))
+            for name in ("events", "edges"):
+                items = trace[name]
+                for lo in range(0, len(items), PIECE_EVENTS):
+                    futures.append(pool.submit(_receive, key, [], name, items[lo:lo + PIECE_EVENTS]))
+            continue
+        if size + n > PIECE_EVENTS:
+            flush()
+        batch.append(trace)
+        size += n
+    flush()
     futures.append(pool.submit(_analyse_received, key))
     return futures
 
 
-def _receive(key: str, head: dict | None, name: str, items: list) -> None:
-    """In the worker: a new trace (`head`: its fields but events and edges), or more of the last one's items."""
-    traces = _received.setdefault(key, [])
-    if head is not None:
-        traces.append(head | {"events": [], "edges": []})
-    traces[-1][name].extend(items)
+def _receive(key: str, traces: list[dict], name: str | None = None, items: list | None = None) -> None:
+    """In the worker: whole traces, or more `name` items (events, edges) of the last trace received."""
+    received = _received.setdefault(key, [])
+    received += traces
+    if name is not None:
+        received[-1][name].extend(items)
 
 
 def _analyse_received(key: str) -> dict[str, dict]:
