@@ -5,24 +5,49 @@ import json
 from app.store.db import Database, iso_utc
 from app.store.sql import execute
 
+TRACE_LISTS = ("created", "extended", "repeated")
 INGEST_LOG_COLUMNS = ("id, received_at, endpoint, format, unit, received, used, duplicates, skipped, reasons, "
                       "created, extended, repeated, status, error")
+# What became of a receipt, one word: refused whole, some items skipped, or every item used (or a repeat).
+OUTCOMES = ("ok", "partial", "refused")
+OUTCOME = "CASE WHEN error IS NOT NULL THEN 'refused' WHEN skipped > 0 THEN 'partial' ELSE 'ok' END"
+# A page's receipts name at most this many traces per list (an upload of 1,000 traces names 1,000), with the count.
+TRIMMED = ", ".join(f"list_slice({name}::VARCHAR[], 1, ?) AS {name}, json_array_length({name}) AS {name}_count"
+                    for name in TRACE_LISTS)
+INGEST_LOG_FILTER = """
+    WHERE (? IS NULL OR endpoint = ?) AND (? IS NULL OR """ + OUTCOME + """ = ?)
+      AND (? IS NULL OR list_contains(created::VARCHAR[], ?) OR list_contains(extended::VARCHAR[], ?)
+           OR list_contains(repeated::VARCHAR[], ?))
+"""
 
 
 def list_ingest_log(db: Database, limit: int = 50, offset: int = 0, endpoint: str | None = None,
-                    trace_id: str | None = None) -> tuple[list[dict], int]:
-    """Receipts, newest first; optionally of one endpoint or naming one trace (created, extended or repeated)."""
-    where = "(? IS NULL OR endpoint = ?) AND (? IS NULL OR list_contains(created::VARCHAR[], ?) " \
-            "OR list_contains(extended::VARCHAR[], ?) OR list_contains(repeated::VARCHAR[], ?))"
-    params = [endpoint, endpoint, trace_id, trace_id, trace_id, trace_id]
-    total = db.scalar(f"SELECT count(*) FROM ingest_log WHERE {where}", params)
-    rows = db.fetchall(f"SELECT {INGEST_LOG_COLUMNS} FROM ingest_log WHERE {where} "
-                       "ORDER BY received_at DESC, id LIMIT ? OFFSET ?", params + [limit, offset])
+                    trace_id: str | None = None, outcome: str | None = None,
+                    traces_shown: int = 100) -> tuple[list[dict], int]:
+    """Receipts, newest first, each naming at most `traces_shown` traces per list (with `<list>_count`, how many it
+    names in all); optionally of one endpoint, one outcome (OUTCOMES), or naming one trace (created, extended or
+    repeated)."""
+    params = [endpoint, endpoint, outcome, outcome, trace_id, trace_id, trace_id, trace_id]
+    total = db.scalar("SELECT count(*) FROM ingest_log" + INGEST_LOG_FILTER, params)
+    rows = db.fetchall(
+        "SELECT id, received_at, endpoint, format, unit, received, used, duplicates, skipped, reasons, "
+        f"{TRIMMED}, status, error, {OUTCOME} AS outcome FROM ingest_log" + INGEST_LOG_FILTER
+        + "ORDER BY received_at DESC, id LIMIT ? OFFSET ?", [traces_shown] * len(TRACE_LISTS) + params + [limit, offset])
     for row in rows:
-        for key in ("reasons", "created", "extended", "repeated"):
-            row[key] = json.loads(row[key])
+        row["reasons"] = json.loads(row["reasons"])
         row["received_at"] = iso_utc(row["received_at"])
     return rows, total
+
+
+def read_receipt(db: Database, receipt_id: str) -> dict | None:
+    """One receipt whole, every trace it names."""
+    row = db.fetchone(f"SELECT {INGEST_LOG_COLUMNS}, {OUTCOME} AS outcome FROM ingest_log WHERE id = ?", [receipt_id])
+    if row is None:
+        return None
+    for key in ("reasons", *TRACE_LISTS):
+        row[key] = json.loads(row[key])
+    row["received_at"] = iso_utc(row["received_at"])
+    return row | {f"{name}_count": len(row[name]) for name in TRACE_LISTS}
 
 
 def ingest_endpoints(db: Database) -> list[str]:
