@@ -50,6 +50,21 @@ def read_labels(db: Database, viewer: str | None, trace_id=None, event_id=None, 
                       "ORDER BY trace_id, event_id, reviewer, version", {"viewer": viewer, **filters}).fetchall()
 
 
+def read_labels_page(db: Database, viewer: str | None, filters: dict, history: bool, limit: int,
+                     offset: int) -> tuple[list[tuple], int]:
+    """One page of the labels read_labels reads (`filters`: trace_id, reviewer, reward_family, each optional), in
+    the same order, and how many match."""
+    given = {column: value for column, value in filters.items()
+             if value and column in ("trace_id", "reviewer", "reward_family")}
+    where = " WHERE " + " AND ".join(f"{column} = ${column}" for column in given) if given else ""
+    labels = f"SELECT {LABEL_COLUMNS} FROM (SELECT * FROM {VISIBLE} v{'' if history else CURRENT}){where}"
+    params = {"viewer": viewer, **given}
+    total = db.scalar(f"SELECT count(*) FROM ({labels})", params)
+    rows = db.execute(labels + " ORDER BY trace_id, event_id, reviewer, version LIMIT $limit OFFSET $offset",
+                      params | {"limit": limit, "offset": offset}).fetchall()
+    return rows, total
+
+
 def own_current_or_retry(cur, trace_id: str, event_id: str, reviewer: str, request_id: str | None) -> list[tuple]:
     """A reviewer's current version of a label and the one `request_id` made before (a retry), on the cursor
     of the write that saves the next version: rows of LABEL_COLUMNS."""

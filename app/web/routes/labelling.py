@@ -8,6 +8,7 @@ from fastapi.responses import RedirectResponse
 
 from app.domain.agreement import agreement
 from app.domain.label_fields import AGREEMENT_LEVELS, NAMES, LabelError
+from app.domain.paging import fetch_page
 from app.domain.taxonomy import REWARD_FAMILIES
 from app.services import labels as annotations
 from app.services import queues
@@ -21,6 +22,7 @@ from app.web.render import render
 
 router = APIRouter(include_in_schema=False)
 DISAGREEMENT_ROWS = 50
+LABELS_PER_PAGE = 50
 LABEL_IMPORT = ("POST", "/api/annotations/import")  # where the labels page's import form posts
 
 
@@ -116,12 +118,14 @@ async def set_reviewer(request: Request, db: DbDep):
 
 @router.get("/annotations", dependencies=[AnyViewer])
 def read_labels_page(request: Request, db: DbDep, viewer: Viewer, trace_id: str | None = None,
-                     reviewer: str | None = None, reward_family: str | None = None, history: bool = False):
-    labels = annotations.list_labels(db, viewer, trace_id or None, None, reviewer or None, history)
-    if reward_family:
-        labels = [label for label in labels if label["reward_family"] == reward_family]
-    context = {"labels": labels, "filters": {"trace_id": trace_id or "", "reviewer": reviewer or "",
-                                             "reward_family": reward_family or "", "history": history},
+                     reviewer: str | None = None, reward_family: str | None = None, history: bool = False,
+                     page: int = 1):
+    """Labels across traces, a page at a time, with filters, exports and the import form."""
+    filters = {"trace_id": trace_id or "", "reviewer": reviewer or "", "reward_family": reward_family or ""}
+    rows, total, page, pages = fetch_page(page, LABELS_PER_PAGE, lambda limit, offset: label_store.read_labels_page(
+        db, viewer, filters, history, limit, offset))
+    context = {"labels": [annotations.to_dict(annotations.LabelRow._make(row)) for row in rows], "total": total,
+               "page": page, "pages": pages, "filters": filters | {"history": history},
                "names": annotations.reviewers(db), "reward_families": REWARD_FAMILIES,
                "traces": label_store.traces_with_labels(db, viewer),
                "orphans": label_store.orphaned_labels(db, viewer, trace_id or None),
