@@ -62,7 +62,8 @@ def trace_list_context(db, asked: dict, sort, page, reviewer=None) -> dict:
             "filtered": filters != trace_store.TraceFilters(), "rules": AUDIT_RULES,
             "ranges": [{"text": text, "key": key, "low": low, "high": high, "others": texts[:i] + texts[i + 1:]}
                        for i, (text, (key, low, high)) in enumerate(zip(texts, filters.ranges))],
-            "facets": trace_store.trace_facets(db), "labelled": label_store.label_progress(db, reviewer, ids),
+            "facets": trace_store.trace_facets(db) | {"reward_channels": trace_store.reward_channels(db)},
+            "labelled": label_store.label_progress(db, reviewer, ids),
             "receiving": live_store.receiving_trace_ids(db, ids)}
 
 
