@@ -5,6 +5,7 @@ import json
 from bs4 import BeautifulSoup
 from conftest import make_trace, post_json
 
+from app.ingest import log
 from app.services import analysis
 
 
@@ -103,3 +104,68 @@ def test_a_panel_url_opened_directly_shows_the_trace_page(client):
         page = soup(client.get(f"/traces/p%20q/{panel}"))
         assert page.select_one(f"#{panel}-panel") is not None and page.select_one("#graph") is not None
     assert client.get("/traces/nope/analysis").status_code == 404
+
+
+def test_the_ingest_log_pages_newest_first_and_filters_by_source_and_outcome(client, db):
+    log.record(db, log.Receipt("POST /api/traces", "orchestrace", "traces", received=1000, used=1000,
+                               created=[f"t{i:04d}" for i in range(1000)]))
+    for n in range(30):
+        log.record(db, log.Receipt("POST /v1/traces", "otlp/json", "spans", received=n, used=n))
+    partial = log.Receipt("POST /v1/traces", "otlp/json", "spans", received=5, used=3)
+    partial.skip("no GenAI span", 2)
+    log.record(db, partial)
+    for n in range(25):
+        log.record(db, log.Receipt("orchestrace ingest", "orchestrace", "traces").refused(422, f"invalid {n}"))
+    everything = client.get("/api/ingest-log", params={"limit": 1000}).json()
+    assert everything["total"] == 57
+    assert [i["received_at"] for i in everything["items"]] == sorted((i["received_at"] for i in everything["items"]),
+                                                                    reverse=True)
+    assert everything["items"][0]["error"] == "invalid 24"  # newest first
+    by_outcome = {o: client.get("/api/ingest-log", params={"outcome": o}).json()["total"]
+                  for o in ("ok", "partial", "refused")}
+    assert by_outcome == {"ok": 31, "partial": 1, "refused": 25}
+    assert client.get("/api/ingest-log", params={"outcome": "fine"}).status_code == 422
+    otlp = client.get("/api/ingest-log", params={"endpoint": "POST /v1/traces", "offset": 30, "limit": 10}).json()
+    assert otlp["total"] == 31 and [i["received"] for i in otlp["items"]] == [0]
+    first = soup(client.get("/ingest-log"))
+    assert len(first.select("#ingest-log tbody tr")) == 50 and "page 1 of 2" in first.select_one(".pager").get_text()
+    second = soup(client.get("/ingest-log", params={"page": 2}))
+    assert len(second.select("#ingest-log tbody tr")) == 7
+    refused = soup(client.get("/ingest-log", params={"outcome": "refused", "endpoint": "orchestrace ingest"}))
+    assert {tr["class"][0] for tr in refused.select("#ingest-log tbody tr")} == {"refused"}
+    assert "25 receipts match" in refused.select_one("#ingest-log .count").get_text()
+
+
+def test_a_receipt_of_many_traces_names_a_few_and_links_them_all(client, db):
+    log.record(db, log.Receipt("POST /api/traces", "orchestrace", "traces", received=1000, used=1000,
+                               created=[f"t{i:04d}" for i in range(1000)], repeated=["old"]))
+    item = client.get("/api/ingest-log").json()["items"][0]
+    assert item["created"] == [f"t{i:04d}" for i in range(100)] and item["created_count"] == 1000
+    assert item["repeated"] == ["old"] and item["repeated_count"] == 1 and item["extended_count"] == 0
+    whole = client.get(f"/api/ingest-log/{item['id']}").json()
+    assert len(whole["created"]) == 1000 and whole["created_count"] == 1000 and whole["outcome"] == "ok"
+    assert client.get("/api/ingest-log/nope").status_code == 404
+    row = soup(client.get("/ingest-log")).select_one(f'tr[data-receipt-id="{item["id"]}"]')
+    assert [a.get_text() for a in row.select(".traces .trace-ref a")][:5] == [f"t{i:04d}" for i in range(5)]
+    more = row.select_one(".trace-ref.more a")
+    assert more["href"] == f"/api/ingest-log/{item['id']}" and "995 more new (1,000 in all)" in more.get_text()
+    assert len(row.select(".traces .trace-ref a")) == 7  # five new, the rest's link, one repeated
+
+
+def test_the_labels_page_pages(client):
+    trace = make_trace("labelled")
+    post_json(client, trace)
+    for reviewer in [f"r{n:02d}" for n in range(30)]:
+        for event in ("e1", "e2"):
+            family = "R1" if event == "e1" else "R2"
+            body = {"trace_id": "labelled", "event_id": event, "reviewer": reviewer, "credit": 0.5,
+                    "reward_family": family}
+            assert client.post("/api/annotations", json=body).status_code == 201
+    first = soup(client.get("/annotations"))
+    assert "60 labels" in first.select_one("#labels-table .count").get_text()
+    assert len(first.select("#labels-table tbody tr")) == 50
+    second = soup(client.get("/annotations", params={"page": 2}))
+    assert len(second.select("#labels-table tbody tr")) == 10
+    family = soup(client.get("/annotations", params={"reward_family": "R2"}))
+    assert "30 labels" in family.select_one("#labels-table .count").get_text()
+    assert not family.select(".pager")

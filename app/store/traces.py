@@ -93,6 +93,9 @@ def _where(filters: TraceFilters) -> tuple[str, list, bool]:
     for key, low, high in filters.ranges:
         expression, key_params, _ = parse_sort(key)
         reads_metrics |= expression.startswith("m.")
+        if low is None and high is None:  # no bound: the traces with the value at all
+            sql += f" AND {expression} IS NOT NULL"
+            params += key_params
         for bound, comparison in ((low, ">="), (high, "<")):
             if bound is not None:
                 sql += f" AND {expression} {comparison} ?"
