@@ -139,6 +139,7 @@ class Grid:
     den: int
     first: int
     last: int
+    whole: bool = False  # bins of one whole number each: bin k is the value k
 
     def edge(self, k: int) -> float:
         return edge(k, self.num, self.den)
@@ -176,7 +177,7 @@ def grid(low: float, high: float, whole: bool, bins: int = BINS_PER_AXIS) -> Gri
     num, den = (mantissa * 10 ** exponent, 1) if exponent >= 0 else (mantissa, 10 ** -exponent)
     if whole and num < den:
         num, den = 1, 1
-    return Grid(num, den, bin_of(low, num, den), bin_of(high, num, den))
+    return Grid(num, den, bin_of(low, num, den), bin_of(high, num, den), whole and num == den)
 
 
 def density(title: str, x: Grid, y: Grid, counts: dict[tuple[int, int], int], x_label: str, y_label: str,
@@ -186,14 +187,26 @@ def density(title: str, x: Grid, y: Grid, counts: dict[tuple[int, int], int], x_
     bin opens its URL. What a scatter of every point becomes when the points outnumber the pixels."""
     xs, ys = range(x.first, x.last + 1), range(y.first, y.last + 1)
     z = [[counts.get((i, j)) for i in xs] for j in ys]
-    hover = [[f"{escape(x_label)} {x.text(i)} to {x.text(i + 1)}<br>{escape(y_label)} {y.text(j)} to {y.text(j + 1)}"
-              for i in xs] for j in ys]
+    hover = [[f"{escape(x_label)} {span(x, i)}<br>{escape(y_label)} {span(y, j)}" for i in xs] for j in ys]
     trace = {"type": "heatmap", "x": x.edges(), "y": y.edges(), "z": z, "text": hover, "colorscale": DENSITY_SCALE,
              "showscale": True, "colorbar": {"title": {"text": "traces"}, "thickness": 12},
              "hovertemplate": "%{text}<br>%{z:,} traces<extra></extra>"}
     if links is not None:
         trace |= linked([[links.get((i, j)) for i in xs] for j in ys])
     layout = {"height": 300, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
-              "xaxis": AXIS | {"title": {"text": escape(x_label)}},
-              "yaxis": AXIS | {"title": {"text": escape(y_label)}}}
+              "xaxis": AXIS | {"title": {"text": escape(x_label)}} | value_ticks(x),
+              "yaxis": AXIS | {"title": {"text": escape(y_label)}} | value_ticks(y)}
     return make_figure(title, [trace], layout, empty=not any(counts.values()))
+
+
+def span(axis: Grid, k: int) -> str:
+    """What bin k holds, in words."""
+    return axis.text(k) if axis.whole else f"{axis.text(k)} to under {axis.text(k + 1)}"
+
+
+def value_ticks(axis: Grid) -> dict:
+    """A grid of one whole number per bin is ticked at each bin's middle with its number (6 agents, not 6 to 7)."""
+    if not axis.whole or axis.last - axis.first >= BINS_PER_AXIS:
+        return {}
+    ks = range(axis.first, axis.last + 1)
+    return {"tickmode": "array", "tickvals": [axis.edge(k) + 0.5 for k in ks], "ticktext": [str(k) for k in ks]}
