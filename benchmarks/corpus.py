@@ -1,10 +1,13 @@
 """Corpus pages at a training run's size (issue 30): N small rollouts ingested over HTTP, then each corpus page timed.
 
-Rollouts are generated swarms of 6 agents and 37 events (app/domain/generate.py), posted in requests of 1,000 to a
-real uvicorn over a fresh DuckDB file. Each page is timed at 500 rollouts and at N: its first view (which, before
-issue 30, analysed every trace not yet analysed), then again. Run with
+Rollouts are generated swarms of 6 agents and 37 events (app/domain/generate.py), in groups of 8 per task (a GRPO
+step's prompts) and two policies (systems), posted in requests of 1,000 to a real uvicorn over a fresh DuckDB file.
+After the first 500, reviewers label an event of each of the first 300 traces and a review queue samples 1,000 tool
+calls; after all N, a second queue samples 1,000 tool calls of the whole corpus (the queue page at N shows that one).
+Each page is timed at 500 rollouts and at N: its first view, then again (AGAIN views). Run with
 `.venv/bin/python benchmarks/corpus.py` (100,000 rollouts), `--quick` (3,000) or `--n N`.
-Prints medians with their range and the ratio of the two sizes; asserts nothing.
+Prints medians with their range and the ratios of the two sizes; asserts nothing. The figures move with the load of
+the machine: on a shared 2-core machine, expect them to vary by tens of percent from run to run.
 """
 
 import argparse
@@ -28,23 +31,45 @@ QUICK_N = 3_000
 SMALL_N = 500
 REQUEST = 1_000
 AGENTS, EVENTS = 6, 37
+GROUP = 8  # rollouts per task
+SYSTEMS = ("policy-a", "policy-b")
+LABELLED_TRACES = 300
+LABELLED_EVENT = "e08"  # the first tool call of a generated swarm
+REVIEWERS = ("ada", "bob")
+QUEUE_SAMPLE = 1_000
 AGAIN = 3  # views after the first
 PAGES = {
     "trace list": "/",
     "list by reward": "/?sort=-reward:team",
-    "list filtered": "/?topology=swarm&q=market",
+    "list by speedup": "/?sort=-parallelism_speedup",
+    "list by system": "/?system=policy-b",
+    "list by topology": "/?topology=swarm&sort=-reward:tool",
+    "list by task": "/?task=task-00042",
+    "list by text": "/?q=rollout-0004",
+    "list by reward range": "/?range=reward:team:0.5:0.8&sort=-reward:team",
+    "list by finding": "/?finding=untrusted_flow",
+    "list, page 100": "/?sort=tokens&page=100",
+    "api by reward range": "/api/traces?range=reward:team:0.9:&sort=-reward:team&limit=100",
     "dashboard": "/dashboard",
     "audit": "/audit",
+    "audit by rule": "/audit?sort=-untrusted_flow&page=3",
+    "ingest log": "/ingest-log",
+    "ingest log filtered": "/ingest-log?endpoint=POST%20/api/traces&outcome=ok",
+    "api ingest log": "/api/ingest-log",
+    "labels": "/annotations",
+    "labels filtered": "/annotations?reviewer=ada&page=2",
+    "queues": "/queues",
+    "queue": "/queues/{queue}",
 }
 PAGE_TIMEOUT_S = 600
 
 
 def rollouts(start: int, stop: int) -> list[dict]:
-    """Rollouts `start` to `stop`, each its own seed and id."""
+    """Rollouts `start` to `stop`, each its own seed, id, task (GROUP to a task) and system."""
     out = []
     for i in range(start, stop):
         trace = generate_swarm(AGENTS, EVENTS, seed=i)
-        trace["trace_id"] = f"rollout-{i:06d}"
+        trace |= {"trace_id": f"rollout-{i:06d}", "task_id": f"task-{i // GROUP:05d}", "system": SYSTEMS[i % 2]}
         out.append(trace)
     return out
 
@@ -59,6 +84,27 @@ def ingest_upto(url: str, start: int, stop: int) -> tuple[float, int]:
     return seconds, events
 
 
+def label(url: str) -> None:
+    """Each reviewer labels one event of each of the first LABELLED_TRACES rollouts."""
+    for i in range(LABELLED_TRACES):
+        for reviewer in REVIEWERS:
+            body = {"trace_id": f"rollout-{i:06d}", "event_id": LABELLED_EVENT, "reviewer": reviewer,
+                    "credit": (i % 10) / 10, "reward_family": "R1", "note": f"rollout {i}"}
+            post(url, json.dumps(body).encode(), "/api/annotations")
+
+
+def make_queue(url: str, name: str) -> tuple[str, float]:
+    """A queue of QUEUE_SAMPLE tool calls sampled from the whole corpus: its id and the seconds making it took."""
+    body = {"name": name, "filter": {"event_types": ["tool_call"]}, "reviewers": list(REVIEWERS), "overlap": 2,
+            "sample": {"n": QUEUE_SAMPLE, "seed": 1}}
+    request = urllib.request.Request(url + "/api/queues", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    start = time.perf_counter()
+    with urllib.request.urlopen(request, timeout=PAGE_TIMEOUT_S) as response:
+        queue = json.loads(response.read())
+    return queue["id"], time.perf_counter() - start
+
+
 def view(url: str, path: str) -> float:
     start = time.perf_counter()
     with urllib.request.urlopen(url + path, timeout=PAGE_TIMEOUT_S) as response:
@@ -67,17 +113,21 @@ def view(url: str, path: str) -> float:
     return time.perf_counter() - start
 
 
-def time_pages(url: str) -> dict[str, dict]:
+def time_pages(url: str, queue: str) -> dict[str, dict]:
     """Per page: its first view and its views again, in seconds."""
     out = {}
     for name, path in PAGES.items():
-        first = view(url, path)
-        out[name] = {"first": first, "again": [get(url, path) for _ in range(AGAIN)]}
+        path = path.format(queue=queue)
+        out[name] = {"first": view(url, path), "again": [get(url, path) for _ in range(AGAIN)]}
     return out
 
 
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
+
+
 def spread(times: list[float]) -> str:
-    return f"{statistics.median(times) * 1000:.0f} ms ({min(times) * 1000:.0f}-{max(times) * 1000:.0f})"
+    return f"{ms(statistics.median(times))} ({min(times) * 1000:.0f}-{max(times) * 1000:.0f})"
 
 
 def main() -> None:
@@ -90,22 +140,27 @@ def main() -> None:
         proc, url = start_server(Path(tmp) / "corpus.duckdb")
         try:
             seconds, events = ingest_upto(url, 0, SMALL_N)
-            small = time_pages(url)
+            label(url)
+            small_queue, small_queue_s = make_queue(url, f"sample of {SMALL_N}")
+            small = time_pages(url, small_queue)
             more_s, more_events = ingest_upto(url, SMALL_N, n)
             seconds, events = seconds + more_s, events + more_events
-            large = time_pages(url)
+            large_queue, large_queue_s = make_queue(url, f"sample of {n}")
+            large = time_pages(url, large_queue)
         finally:
             proc.terminate()
             proc.wait(30)
     print(f"{n:,} rollouts of {AGENTS} agents, {events:,} events: ingest over HTTP in requests of {REQUEST:,} "
-          f"{seconds:.1f} s, {events / seconds:,.0f} events/s")
-    print(f"{'page':16} {'first at 500':>14} {'first at N':>12} {'again at 500':>18} {'again at N':>18} "
-          f"{'ratio N/500':>11}")
+          f"{seconds:.1f} s, {events / seconds:,.0f} events/s; labels on {LABELLED_TRACES} traces by "
+          f"{len(REVIEWERS)} reviewers; making a queue of {QUEUE_SAMPLE:,} sampled tool calls: "
+          f"{ms(small_queue_s)} at {SMALL_N}, {ms(large_queue_s)} at {n:,}")
+    print(f"{'page':22} {'first at 500':>12} {'first at N':>11} {'first N/500':>11} {'again at 500':>16} "
+          f"{'again at N':>18} {'again N/500':>11}")
     for name in PAGES:
         s, big = small[name], large[name]
         ratio = statistics.median(big["again"]) / statistics.median(s["again"])
-        print(f"{name:16} {s['first'] * 1000:>11.0f} ms {big['first'] * 1000:>9.0f} ms {spread(s['again']):>18} "
-              f"{spread(big['again']):>18} {ratio:>10.1f}x")
+        print(f"{name:22} {ms(s['first']):>12} {ms(big['first']):>11} {big['first'] / s['first']:>10.1f}x "
+              f"{spread(s['again']):>16} {spread(big['again']):>18} {ratio:>10.1f}x")
 
 
 if __name__ == "__main__":

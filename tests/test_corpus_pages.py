@@ -169,3 +169,13 @@ def test_the_labels_page_pages(client):
     family = soup(client.get("/annotations", params={"reward_family": "R2"}))
     assert "30 labels" in family.select_one("#labels-table .count").get_text()
     assert not family.select(".pager")
+
+
+def test_a_new_reward_channel_is_a_column_as_soon_as_a_trace_brings_it(client):
+    post_json(client, make_trace("a"))
+    columns = [th.get_text(strip=True) for th in soup(client.get("/")).select("#trace-table th.reward")]
+    assert columns == ["team", "tool"]
+    post_json(client, make_trace("b", rewards={"novel": 1}))
+    columns = [th.get_text(strip=True) for th in soup(client.get("/")).select("#trace-table th.reward")]
+    assert columns == ["novel", "team", "tool"]
+    assert "reward-novel" in json.loads(soup(client.get("/dashboard")).select_one("script.charts-data").get_text())

@@ -307,6 +307,12 @@ def trace_facets(db: Database) -> dict:
     return {"systems": systems, "topologies": topologies}
 
 
+def corpus_version(db: Database) -> tuple:
+    """What changes whenever a trace is stored, replaced or deleted: their number and the latest ingest time (a
+    replace stamps its trace with the newest time)."""
+    return tuple(db.execute("SELECT count(*), max(ingested_at) FROM traces").fetchone())
+
+
 def reward_channels(db: Database) -> list[str]:
     """Reward channel names across stored traces, in name order (a scan of every trace's rewards)."""
     return [r["channel"] for r in db.fetchall(

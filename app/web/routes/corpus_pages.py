@@ -7,11 +7,11 @@ from fastapi import APIRouter, Request
 from app.domain import charts
 from app.domain.audit import RULES, SEVERITIES, SUMMARIES
 from app.domain.paging import fetch_page
+from app.services import corpus
 from app.store import analysis as analysis_store
 from app.store import corpus as corpus_store
-from app.store import traces as trace_store
 from app.web.access import AnyViewer
-from app.web.deps import DbDep
+from app.web.deps import CacheDep, DbDep
 from app.web.render import render
 
 router = APIRouter(include_in_schema=False)
@@ -49,11 +49,11 @@ AXIS_LABELS = {"parallelism_speedup": "parallelism speedup", "tokens": "tokens",
 
 
 @router.get("/dashboard", dependencies=[AnyViewer])
-def read_dashboard(request: Request, db: DbDep):
+def read_dashboard(request: Request, db: DbDep, cache: CacheDep):
     """Charts across all traces, each computed by DuckDB: a point per trace linking to it while the corpus has at
     most POINTS_UP_TO traces, else counts in bins linking to the trace list filtered to them; bars link likewise."""
     n_traces = corpus_store.trace_count(db)
-    channels = trace_store.reward_channels(db)
+    channels = corpus.reward_channels(db, cache)
     plots = PLOTS + tuple((f"reward-{c}", f"reward '{c}' vs agents", "agents", f"reward:{c}") for c in channels)
     keys = sorted({key for *_, x, y in plots for key in (x, y)})
     figures = points(db, plots, keys) if n_traces <= POINTS_UP_TO else bins(db, plots, keys)

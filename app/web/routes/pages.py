@@ -17,7 +17,7 @@ from app.domain.paging import fetch_page
 from app.domain.refusals import Refusal, status_of
 from app.domain.taxonomy import EVENT_TYPES
 from app.ingest.pipeline import InvalidTraces, ingest
-from app.services import analysis, graph, labels
+from app.services import analysis, corpus, graph, labels
 from app.store import labels as label_store
 from app.store import live as live_store
 from app.store import lod as lod_store
@@ -39,7 +39,7 @@ EVENTS_PER_PAGE = 50
 DEFAULT_TRACE_SORT = "-ingested_at"
 
 
-def trace_list_context(db, asked: dict, sort, page, reviewer=None) -> dict:
+def trace_list_context(db, cache, asked: dict, sort, page, reviewer=None) -> dict:
     """The trace list's page for the filters as asked (see trace_store.parse_filters): filters or a sort a request
     names badly are left out and said (`refused`)."""
     refused = []
@@ -62,18 +62,18 @@ def trace_list_context(db, asked: dict, sort, page, reviewer=None) -> dict:
             "filtered": filters != trace_store.TraceFilters(), "rules": AUDIT_RULES,
             "ranges": [{"text": text, "key": key, "low": low, "high": high, "others": texts[:i] + texts[i + 1:]}
                        for i, (text, (key, low, high)) in enumerate(zip(texts, filters.ranges))],
-            "facets": trace_store.trace_facets(db) | {"reward_channels": trace_store.reward_channels(db)},
+            "facets": trace_store.trace_facets(db) | {"reward_channels": corpus.reward_channels(db, cache)},
             "labelled": label_store.label_progress(db, reviewer, ids),
             "receiving": live_store.receiving_trace_ids(db, ids)}
 
 
 @router.get("/", dependencies=[AnyViewer])
-def read_trace_list(request: Request, db: DbDep, q: str | None = None, system: str | None = None,
+def read_trace_list(request: Request, db: DbDep, cache: CacheDep, q: str | None = None, system: str | None = None,
                     topology: str | None = None, task: str | None = None, finding: str | None = None,
                     ranges: list[str] = Query([], alias="range"), sort: str = DEFAULT_TRACE_SORT, page: int = 1,
                     deleted: str | None = None):
     """The trace list; `deleted` (where the trace page's delete control lands) says what became of its labels."""
-    context = trace_list_context(db, {"q": q, "system": system, "topology": topology, "task": task,
+    context = trace_list_context(db, cache, {"q": q, "system": system, "topology": topology, "task": task,
                                       "finding": finding, "ranges": ranges}, sort, page, reviewer_of(request))
     if deleted and not trace_store.trace_exists(db, deleted):
         context["deleted"] = {"trace_id": deleted, "labels": label_store.label_count(db, deleted)}
@@ -85,7 +85,7 @@ NO_FILE = ("No file chosen: choose one or more .json, .jsonl or .gz files with t
 
 
 @router.post("/upload", dependencies=[Reviewer, Depends(require_csrf)])
-async def create_upload(request: Request, db: DbDep, settings: SettingsDep, replace: bool = False):
+async def create_upload(request: Request, db: DbDep, cache: CacheDep, settings: SettingsDep, replace: bool = False):
     """The upload form: ingest the files, then show what was stored or every reason it was refused; ids
     stored already are offered for replacing (the same files posted again with replace=true), which is an
     admin's."""
@@ -108,7 +108,7 @@ async def create_upload(request: Request, db: DbDep, settings: SettingsDep, repl
     if replace:  # labels of events the new version lacks are kept, orphaned: say so
         result["orphaned"] = [o for trace_id in result["ingested"]
                               for o in label_store.orphaned_labels(db, reviewer_of(request), trace_id)]
-    context = trace_list_context(db, {}, DEFAULT_TRACE_SORT, 1, reviewer_of(request))
+    context = trace_list_context(db, cache, {}, DEFAULT_TRACE_SORT, 1, reviewer_of(request))
     context["upload"] = result
     return render(request, "trace_list.html", context, fragments=("_upload_result.html",), status_code=status)
 
