@@ -9,6 +9,7 @@ reviewers' labels from them (app.store.labels.VISIBLE) on every path that reads 
 import csv
 import io
 import json
+import weakref
 from collections import namedtuple
 
 from app.domain import csvsafe
@@ -37,6 +38,8 @@ MAX_VERSION = 2**31 - 1  # a 32-bit INTEGER column
 # Label versions read with plain SQL come back as these records (what to_dict needs): an ORM object costs
 # about 50 us a row to build, more than the query; saves and label reads are the busiest requests.
 LabelRow = namedtuple("LabelRow", [*store.ROW_FIELDS, "empty"])  # a row of store.LABEL_COLUMNS
+# Reviewer names each store is known to hold (a name once stored stays): a save by one of them need not add it.
+_stored_reviewers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class StaleVersion(Refusal):
@@ -88,13 +91,10 @@ def to_dict(row: LabelRow) -> dict:
     }
 
 
-def _event_snapshot(db: Database, trace_id: str, event_id: str) -> dict:
-    row = trace_store.event_identity(db, trace_id, event_id)
-    if row is not None:
-        return {"event_type": row["type"], "agent": row["agent"], "role": row["role"]}
+def _no_event(db: Database, trace_id: str, event_id: str) -> NotFound:
     if not trace_store.trace_exists(db, trace_id):
-        raise NotFound(f"no trace with id '{trace_id}'")
-    raise NotFound(f"trace '{trace_id}' has no event '{event_id}'")
+        return NotFound(f"no trace with id '{trace_id}'")
+    return NotFound(f"trace '{trace_id}' has no event '{event_id}'")
 
 
 def save_label(db: Database, data: dict) -> tuple[dict, bool]:
@@ -118,17 +118,20 @@ def save_label(db: Database, data: dict) -> tuple[dict, bool]:
     queue_id = data.get("queue_id") or None
     if queue_id is not None and not isinstance(queue_id, str):
         raise LabelError("queue_id", "must be a queue id (text) or null")
-    snapshot = _event_snapshot(db, trace_id, event_id)
-    for name, value in values.items():
-        declared = BY_NAME[name]
-        if not declared.is_empty(value) and not declared.applies(snapshot["event_type"]):
-            raise LabelError(name, f"is asked of {' and '.join(declared.applies_to)} events; this is a "
-                                   f"{snapshot['event_type']}")
-    # Plain SQL on one cursor: the ORM took twice the statements, each compiled anew, and saves queue on this lock.
+    # Plain SQL on one cursor, as few statements as a save can take: saves queue on the write lock, and on a lake
+    # every statement pays catalog round trips.
     def save(cur) -> tuple[dict, bool]:
-        # The current version, and the one this request made before if it is a retry.
-        rows = [LabelRow._make(row) for row in store.own_current_or_retry(cur, trace_id, event_id, reviewer,
-                                                                           request_id)]
+        # The event, the current version, and the one this request made before if it is a retry.
+        basis = store.save_basis(cur, trace_id, event_id, reviewer, request_id)
+        if not basis:
+            raise _no_event(db, trace_id, event_id)
+        snapshot = dict(zip(("event_type", "agent", "role"), basis[0][:3]))
+        for name, value in values.items():
+            declared = BY_NAME[name]
+            if not declared.is_empty(value) and not declared.applies(snapshot["event_type"]):
+                raise LabelError(name, f"is asked of {' and '.join(declared.applies_to)} events; this is a "
+                                       f"{snapshot['event_type']}")
+        rows = [LabelRow._make(row[3:]) for row in basis if row[3] is not None]
         done = next((row for row in rows if request_id and row.client_request_id == request_id), None)
         if done is not None:
             return to_dict(done), False
@@ -140,20 +143,24 @@ def save_label(db: Database, data: dict) -> tuple[dict, bool]:
         if queue_id is not None:
             queues.check_label(db, queue_id, trace_id, event_id, reviewer, merged)
         stamp = now()
-        annotation_id = keys.new_row_id(lambda taken: store.annotation_id_taken(cur, taken),
-                                        trace_id, event_id, reviewer, have + 1)
-        new = {"annotation_id": annotation_id, "trace_id": trace_id, "event_id": event_id, "reviewer": reviewer,
+        new = {"annotation_id": None, "trace_id": trace_id, "event_id": event_id, "reviewer": reviewer,
                "version": have + 1,
                "annotator_kind": annotator_kind, "client_request_id": request_id, "created_at": stamp,
                "queue_id": queue_id, **snapshot, **_columns(merged)}
-        # No RETURNING: a DuckLake table takes none; the row is read back as stored (types as the columns make them).
-        writes.insert_row(cur, "annotations", new)
-        row = LabelRow._make(store.label_version(cur, trace_id, event_id, reviewer, have + 1))
-        writes.add_reviewer(cur, reviewer, stamp)
+        # The id of the first candidate no other version holds: each insert checks its own (keys.new_row_id).
+        new["annotation_id"] = keys.new_row_id(
+            lambda candidate: not store.insert_label(cur, {**new, "annotation_id": candidate}),
+            trace_id, event_id, reviewer, have + 1)
+        if reviewer not in _stored_reviewers.get(db, ()):
+            writes.add_reviewer(cur, reviewer, stamp)
+        # No read back (a lake takes no RETURNING): each value is already of its column's type.
+        row = LabelRow(**{field: new.get(field) for field in store.ROW_FIELDS}, empty=not store.says_something(new))
         return to_dict(row), True
 
     # The reviewer's lock makes versions 1..n even when two instances of the app save the same label at once.
-    return db.write(save, [writes.reviewer_lock(reviewer)])
+    saved = db.write(save, [writes.reviewer_lock(reviewer)])
+    _stored_reviewers.setdefault(db, set()).add(reviewer)
+    return saved
 
 
 def clear_label(db: Database, data: dict) -> tuple[dict, bool]:

@@ -109,6 +109,7 @@ class Database:
             self._conn = self._connect_file(str(path))
         # DuckDB takes one writer at a time; serialising our own writers turns conflicts into waits.
         self.write_lock = threading.Lock()
+        self._writer: duckdb.DuckDBPyConnection | None = None  # the cursor of the write under write_lock, kept
         self._checkpointer = None if self.is_lake or str(path) == ":memory:" else _Checkpointer(self)
 
     def _connect_file(self, path: str) -> duckdb.DuckDBPyConnection:
@@ -129,6 +130,8 @@ class Database:
     def close(self) -> None:
         if self._checkpointer is not None:
             self._checkpointer.stop()
+        if self._writer is not None:
+            self._writer.close()
         self._conn.close()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -162,24 +165,33 @@ class Database:
         from before it reads until after it commits (see lake.held); a file has one writer, `write_lock`."""
         keys = [natural_id("lock", *parts) for parts in locks] if self.locking else []
         with self.write_lock, lake.held(self._conn, keys):
-            cur = self.cursor()
+            # One write at a time: its cursor is kept for the next (a lake cursor's first USE costs a catalog
+            # round trip), unless ending its transaction failed, which may leave it in any state.
+            cur, self._writer = self._writer or self.cursor(), None
             execute(cur, "BEGIN TRANSACTION")
             try:
                 yield cur
             except BaseException:
-                execute(cur, "ROLLBACK")
-                raise
-            else:
                 try:
-                    execute(cur, "COMMIT")
-                except duckdb.TransactionException as exc:
-                    if lake.is_commit_conflict(exc):
-                        raise CommitConflict(str(exc)) from exc
+                    execute(cur, "ROLLBACK")
+                except BaseException:
+                    cur.close()
                     raise
-                if self._checkpointer is not None:
-                    self._checkpointer.wrote()
-            finally:
+                self._writer = cur
+                raise
+            try:
+                execute(cur, "COMMIT")
+            except duckdb.TransactionException as exc:
                 cur.close()
+                if lake.is_commit_conflict(exc):
+                    raise CommitConflict(str(exc)) from exc
+                raise
+            except BaseException:
+                cur.close()
+                raise
+            self._writer = cur
+            if self._checkpointer is not None:
+                self._checkpointer.wrote()
 
     def write(self, work: Callable[[duckdb.DuckDBPyConnection], T], locks: Iterable[tuple] = ()) -> T:
         """`work(cur)` inside one write transaction holding `locks` (see `transaction`), run again (after a

@@ -65,13 +65,31 @@ def read_labels_page(db: Database, viewer: str | None, filters: dict, history: b
     return rows, total
 
 
-def own_current_or_retry(cur, trace_id: str, event_id: str, reviewer: str, request_id: str | None) -> list[tuple]:
-    """A reviewer's current version of a label and the one `request_id` made before (a retry), on the cursor
-    of the write that saves the next version: rows of LABEL_COLUMNS."""
+def save_basis(cur, trace_id: str, event_id: str, reviewer: str, request_id: str | None) -> list[tuple]:
+    """What saving a reviewer's next version of a label on an event starts from, in one statement (on a lake each
+    costs catalog round trips): the event's type, agent and role, each followed by LABEL_COLUMNS of the current
+    version and of the one `request_id` made before (a retry), or by nulls when there is none; no row when the
+    event does not exist. On the cursor of the write that saves the version."""
     return execute(cur,
-        f"SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
-        "QUALIFY version = max(version) OVER () OR client_request_id = ?",
-        [trace_id, event_id, reviewer, request_id]).fetchall()
+        "SELECT e.type, e.agent, e.role, l.* FROM "
+        "(SELECT type, agent, role FROM events WHERE trace_id = $trace AND event_id = $event LIMIT 1) e LEFT JOIN "
+        f"(SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id = $trace AND event_id = $event "
+        "AND reviewer = $reviewer QUALIFY version = max(version) OVER () OR client_request_id = $request) l ON true",
+        {"trace": trace_id, "event": event_id, "reviewer": reviewer, "request": request_id}).fetchall()
+
+
+def insert_label(cur, row: dict) -> bool:
+    """A label version (its columns named by `row`'s keys) unless another holds its annotation_id; whether it was
+    inserted. The check is the insert's own: a lake takes no RETURNING, and a statement less is round trips less."""
+    return execute(cur, f"INSERT INTO annotations ({', '.join(row)}) SELECT {', '.join('?' * len(row))} "
+                        "WHERE NOT EXISTS (SELECT 1 FROM annotations WHERE annotation_id = ?)",
+                   [*row.values(), row["annotation_id"]]).fetchone()[0] == 1
+
+
+def says_something(row: dict) -> bool:
+    """NON_EMPTY of a label version's stored values (tags as JSON text), for a version made without reading it."""
+    return any({FLAG: value is True, TAGS: value != "[]", TEXT: value != ""}.get(f.kind, value is not None)
+               for f in FIELDS for value in (row[f.name],))
 
 
 def last_label_versions(db: Database, trace_id: str, event_id: str, reviewer: str, count: int) -> list[tuple]:
