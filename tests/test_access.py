@@ -100,7 +100,8 @@ def test_each_caller_gets_what_the_route_declares(lab):
             names = {caller or "ada", "ada", "vic"} if "{name}" in route.path else {"ada"}  # own account, others
             for name in names:
                 values = {"trace_id": "no-such-trace", "event_id": "no-such-event", "queue_id": "no-such-queue",
-                          "item_id": "1", "key": "no-such-paper", "token_id": "no-such-token", "name": name}
+                          "item_id": "1", "key": "no-such-paper", "token_id": "no-such-token", "name": name,
+                          "receipt_id": "no-such-receipt"}
                 path = path_of(route, values)
                 answer = call(client, method, path, tokens.get(caller, {}))
                 assert guard_refusal(answer) == expected(declared, caller, name), (method, path, caller,
@@ -111,7 +112,7 @@ def test_each_caller_gets_what_the_route_declares(lab):
 def test_open_single_user_mode_stays_open_on_every_route(client, app):
     for route, method in route_methods(app):
         path = path_of(route, {"trace_id": "x", "event_id": "x", "queue_id": "x", "item_id": "1", "key": "x",
-                               "token_id": "x", "name": "x"})
+                               "token_id": "x", "name": "x", "receipt_id": "x"})
         assert guard_refusal(call(client, method, path, {})) is None, (method, path)
 
 
@@ -199,7 +200,8 @@ def test_no_get_route_changes_what_is_stored(client, app):
     queue = client.post("/api/queues", json={"name": "q", "filter": {}, "reviewers": ["ada", "rita"]}).json()
     client.cookies.set("orchestrace_reviewer", "ada")
     values = {"trace_id": "t-small", "event_id": "e1", "queue_id": queue["id"], "item_id": "1",
-              "key": json.loads(client.get("/api/papers/export?format=json").text)[0]["key"], "name": "ada"}
+              "key": json.loads(client.get("/api/papers/export?format=json").text)[0]["key"], "name": "ada",
+              "receipt_id": client.get("/api/ingest-log").json()["items"][0]["id"]}
     for route, method in route_methods(app):
         if method != "GET":
             continue
