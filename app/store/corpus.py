@@ -8,12 +8,12 @@ from app.store.traces import REWARD_SORT_PREFIX, REWARDS_MAP, TRACE_FROM, TRACE_
 def _measures(keys: list[str]) -> tuple[str, list]:
     """A SELECT of every trace's id and its measures x0, x1, ... (doubles, in the order of `keys`: trace-list sort
     keys read as the trace list reads them), the rewards of each trace parsed once for all its channels."""
-    inner = ["t.trace_id", REWARDS_MAP.format("t.rewards") + " AS r"] + [f"CAST({TRACE_SORTS[key]} AS DOUBLE) AS x{n}" for n, key in enumerate(keys)
-                                           if not key.startswith(REWARD_SORT_PREFIX)]
-    outer = ["trace_id"] + [f"r[?] AS x{n}" if key.startswith(REWARD_SORT_PREFIX)
-                            else f"x{n}" for n, key in enumerate(keys)]
+    rewards = [key.startswith(REWARD_SORT_PREFIX) for key in keys]
+    inner = ["t.trace_id", REWARDS_MAP.format("t.rewards") + " AS r"] + [
+        f"CAST({TRACE_SORTS[key]} AS DOUBLE) AS x{n}" for n, key in enumerate(keys) if not rewards[n]]
+    outer = ["trace_id"] + [f"r[?] AS x{n}" if rewards[n] else f"x{n}" for n in range(len(keys))]
     return (f"SELECT {', '.join(outer)} FROM (SELECT {', '.join(inner)}{TRACE_FROM})",
-            [key.removeprefix(REWARD_SORT_PREFIX) for key in keys if key.startswith(REWARD_SORT_PREFIX)])
+            [key.removeprefix(REWARD_SORT_PREFIX) for n, key in enumerate(keys) if rewards[n]])
 
 
 def trace_count(db: Database) -> int:
@@ -53,6 +53,8 @@ PLOT_BINS = """
 def measure_bins(db: Database, keys: list[str], plots: list[tuple]) -> list[dict[tuple[int, int], int]]:
     """Per plot (x key, x grid, y key, y grid): the traces with both measures counted per bin, {(i, j): traces};
     one scan of the traces for every plot."""
+    if not plots:
+        return []
     measures, params = _measures(keys)
     sql = f"WITH v AS MATERIALIZED ({measures}) " + " UNION ALL ".join(
         PLOT_BINS.format(plot=n, a=keys.index(x), b=keys.index(y)) for n, (x, _, y, _) in enumerate(plots))
