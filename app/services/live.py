@@ -56,6 +56,12 @@ BUILD_DELAY_S = 1.0
 # lately, and a batch need not look them up in the database (3-4 ms a batch). On a lake, other instances
 # add ids too: every batch looks them up.
 SEEN_TRACES = 16
+# Likewise it keeps the spans of a trace's batches as read on receipt, so that its build need not write, parse and
+# read them again (a third of a 20,000-span build), for the first build after they arrived; at most READ_SPANS.
+READ_SPANS = 200_000
+# Only a non-finite double (protobuf's NaN or infinity) is stored otherwise than read: as null. A part holding one is
+# built from what was stored.
+NOT_AS_READ = '"doubleValue":null'
 RUN_MEMBERS = 1000  # live traces of one run a build takes in, at most
 THREAD_LINK = "thread:"  # a live item naming a Codex sub-agent's thread that its root thread's trace holds
 
@@ -76,6 +82,7 @@ class _Incoming:
     body: object
     run_keys: frozenset = frozenset()  # OTLP: what ties it to other traces of its run (live_store.run_members)
     operations: frozenset = frozenset()  # OTLP: the operations of its spans, to name what could not be used
+    as_read: bool = False  # OTLP: its spans read as a build reads them (no odd kind or repeated attribute)
 
 
 class LiveTraces:
@@ -88,6 +95,8 @@ class LiveTraces:
         self._asked: dict[tuple[str, str], float] = {}  # trace -> when a batch last asked for its build
         self._busy = 0  # builds running
         self._seen: OrderedDict[tuple[str, str], set[str]] | None = None if db.is_lake else OrderedDict()
+        self._read: OrderedDict[tuple[str, str], list[list]] | None = None if db.is_lake else OrderedDict()
+        self._read_spans = 0  # spans held in _read
         self._seen_lock = threading.Lock()  # held from a batch's lookup until its ids are added, once committed
         self._changed = threading.Condition()
         self._stopping = False
@@ -109,8 +118,7 @@ class LiveTraces:
         for where, resource, scope, raw in otlp.iter_spans(doc):
             receipt.received += 1
             # iter_spans gives the resourceSpans and scopeSpans entries: the CLIs are told by resource and scope
-            cli_span = cli_telemetry.span_reason(resource.get("resource"),
-                                                 scope.get("scope") or scope.get("instrumentationLibrary"), raw)
+            cli_span = reader.cli_reason(resource, scope, raw)
             if cli_span:
                 receipt.skip(cli_span)
                 continue
@@ -138,7 +146,7 @@ class LiveTraces:
             group = part["groups"].get(key)
             if group is None:
                 group = part["groups"][key] = (resource, scope, [])
-            group[2].append((span.id, raw))
+            group[2].append((span.id, raw, span))
         unknown = sum((p["unknown"] for p in incoming.values() if p["usable"] or p["keys"]), Counter())
         for operation, count in unknown.items():  # spans of no GenAI operation kept, by operation name
             receipt.warnings.append(f"{count} span(s) of operation {show(operation)}, not an agent, model or tool "
@@ -149,10 +157,11 @@ class LiveTraces:
         for trace, p in created.items():
             receipt.warnings.append(f"trace {trace}: {len(p['ids'])} create_agent span(s) held for the run "
                                     "that invokes those agents")
+        as_read = not reader.odd_kinds and not reader.repeated_attributes
         self._receive([
             (CREATED, {trace: _Incoming(p["ids"], False, True, p["groups"]) for trace, p in created.items()}, False),
             (OTLP, {trace: _Incoming(p["ids"], p["root"], p["usable"], p["groups"], frozenset(p["keys"]),
-                             frozenset(p["operations"]))
+                             frozenset(p["operations"]), as_read)
                     for trace, p in incoming.items() if trace not in created}, True),
         ], receipt, may_replace)
 
@@ -229,7 +238,8 @@ class LiveTraces:
         now = _now()
 
         def receive_group(cur, source: str, incoming: dict[str, _Incoming], build: bool, tally: Receipt,
-                          due: dict[tuple[str, str], float], added: dict[tuple[str, str], list[str]]) -> None:
+                          due: dict[tuple[str, str], float], added: dict[tuple[str, str], list[str]],
+                          read: dict[tuple[str, str], tuple[bool, list | None]]) -> None:
             for source_trace, part in incoming.items():
                 seen = self._seen_before(cur, source, source_trace, part.ids)
                 new = [i for i in dict.fromkeys(part.ids) if i not in seen]
@@ -247,7 +257,11 @@ class LiveTraces:
                 tally.used += len(new)  # a trace with no GenAI span that links to others is kept for their run
                 if build and (known or part.usable):
                     (tally.extended if known else tally.created).append(trace_id)
-                live_store.insert_part(cur, source, source_trace, now, dumps(_part_body(source, part, set(new))))
+                body = dumps(_part_body(source, part, set(new)))
+                live_store.insert_part(cur, source, source_trace, now, body)
+                if self._read is not None and source == OTLP:
+                    read[(source, source_trace)] = (known is None, _read_groups(part, set(new))
+                                                    if part.as_read and NOT_AS_READ not in body else None)
                 live_store.insert_items(cur, source, source_trace, new)
                 if part.run_keys:
                     live_store.insert_run_keys(cur, source, source_trace, set(part.run_keys))
@@ -272,28 +286,32 @@ class LiveTraces:
             tally = copy.deepcopy(receipt)  # a lost commit runs this again: count on a copy, kept once committed
             due: dict[tuple[str, str], float] = {}
             added: dict[tuple[str, str], list[str]] = {}
+            read: dict[tuple[str, str], tuple[bool, list | None]] = {}  # OTLP parts' spans as read
             moved: list[str] = []
             for source, incoming, build in groups:
-                receive_group(cur, source, incoming, build, tally, due, added)
+                receive_group(cur, source, incoming, build, tally, due, added, read)
             adopt_threads(cur, due, moved)
             ingest_log.insert(cur, tally)
-            return tally, due, added, moved
+            return tally, due, added, read, moved
 
         # Parts of one trace sent to two instances at once: each takes in only the items the other has not.
         locks = [("live", source, source_trace) for source, incoming, _ in groups for source_trace in incoming]
         with self._seen_lock:
             try:
-                tally, due, added, moved = self.db.write(receive, locks + [
+                tally, due, added, read, moved = self.db.write(receive, locks + [
                     ("live", cli_telemetry.CODEX, thread) for pair in adopt for thread in pair])
             except BaseException:  # whatever this write did or not, the database is asked again
                 if self._seen is not None:
                     self._seen.clear()
+                    self._forget_read(list(self._read))
                 raise
             if self._seen is not None:
                 for key, new in added.items():  # a batch of more traces than SEEN_TRACES evicted its first ones:
                     received = self._seen.get(key)  # those are read from the database when they come again
                     if received is not None:
                         received.update(new)
+            for key, (first, spans) in read.items():
+                self._keep_read(key, first, spans)
             self._forget_seen([(cli_telemetry.CODEX, thread) for pair in adopt for thread in pair])
         for child in moved:  # a trace built from a sub-agent's thread alone is now part of its root's
             delete_trace(self.db, _trace_id(cli_telemetry.CODEX, child))
@@ -337,6 +355,33 @@ class LiveTraces:
             for key in keys:
                 self._seen.pop(key, None)
 
+    def _keep_read(self, key: tuple[str, str], first: bool, groups: list | None) -> None:
+        """Keep the spans of a trace's part just committed, as read (see READ_SPANS), after those of its earlier
+        parts: only while every part since its first one is kept (`groups` None: this one could not be)."""
+        if groups is None or not first and key not in self._read:
+            self._forget_read([key])
+            return
+        if first:
+            self._forget_read([key])
+            self._read[key] = []
+        self._read[key].append(groups)
+        self._read_spans += sum(map(len, groups))
+        while self._read_spans > READ_SPANS:
+            self._forget_read([next(iter(self._read))])
+
+    def _forget_read(self, keys: list[tuple[str, str]]) -> list | None:
+        """Drop the spans kept of these traces; their groups, in the order stored, when each trace had them."""
+        groups, whole = [], True
+        for key in keys:
+            parts = self._read.pop(key, None) if self._read is not None else None
+            if parts is None:
+                whole = False
+                continue
+            for part in parts:
+                self._read_spans -= sum(map(len, part))
+                groups += part
+        return groups if whole else None
+
     # ---- building -----------------------------------------------------------------------------
 
     def build(self, source: str, source_trace: str) -> str | None:
@@ -359,8 +404,10 @@ class LiveTraces:
         started = time.monotonic()
         members = live_store.run_members(self.db, source, source_trace, RUN_MEMBERS) if source == OTLP \
             else [source_trace]
-        parts = [body for member in members for body in live_store.live_parts(self.db, source, member)]
-        if not parts:
+        with self._seen_lock:  # what the parts committed so far hold, if every member's spans were kept
+            read = self._forget_read([(source, member) for member in members])
+        parts = None if read else self._parts(source, members)
+        if not read and not parts:
             return None
         error = stored = None
         warnings: list[str] = []
@@ -372,7 +419,7 @@ class LiveTraces:
                 live_store.set_live_trace_id(cur, source, members, stored)
 
         try:
-            trace, warnings = self._import(source, members, [loads(body) for body in parts])
+            trace, warnings = self._import(source, members, parts, read)
             if trace is None:
                 error = "no agent, model or tool activity could be read from its spans"
             else:
@@ -398,14 +445,24 @@ class LiveTraces:
     def _mark_built(cur, source: str, source_trace: str, error: str | None, warnings: list[str]) -> None:
         live_store.mark_built(cur, source, source_trace, _now(), error, dumps(warnings))
 
-    def _import(self, source: str, members: list[str], bodies: list) -> tuple[dict | None, list[str]]:
+    def _parts(self, source: str, members: list[str]) -> list[str]:
+        return [body for member in members for body in live_store.live_parts(self.db, source, member)]
+
+    def _import(self, source: str, members: list[str], parts: list[str] | None,
+                read: list | None) -> tuple[dict | None, list[str]]:
         """The trace built from the parts of these live traces (None when nothing could be read), and what the
-        importer could not map."""
+        importer could not map; OTLP parts may come as the spans `read` on receipt instead."""
         wanted = {_trace_id(source, member) for member in members}
+        bodies = None if parts is None else [loads(body) for body in parts]
         if source == OTLP:
+            held = live_store.live_parts_of_source(self.db, CREATED)
+            if read and not held:
+                result = otlp.import_read(read, self.content_policy, one_run=len(members) > 1)
+                return next((t for t in result.traces if t["trace_id"] in wanted), None), result.warnings
+            if bodies is None:  # the created agents' spans join them: read it all as stored
+                bodies = [loads(body) for body in self._parts(source, members)]
             doc = otlp.only_traces({"resourceSpans": [rs for body in bodies for rs in body["resourceSpans"]]},
                                    set(members))
-            held = live_store.live_parts_of_source(self.db, CREATED)
             if held:
                 doc["resourceSpans"] += [rs for _, body in held for rs in loads(body)["resourceSpans"]]
             result = otlp.import_otlp(doc, self.content_policy, one_run=len(members) > 1)
@@ -424,6 +481,7 @@ class LiveTraces:
         with self._seen_lock:
             self.db.write(lambda cur: live_store.forget_live_traces(cur, source, source_traces))
             self._forget_seen([(source, source_trace) for source_trace in source_traces])
+            self._forget_read([(source, source_trace) for source_trace in source_traces])
 
     def _schedule(self, key: tuple[str, str], delay: float) -> None:
         """Build `key` after `delay` seconds without further batches of it (0: as soon as the builder can)."""
@@ -488,6 +546,11 @@ class LiveTraces:
             self._schedule(tuple(key), 0)
 
 
+def _read_groups(part: _Incoming, new: set[str]) -> list[list]:
+    """The spans of an OTLP part as read, grouped as `_part_body` stores them."""
+    return [kept for *_, spans in part.body.values() if (kept := [span for span_id, _, span in spans if span_id in new])]
+
+
 def _part_body(source: str, part: _Incoming, new: set[str]):
     """What to keep of a trace's batch: only its new spans (or records)."""
     if source == AGENTS:
@@ -501,7 +564,7 @@ def _part_body(source: str, part: _Incoming, new: set[str]):
         return {"resourceLogs": resource_logs}
     resource_spans = []
     for resource, scope, spans in part.body.values():
-        kept = [raw for span_id, raw in spans if span_id in new]
+        kept = [raw for span_id, raw, _ in spans if span_id in new]
         if kept:
             resource_spans.append({**otlp.without_spans(resource),
                                    "scopeSpans": [{**otlp.without_spans(scope), "spans": kept}]})

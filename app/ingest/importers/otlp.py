@@ -166,24 +166,55 @@ def import_otlp(doc: dict, content_policy: ContentPolicy = KEEP, one_run: bool =
     result = ImportResult()
     with paused_gc():
         by_trace = _read_spans(doc["resourceSpans"], result.warnings)
-        _fold_created_agents(by_trace)
-        for dropped, kept in otlp_patterns.twins(by_trace, PATTERN_OPS).items():
-            del by_trace[dropped]
-            result.warnings.append(f"trace {dropped} holds the same model calls as trace {kept} (two "
-                                   f"instrumentations of one run): only {kept} is imported")
-        _join_runs(by_trace, result.warnings, one_run)
-        rewards = _log_rewards(doc.get("resourceLogs"), result.warnings)
-        for trace_id, spans in by_trace.items():
-            try:
-                trace = _Trace(trace_id, spans, content_policy, result.warnings).build(rewards.get(trace_id, []))
-            except ImportFailed:
-                raise
-            except ValueError as e:  # an attribute read outside the walk, which names the span itself
-                raise ImportFailed(f"trace {trace_id}: {e}") from None
-            _unlink(spans)
-            if trace is not None:
-                result.traces.append(trace)
+        _import_spans(by_trace, doc.get("resourceLogs"), content_policy, one_run, result)
     return result
+
+
+def import_read(groups: list[list["_Span"]], content_policy: ContentPolicy = KEEP,
+                one_run: bool = False) -> ImportResult:
+    """import_otlp of the document holding one resourceSpans entry per group, with one scopeSpans entry of the
+    group's spans (a live trace's stored parts), from those spans as a SpanReader read them on receipt: the same
+    traces and warnings without writing, parsing and reading them again. The spans must have read without odd
+    kinds or repeated attributes, none a coding CLI's (what reading the document would warn about), and be used
+    once (a build changes them)."""
+    result = ImportResult()
+    with paused_gc():
+        by_trace: dict[str, list[_Span]] = {}
+        for ri, spans in enumerate(groups):
+            where = f"resourceSpans[{ri}].scopeSpans[0]"  # as iter_spans names it in the stored document
+            for pi, span in enumerate(spans):
+                span.where = (where, pi)
+                same_trace = by_trace.get(span.trace_id)
+                if same_trace is None:
+                    by_trace[span.trace_id] = [span]
+                else:
+                    same_trace.append(span)
+        if not by_trace:
+            result.warnings.append("the document has no spans")
+        _import_spans(by_trace, None, content_policy, one_run, result)
+    return result
+
+
+def _import_spans(by_trace: dict[str, list["_Span"]], resource_logs, content_policy: ContentPolicy, one_run: bool,
+                  result: ImportResult) -> None:
+    """The traces of spans read, by trace in order of appearance, into `result`."""
+    _fold_created_agents(by_trace)
+    for dropped, kept in otlp_patterns.twins(by_trace, PATTERN_OPS).items():
+        del by_trace[dropped]
+        result.warnings.append(f"trace {dropped} holds the same model calls as trace {kept} (two "
+                               f"instrumentations of one run): only {kept} is imported")
+    _join_runs(by_trace, result.warnings, one_run)
+    rewards = _log_rewards(resource_logs, result.warnings)
+    for trace_id, spans in by_trace.items():
+        try:
+            trace = _Trace(trace_id, spans, content_policy, result.warnings).build(rewards.get(trace_id, []))
+        except ImportFailed:
+            raise
+        except ValueError as e:  # an attribute read outside the walk, which names the span itself
+            raise ImportFailed(f"trace {trace_id}: {e}") from None
+        _unlink(spans)
+        if trace is not None:
+            result.traces.append(trace)
 
 
 def _unlink(spans: list["_Span"]) -> None:
@@ -333,6 +364,18 @@ class SpanReader:
         self.repeated_attributes: Counter = Counter()  # attribute key -> spans that give it more than once
         self._ids: dict[int, dict[str, str]] = {TRACE_ID_BYTES: {}, SPAN_ID_BYTES: {}}  # decoded, by size
         self._names: dict[int, str] = {}  # service name by resourceSpans entry, scope name by scopeSpans entry
+        self._cli: dict[int, bool] = {}  # by scopeSpans entry: whether its spans may be a coding CLI's
+
+    def cli_reason(self, rs: dict, ss: dict, raw) -> str | None:
+        """cli_telemetry.span_reason of a span. It depends on the span only through a name starting with the CLI
+        prefix (and the session it names): an entry for whose resource and scope a span so named has no reason
+        holds no CLI span, and its spans are not asked one by one (a fifth of reading a batch)."""
+        resource, scope = rs.get("resource"), ss.get("scope") or ss.get("instrumentationLibrary")
+        maybe = self._cli.get(id(ss))
+        if maybe is None:
+            maybe = self._cli[id(ss)] = cli_telemetry.span_reason(
+                resource, scope, {"name": cli_telemetry.PREFIX}) is not None
+        return cli_telemetry.span_reason(resource, scope, raw) if maybe else None
 
     def read(self, where: tuple[str, int], rs: dict, ss: dict, raw) -> "_Span":
         service = self._names.get(id(rs))
@@ -419,7 +462,7 @@ def _read_spans(resource_spans: list, warnings: list[str]) -> dict[str, list[_Sp
     reader = SpanReader()
     claimed: Counter = Counter()
     for where, rs, ss, raw in iter_spans({"resourceSpans": resource_spans}):
-        reason = cli_telemetry.span_reason(rs.get("resource"), ss.get("scope") or ss.get("instrumentationLibrary"), raw)
+        reason = reader.cli_reason(rs, ss, raw)
         if reason:  # a coding CLI's span: its session is built from the CLI's log events
             claimed[reason] += 1
             continue
