@@ -4,7 +4,9 @@ users' requests while it runs.
 1. In process, per size (1,000-agent generated swarms; 20,000, 100,000 and 1,000,000 events by default): the
    analysis ingest stores (app/domain/analysis.py analyse: metrics.analyse_graph, compute_metrics, audit) per
    stage, medians with ranges of REPEAT runs, and the ratio of each size's total to the smallest's.
-2. Over HTTP, a real uvicorn over a DuckDB file holding the largest trace: REVIEWERS reviewers save labels on it
+2. Over HTTP, a real uvicorn over a DuckDB file: the largest trace posted (stored with its analysis, made in the
+   worker process meanwhile) and its metrics and audit asked for the first time; then REVIEWERS reviewers save
+   labels on it
    (keep-alive connections, no think time) with the server idle, then again while the server analyses that
    trace again in the background (as after a new analysis version: the stored analysis is marked stale and the
    server restarted). Label save p50 and p99 for both, and their ratio.
@@ -35,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from app.domain.audit import audit  # noqa: E402
 from app.domain.generate import generate_swarm  # noqa: E402
 from app.domain.metrics import analyse_graph, compute_metrics  # noqa: E402
-from benchmarks.ingest import post, start_server  # noqa: E402
+from benchmarks.ingest import get, post, start_server  # noqa: E402
 
 REPEAT = 5
 SIZES = (20_000, 100_000, 1_000_000)
@@ -133,7 +135,8 @@ def while_analysing(events: int) -> None:
         path = Path(tmp) / "analysis.duckdb"
         proc, url = start_server(path)
         try:
-            post(url, json.dumps(trace).encode())
+            ingest_s = post(url, json.dumps(trace).encode())
+            first_view = {path: get(url, path) for path in ("/api/traces/big/metrics", "/api/traces/big/audit")}
             idle_text, idle_p99 = percentiles(label_saves(url, "big", ids))
         finally:
             proc.terminate()
@@ -150,6 +153,8 @@ def while_analysing(events: int) -> None:
             proc.terminate()
             proc.wait(60)
     busy_text, busy_p99 = percentiles(busy)
+    print(f"a {events:,}-event trace over HTTP: stored with its analysis in {ingest_s:.1f} s; its first views: "
+          + ", ".join(f"{path} {seconds * 1000:.0f} ms" for path, seconds in first_view.items()))
     print(f"label saves on a {events:,}-event trace, {REVIEWERS} reviewers:")
     print(f"  server idle:                         {idle_text}")
     print(f"  while it analyses the trace again:   {busy_text} (the pass took about {took:.1f} s with them)")
