@@ -151,12 +151,18 @@ def _summary(row: dict) -> dict:
     return row
 
 
-# One page of the list: the traces' own columns sorted and cut first, the stored analysis joined to that page only
-# (a join of every trace to its analysis costs more than the rest of the list).
+# One page of the list and how many traces match, in one statement so that the filters run once: the matching traces'
+# ids and sort keys are kept (`hits`), counted, and cut to the page; only then are the page's columns read and its
+# stored analysis joined (a join of every trace to its analysis costs more than the rest of the list). An empty page
+# is one row of NULLs with the count.
 TRACE_PAGE = """
-    WITH page AS (SELECT {columns}, {key} AS sort_key{source}{where}
-                  ORDER BY sort_key {order} NULLS LAST, t.trace_id LIMIT ? OFFSET ?)
-    SELECT t.* EXCLUDE (sort_key), {metrics} FROM page t{join}ORDER BY t.sort_key {order} NULLS LAST, t.trace_id
+    WITH hits AS MATERIALIZED (SELECT t.trace_id, {key} AS sort_key{source}{where}),
+    page AS (SELECT trace_id, sort_key FROM hits ORDER BY sort_key {order} NULLS LAST, trace_id LIMIT ? OFFSET ?)
+    SELECT c.total, p.* EXCLUDE (sort_key)
+    FROM (SELECT count(*) AS total FROM hits) c
+    LEFT JOIN (SELECT {columns}, page.sort_key, {metrics} FROM page JOIN traces t ON t.trace_id = page.trace_id{join}) p
+           ON true
+    ORDER BY p.sort_key {order} NULLS LAST, p.trace_id
 """
 
 
@@ -165,14 +171,16 @@ def list_traces(db: Database, filters: TraceFilters = TraceFilters(), sort="trac
     """One page of trace summaries and the number of traces matching the filters (see parse_sort)."""
     expression, sort_params, descending = parse_sort(sort)
     where, params, reads_metrics = _where(filters)
-    # the analysis is joined before the page is cut only when a filter or the sort reads it
+    # the analysis is joined to every trace only when a filter or the sort reads it
     source = TRACE_FROM if reads_metrics or expression.startswith("m.") else " FROM traces t "
-    total = db.scalar("SELECT count(*)" + (TRACE_FROM if reads_metrics else " FROM traces t ") + where, params)
-    rows = db.fetchall(TRACE_PAGE.format(columns=TRACE_COLUMNS, key=expression, source=source, where=where,
-                                         order="DESC" if descending else "ASC", metrics=METRIC_COLUMNS,
-                                         join=METRICS_JOIN),
+    order = "DESC" if descending else "ASC"
+    rows = db.fetchall(TRACE_PAGE.format(key=expression, source=source, where=where, order=order,
+                                         columns=TRACE_COLUMNS, metrics=METRIC_COLUMNS, join=METRICS_JOIN),
                        sort_params + params + [limit, offset])
-    return [_summary(row) for row in rows], total
+    total = rows[0]["total"]  # on every row; an empty page is one row of NULLs
+    for row in rows:
+        del row["total"]
+    return [_summary(row) for row in rows if row["trace_id"] is not None], total
 
 
 def read_trace_summary(db: Database, trace_id: str) -> dict | None:
