@@ -179,3 +179,17 @@ def test_a_new_reward_channel_is_a_column_as_soon_as_a_trace_brings_it(client):
     columns = [th.get_text(strip=True) for th in soup(client.get("/")).select("#trace-table th.reward")]
     assert columns == ["novel", "team", "tool"]
     assert "reward-novel" in json.loads(soup(client.get("/dashboard")).select_one("script.charts-data").get_text())
+
+
+def critical_steps(client) -> list:
+    figures = json.loads(soup(client.get("/dashboard")).select_one("script.charts-data").get_text())
+    return figures["steps-wall"]["data"][0]["y"]
+
+
+def test_the_dashboard_is_made_again_when_analyses_are(client, db):
+    post_json(client, [make_trace("a"), make_trace("b")])
+    assert critical_steps(client) == [4, 4]
+    db.execute("UPDATE trace_metrics SET critical_path_steps = 99, analysis_version = 0")  # as an older analysis
+    assert critical_steps(client) == [99, 99]
+    analysis.ensure_all(db)
+    assert critical_steps(client) == [4, 4]

@@ -1,6 +1,10 @@
-"""Corpus-wide facts the corpus pages show on every view, kept while the corpus stays as it was."""
+"""Corpus-wide facts the corpus pages show on every view, kept while the corpus (and its stored analyses) stay as
+they were: each is a scan of every trace, which a page viewed again need not repeat."""
+
+from collections.abc import Callable
 
 from app.services.cache import TraceCache
+from app.store import analysis as analysis_store
 from app.store import traces as trace_store
 from app.store.db import Database
 
@@ -9,3 +13,8 @@ def reward_channels(db: Database, cache: TraceCache) -> list[str]:
     """The reward channel names across stored traces (every trace's rewards read once per corpus version)."""
     return cache.get_or_build(("reward channels", trace_store.corpus_version(db)),
                               lambda: trace_store.reward_channels(db))
+
+
+def with_analyses(db: Database, cache: TraceCache, name: str, build: Callable[[], object]):
+    """What `build` makes of the traces and their stored analyses (a dashboard's figures), kept per version of both."""
+    return cache.get_or_build((name, trace_store.corpus_version(db), analysis_store.analyses_version(db)), build)

@@ -37,6 +37,12 @@ def traces_needing_analysis(db: Database, version: int) -> list[dict]:
         "ORDER BY t.trace_id", [version])
 
 
+def analyses_version(db: Database) -> tuple:
+    """What changes whenever stored analyses are (with their findings): their number, latest trace ingest and the
+    sum of their analysis versions (a pass for a new version raises it with each batch)."""
+    return tuple(db.execute("SELECT count(*), max(ingested_at), sum(analysis_version) FROM trace_metrics").fetchone())
+
+
 # Sort keys of the audit table besides a rule's name (its findings in the trace).
 AUDIT_SORTS = {"trace_id": "m.trace_id", "error": "m.errors", "warning": "m.warnings", "info": "m.infos"}
 AUDIT_PAGE = """

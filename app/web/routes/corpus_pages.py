@@ -51,7 +51,14 @@ AXIS_LABELS = {"parallelism_speedup": "parallelism speedup", "tokens": "tokens",
 @router.get("/dashboard", dependencies=[AnyViewer])
 def read_dashboard(request: Request, db: DbDep, cache: CacheDep):
     """Charts across all traces, each computed by DuckDB: a point per trace linking to it while the corpus has at
-    most POINTS_UP_TO traces, else counts in bins linking to the trace list filtered to them; bars link likewise."""
+    most POINTS_UP_TO traces, else counts in bins linking to the trace list filtered to them; bars link likewise.
+    Kept until a trace or an analysis is stored."""
+    context = corpus.with_analyses(db, cache, "dashboard", lambda: dashboard(db, cache))
+    return render(request, "dashboard.html", context | {"points_up_to": POINTS_UP_TO})
+
+
+def dashboard(db, cache) -> dict:
+    """The dashboard's figures, reward channels and number of traces."""
     n_traces = corpus_store.trace_count(db)
     channels = corpus.reward_channels(db, cache)
     plots = PLOTS + tuple((f"reward-{c}", f"reward '{c}' vs agents", "agents", f"reward:{c}") for c in channels)
@@ -65,8 +72,7 @@ def read_dashboard(request: Request, db: DbDep, cache: CacheDep):
     findings = analysis_store.findings_by_rule(db)
     figures["findings"] = charts.bar_chart("audit findings by rule", findings,
                                            links=[list_url(("finding", rule)) for rule in findings])
-    return render(request, "dashboard.html", {"figures": figures, "channels": channels, "n_traces": n_traces,
-                                              "points_up_to": POINTS_UP_TO})
+    return {"figures": figures, "channels": channels, "n_traces": n_traces}
 
 
 def axis_label(key: str) -> str:
