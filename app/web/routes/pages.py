@@ -73,8 +73,8 @@ def read_trace_list(request: Request, db: DbDep, cache: CacheDep, q: str | None 
                     ranges: list[str] = Query([], alias="range"), sort: str = DEFAULT_TRACE_SORT, page: int = 1,
                     deleted: str | None = None):
     """The trace list; `deleted` (where the trace page's delete control lands) says what became of its labels."""
-    context = trace_list_context(db, cache, {"q": q, "system": system, "topology": topology, "task": task,
-                                      "finding": finding, "ranges": ranges}, sort, page, reviewer_of(request))
+    asked = {"q": q, "system": system, "topology": topology, "task": task, "finding": finding, "ranges": ranges}
+    context = trace_list_context(db, cache, asked, sort, page, reviewer_of(request))
     if deleted and not trace_store.trace_exists(db, deleted):
         context["deleted"] = {"trace_id": deleted, "labels": label_store.label_count(db, deleted)}
     return render(request, "trace_list.html", context, fragments=("_trace_table.html",))
