@@ -249,8 +249,10 @@ class LiveTraces:
                     tally.repeated.append(trace_id)
                 if not new:
                     continue
-                known = live_store.live_trace(cur, source, source_trace)
-                if known is None and not part.usable and not part.run_keys:
+                # a trace holding items has its row (a file store remembers them: no lookup for each batch)
+                known = self._holds_items(source, source_trace) or \
+                    live_store.live_trace(cur, source, source_trace) is not None
+                if not known and not part.usable and not part.run_keys:
                     tally.skip(f"trace {source_trace}: {otlp.NO_AGENT_SPAN} so far, only "
                                f"{', '.join(map(show, sorted(part.operations)))}: nothing to build", len(new))
                     continue
@@ -260,12 +262,12 @@ class LiveTraces:
                 body = dumps(_part_body(source, part, set(new)))
                 live_store.insert_part(cur, source, source_trace, now, body)
                 if self._read is not None and source == OTLP:
-                    read[(source, source_trace)] = (known is None, _read_groups(part, set(new))
+                    read[(source, source_trace)] = (not known, _read_groups(part, set(new))
                                                     if part.as_read and NOT_AS_READ not in body else None)
                 live_store.insert_items(cur, source, source_trace, new)
                 if part.run_keys:
                     live_store.insert_run_keys(cur, source, source_trace, set(part.run_keys))
-                if known is None:
+                if not known:
                     live_store.insert_live_trace(cur, source, source_trace, trace_id, len(new), part.has_root, now)
                 else:
                     live_store.extend_live_trace(cur, source, source_trace, len(new), part.has_root, now)
@@ -348,6 +350,10 @@ class LiveTraces:
                 self._seen.popitem(last=False)
         self._seen.move_to_end(key)
         return received.intersection(ids)
+
+    def _holds_items(self, source: str, source_trace: str) -> bool:
+        """Whether a live trace is remembered holding items (after `_seen_before` asked for it)."""
+        return self._seen is not None and bool(self._seen.get((source, source_trace)))
 
     def _forget_seen(self, keys: list[tuple[str, str]]) -> None:
         """Drop the remembered ids of these traces: the database no longer holds them."""

@@ -62,6 +62,7 @@ import math
 import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
+from functools import cache
 
 import orjson
 
@@ -428,7 +429,7 @@ class _Span:
                  "handoff", "resumes", "handed_off", "resumed_later", "joined", "links")
 
     def __init__(self, where: tuple[str, int], trace_id: str, span_id: str, parent_id: str | None, name: str,
-                 kind: int, start: int, end: int, attrs: dict, error: bool, status_message, span_events: list,
+                 kind: int, start: int, end: int, attrs: dict, error: bool, status_message, span_events: list | tuple,
                  links: tuple = ()):
         self.where, self.trace_id, self.id, self.parent_id, self.name, self.kind = \
             where, trace_id, span_id, parent_id, name, kind
@@ -446,11 +447,13 @@ class _Span:
         self.operation = operation
         self.op = OPERATIONS.get(operation)
         self.children: list[_Span] = []
-        self.delegations: list[_Delegation] = []
+        # Empty tuples until set: a span kept from receipt to build (see live.READ_SPANS) holds as few objects as
+        # the garbage collector must walk.
+        self.delegations: list[_Delegation] | tuple = ()
         self.parent = self.agent = self.caller = self.delegator = self.tool_name = self.call_id = self.first = self.last = None
         self.usage_below = self.handed_off = self.resumed_later = False
         self.handoff = self.resumes = None  # set by otlp_patterns
-        self.joined: list[_Span] = []  # other runs a fan-in waited for (otlp_patterns)
+        self.joined: list[_Span] | tuple = ()  # other runs a fan-in waited for (otlp_patterns)
 
     def location(self) -> str:
         return f"{self.where[0]}.spans[{self.where[1]}] (spanId {self.id})"
@@ -512,8 +515,10 @@ def _read_span(raw, where: tuple[str, int], odd_kinds: Counter, ids: dict[int, d
                 kind = INTERNAL
         status = raw.get("status")
         error, status_message = _status(status) if status else (False, None)
-        span_events = raw.get("events") or []
-        if type(span_events) is not list:
+        span_events = raw.get("events")
+        if not span_events:
+            span_events = ()
+        elif type(span_events) is not list:
             raise ValueError(f"events {show(span_events)} is not an array")
         links = raw.get("links")
         return _Span(where, trace_id, span_id, parent_id, name, kind, start, end, _attributes(raw.get("attributes")),
@@ -688,6 +693,8 @@ def _count(attrs: dict, keys: tuple[str, ...]) -> int | None:
         number = encoded.get("intValue") if type(encoded) is dict else None
         if type(number) is str and number.isdecimal():  # the common case, without a call
             return int(number)
+        if type(number) is int and number >= 0 and "stringValue" not in encoded:  # as protobuf decodes it
+            return number
         value = _get(attrs, key)
         if value is None:
             continue
@@ -731,11 +738,19 @@ def _carried(attrs: dict, side: str, genai: dict):
     return None
 
 
+@cache
+def _first_keys(prefix: str) -> tuple[str, ...]:
+    """The keys one of which a first message flattened under `prefix` has."""
+    return tuple(f"{prefix}0.{field}" for field in FIRST_FLATTENED)
+
+
 def _flattened(attrs: dict, prefix: str):
     """The messages a convention flattens into attributes under `prefix` (the first one has a role or a content),
     regrouped; None without any."""
-    first = f"{prefix}0."
-    if not any(f"{first}{field}" in attrs for field in FIRST_FLATTENED):
+    for key in _first_keys(prefix):
+        if key in attrs:
+            break
+    else:
         return None
     pairs = {key[len(prefix):]: _get(attrs, key) for key in attrs if type(key) is str and key.startswith(prefix)}
     return unflatten(pairs)
@@ -1068,6 +1083,8 @@ class _Trace:
                     self.b.link_to_next(other.last, props["to"], "message")
         elif span.delegator is not None:
             self.b.link(span.delegator.first, index, "causal")
+            if not span.delegator.delegations:
+                span.delegator.delegations = []
             span.delegator.delegations.append(_Delegation(span))  # counted when the tool ends
         return index
 

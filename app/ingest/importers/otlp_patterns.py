@@ -424,10 +424,18 @@ def transfer_target(tool: str, arguments, agents: dict[str, str]) -> str | None:
     return _named_agent(arguments() if callable(arguments) else arguments, agents)
 
 
+def _transfer_word(text: str) -> bool:
+    """TRANSFER_WORD.search(text), sooner: a match holds one of these in lower case (the long s matches s when
+    case is ignored), which most texts do not."""
+    low = text.lower()
+    return ("transfer" in low or "tranſfer" in low or "handoff" in low or "hand_off" in low) \
+        and TRANSFER_WORD.search(text) is not None
+
+
 def _requested_calls(span) -> list[tuple[str | None, str, object]]:
     """(call id, tool name, arguments) of the tool calls a model span's output messages ask for."""
     text = _str(span.attrs, "gen_ai.output.messages")
-    if text is None or not TRANSFER_WORD.search(text):  # most outputs ask for no transfer: not parsed
+    if text is None or not _transfer_word(text):  # most outputs ask for no transfer: not parsed
         return []
     output = _json(span.attrs, "gen_ai.output.messages")
     calls = []
@@ -452,7 +460,7 @@ def _tool_arguments(span):
 def _handoff_attribute(span) -> str | None:
     """The target a span's handoff attributes name (`gen_ai.agent.handoff.target.name` and kin)."""
     for key in span.attrs:
-        if type(key) is str and HANDOFF_ATTR.match(key):
+        if type(key) is str and "handoff" in key and HANDOFF_ATTR.match(key):
             return _str(span.attrs, key)
     return None
 
