@@ -193,3 +193,13 @@ def test_the_dashboard_is_made_again_when_analyses_are(client, db):
     assert critical_steps(client) == [99, 99]
     analysis.ensure_all(db)
     assert critical_steps(client) == [4, 4]
+
+
+def test_the_audit_totals_follow_the_traces_stored(client):
+    post_json(client, make_trace("fine"))
+    assert not soup(client.get("/audit")).select('#rule-totals [data-rule="time_order"]')
+    late = make_trace("late")
+    late["edges"].append({"src": "e6", "dst": "e1", "type": "causal"})
+    post_json(client, late)
+    total = soup(client.get("/audit")).select_one('#rule-totals [data-rule="time_order"] .value')
+    assert total.get_text(" ", strip=True) == "1 in 1 trace"

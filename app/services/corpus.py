@@ -16,5 +16,6 @@ def reward_channels(db: Database, cache: TraceCache) -> list[str]:
 
 
 def with_analyses(db: Database, cache: TraceCache, name: str, build: Callable[[], object]):
-    """What `build` makes of the traces and their stored analyses (a dashboard's figures), kept per version of both."""
+    """What `build` makes of the traces and their stored analyses (the dashboard's figures, the audit's totals by
+    rule), kept per version of both."""
     return cache.get_or_build((name, trace_store.corpus_version(db), analysis_store.analyses_version(db)), build)

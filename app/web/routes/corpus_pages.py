@@ -22,14 +22,14 @@ DEFAULT_AUDIT_SORT = "-error"
 
 
 @router.get("/audit", dependencies=[AnyViewer])
-def read_audit_page(request: Request, db: DbDep, sort: str = DEFAULT_AUDIT_SORT, page: int = 1):
-    """Findings by rule across the corpus (errors first, then most), then one page of traces × the rules that found
-    anything, sorted by a rule, a severity or the trace id."""
+def read_audit_page(request: Request, db: DbDep, cache: CacheDep, sort: str = DEFAULT_AUDIT_SORT, page: int = 1):
+    """Findings by rule across the corpus (errors first, then most; kept until an analysis is stored), then one page
+    of traces × the rules that found anything, sorted by a rule, a severity or the trace id."""
     if sort.lstrip("-") not in (*analysis_store.AUDIT_SORTS, *RULES):
         sort = DEFAULT_AUDIT_SORT
     rows, total, page, pages = fetch_page(
         page, AUDIT_ROWS_PER_PAGE, lambda limit, offset: analysis_store.audit_page(db, sort, limit, offset))
-    found = analysis_store.rule_totals(db)
+    found = corpus.with_analyses(db, cache, "rule totals", lambda: analysis_store.rule_totals(db))
     totals = sorted(({"rule": rule, "severity": RULES[rule], "summary": SUMMARIES[rule], **found[rule]}
                      for rule in found if rule in RULES),
                     key=lambda t: (SEVERITIES.index(t["severity"]), -t["findings"], t["rule"]))
