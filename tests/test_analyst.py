@@ -3,12 +3,18 @@ and made here when the worker is gone."""
 
 import os
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 from conftest import make_trace
 
 from app.domain.analysis import analyse
 from app.domain.generate import generate_swarm
 from app.store import analyst
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def traces() -> list[dict]:
@@ -51,3 +57,24 @@ def test_without_a_worker_the_analysis_runs_here(monkeypatch):
     monkeypatch.setattr(analyst, "_worker", no_processes)
     sent = traces()
     assert analyst.analyse_traces(sent) == expected(sent)
+
+
+def test_the_worker_ends_with_a_server_killed_outright(tmp_path):
+    script = tmp_path / "server.py"
+    script.write_text(
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from app.store import analyst\n"
+        "from app.domain.generate import generate_swarm\n"
+        "if __name__ == '__main__':\n"
+        "    analyst.analyse_traces([generate_swarm(3, 12, seed=1)])\n"
+        "    print(*analyst._worker()._processes, flush=True)\n"
+        "    time.sleep(60)\n")
+    server = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    worker = int(server.stdout.readline())
+    server.kill()
+    server.wait()
+    deadline = time.monotonic() + 10 * analyst.PARENT_CHECK_S + 5
+    while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{worker}").exists() or "zombie" in Path(f"/proc/{worker}/status").read_text()

@@ -10,7 +10,9 @@ or processes cannot be started here), the analysis runs in the calling thread: s
 
 import logging
 import multiprocessing
+import os
 import threading
+import time
 import uuid
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -18,6 +20,7 @@ from concurrent.futures.process import BrokenProcessPool
 from app.domain.analysis import analyse
 
 PIECE_EVENTS = 20_000  # events (and as many edges) per piece sent to the worker
+PARENT_CHECK_S = 1.0  # how often the worker looks whether the server that started it is still there
 log = logging.getLogger("orchestrace")
 
 _lock = threading.Lock()
@@ -102,8 +105,20 @@ def _worker() -> ProcessPoolExecutor:
     with _lock:
         if _pool is None:
             # spawn: a fork of a process running DuckDB's threads may inherit its locks held
-            _pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            _pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=_follow, initargs=(os.getpid(),))
         return _pool
+
+
+def _follow(parent: int) -> None:
+    """In the worker: end with the server that started it, even one killed with no chance to stop its pool (a
+    server's process exit stops it too; one worker serves every app the process makes, as tests make many)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="follow-server", daemon=True).start()
 
 
 def _discard(exc: BaseException) -> None:
