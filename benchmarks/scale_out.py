@@ -11,6 +11,9 @@ one over a DuckLake, and two over one DuckLake (each request sent to the instanc
   with the saves answered 201: lost (answered, not stored) and duplicated or missing versions (not 1..n).
 - open: the trace page and the figure of each ingested trace on an instance that did not ingest it, the first
   time (the figure is built) and again (cached).
+- corpus: CORPUS small rollouts (benchmarks/corpus.py's: 6 agents, 37 events) posted in requests of 1,000, then the
+  corpus pages (the trace list, the dashboard, the audit page) on the last instance: first view, then PAGE_VIEWS
+  more, each view to a page alone.
 
 PostgreSQL comes from tests/lake.py (a throwaway cluster). Run with `.venv/bin/python benchmarks/scale_out.py`.
 Prints figures (medians with [min-max] ranges, ratios to the file); asserts nothing. The machine's cores are
@@ -40,14 +43,20 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from lake import ThrowawayPostgres, free_port  # noqa: E402
 
+from benchmarks.corpus import REQUEST, rollouts  # noqa: E402
+
 from app.domain.generate import generate_swarm  # noqa: E402
 
 EVENTS, AGENTS = 20_000, 1000
 REVIEWERS = 50
 LABELLED_EVENTS = 3  # per reviewer: each of its saves goes to one of these, in turn
 START_TIMEOUT_S = 120
+STOP_TIMEOUT_S = 60
 REQUEST_TIMEOUT_S = 300
 IDLE_S = 4  # uvicorn closes a keep-alive connection idle for 5 s
+CORPUS = 3000
+CORPUS_PAGES = {"trace list": "/", "dashboard": "/dashboard", "audit": "/audit"}
+PAGE_VIEWS = 5  # after the first
 
 
 @contextmanager
@@ -72,7 +81,12 @@ def server(db: str, lake_data: Path | None, log: Path):
         yield url
     finally:
         proc.terminate()
-        proc.wait(60)
+        try:
+            proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            print(f"  (the server at {url} did not stop within {STOP_TIMEOUT_S} s of SIGTERM: killed)", flush=True)
+            proc.kill()
+            proc.wait()
 
 
 def request(method: str, url: str, body: bytes | None = None) -> tuple[int, bytes]:
@@ -208,6 +222,25 @@ def open_trace(urls: list[str], trace_ids: list[str], repeats: int = 3) -> tuple
     return first, again
 
 
+def corpus_pages(urls: list[str], n: int) -> dict[str, dict[str, list[float]]]:
+    """Post n small rollouts (to the instances in turn), then time each corpus page on the last instance: its first
+    view and PAGE_VIEWS more, in seconds."""
+    for k, lo in enumerate(range(0, n, REQUEST)):
+        status, body = request("POST", f"{urls[k % len(urls)]}/api/traces",
+                               json.dumps(rollouts(lo, min(lo + REQUEST, n))).encode())
+        assert status == 201, body[:200]
+    views = {}
+    for name, path in CORPUS_PAGES.items():
+        times = []
+        for _ in range(1 + PAGE_VIEWS):
+            began = time.perf_counter()
+            status = request("GET", urls[-1] + path)[0]
+            assert status == 200, (path, status)
+            times.append(time.perf_counter() - began)
+        views[name] = {"first": times[:1], "again": times[1:]}
+    return views
+
+
 def spread(values: list[float], scale: float = 1.0, fmt: str = "{:.0f}") -> str:
     return (f"{fmt.format(statistics.median(values) * scale)} "
             f"[{fmt.format(min(values) * scale)}-{fmt.format(max(values) * scale)}]")
@@ -217,7 +250,8 @@ def run(name: str, urls: list[str], args) -> dict:
     rates, ids, watcher = ingest(urls, args.rounds, seed=len(name))
     saves = label_saves(urls, ids[0], args.saves)
     first, again = open_trace(urls, ids)
-    result = {"ingest": rates, "saves": saves, "first": first, "again": again, "watcher": watcher}
+    pages = corpus_pages(urls, args.corpus) if args.corpus else {}
+    result = {"ingest": rates, "saves": saves, "first": first, "again": again, "watcher": watcher, "pages": pages}
     print(f"\n== {name}", flush=True)
     print(f"  ingest     {spread(rates)} events/s per round of 2 x {EVENTS:,} events ({args.rounds} rounds); "
           f"half-written traces seen: {len(watcher.half)} of {len(watcher.seen)} listed ({watcher.polls} polls)"
@@ -227,6 +261,9 @@ def run(name: str, urls: list[str], args) -> dict:
           f"labels with versions not 1..n: {saves['bad_labels']}, refused: {len(saves['errors'])}"
           + (f" {sorted(set(saves['errors']))}" if saves["errors"] else ""))
     print(f"  open       first {spread(first, 1000)} ms, again {spread(again, 1000)} ms (page + figure)", flush=True)
+    for page, views in pages.items():
+        print(f"  {page:<10} first {spread(views['first'], 1000)} ms, again {spread(views['again'], 1000)} ms "
+              f"({args.corpus:,} rollouts more)", flush=True)
     return result
 
 
@@ -234,6 +271,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="ingest rounds of two traces (default 3)")
     parser.add_argument("--saves", type=int, default=10, help="label saves per reviewer (default 10)")
+    parser.add_argument("--corpus", type=int, default=CORPUS,
+                        help=f"small rollouts added before the corpus pages are timed (default {CORPUS:,}; 0: none)")
     args = parser.parse_args()
     results = {}
     postgres = ThrowawayPostgres()
@@ -259,7 +298,10 @@ def main() -> None:
               f"p99 x{r['saves']['p99'] / base['saves']['p99']:.2f}, "
               f"saves/s x{r['saves']['per_s'] / base['saves']['per_s']:.2f}, "
               f"open first x{statistics.median(r['first']) / statistics.median(base['first']):.2f}, "
-              f"again x{statistics.median(r['again']) / statistics.median(base['again']):.2f}")
+              f"again x{statistics.median(r['again']) / statistics.median(base['again']):.2f}"
+              + "".join(f", {page} x{statistics.median(views['again']) / statistics.median(base['pages'][page]['again']):.2f}"
+                        f" (first x{views['first'][0] / base['pages'][page]['first'][0]:.2f})"
+                        for page, views in r["pages"].items()))
 
 
 if __name__ == "__main__":

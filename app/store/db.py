@@ -12,12 +12,14 @@ logs it with its time (ORCHESTRACE_TRACE_SQL logs every one) and adds it to the 
 when that request asked for one (`traced_statements`). Store modules by resource hold the literal SQL.
 """
 
+import copy
 import importlib.util
 import random
 import re
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -56,6 +58,13 @@ CHECKPOINT_FORCE_BYTES = 64 * 1024**2
 CHECKPOINT_QUIET_S = 1.0
 CHECKPOINT_RETRY_S = 5.0
 WAL_LIMIT = "256MB"
+# Reads of a lake shared through PostgreSQL are kept by statement, parameters and the catalog snapshot they read
+# (see Database.fetchall): the entries of the latest snapshot, at most SNAPSHOT_READS, each of at most
+# SNAPSHOT_READ_ROWS rows. A statement calling a function whose result changes with the moment is never kept.
+SNAPSHOT_READS = 256
+SNAPSHOT_READ_ROWS = 1_000
+VOLATILE_SQL = re.compile(r"\b(now|current_timestamp|current_date|current_time|today|get_current_time|random|"
+                          r"uuid|gen_random_uuid)\b", re.IGNORECASE)
 
 
 def utc_now() -> datetime:
@@ -110,6 +119,12 @@ class Database:
         # DuckDB takes one writer at a time; serialising our own writers turns conflicts into waits.
         self.write_lock = threading.Lock()
         self._writer: duckdb.DuckDBPyConnection | None = None  # the cursor of the write under write_lock, kept
+        self._readers = threading.local()  # each thread's cursor for reads taken whole at once (see `_reader`)
+        self._all_readers: list[duckdb.DuckDBPyConnection] = []
+        self._readers_lock = threading.Lock()
+        self._snapshot_reads: OrderedDict[tuple, tuple[list[str], list[tuple]]] = OrderedDict()
+        self._snapshot = None  # the catalog snapshot the kept reads were made at
+        self._snapshot_lock = threading.Lock()
         self._checkpointer = None if self.is_lake or str(path) == ":memory:" else _Checkpointer(self)
 
     def _connect_file(self, path: str) -> duckdb.DuckDBPyConnection:
@@ -132,6 +147,9 @@ class Database:
             self._checkpointer.stop()
         if self._writer is not None:
             self._writer.close()
+        with self._readers_lock:
+            for cur in self._all_readers:
+                cur.close()
         self._conn.close()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -144,19 +162,61 @@ class Database:
         """Run one statement with bound parameters on `cur` (or a fresh cursor): `execute`."""
         return execute(cur or self.cursor(), sql, params)
 
+    def _reader(self) -> duckdb.DuckDBPyConnection:
+        """This thread's cursor for the reads whose rows are taken before they return (fetchall, fetchone,
+        scalar), kept: a lake cursor's USE costs catalog round trips, as many as a small query's."""
+        cur = getattr(self._readers, "cur", None)
+        if cur is None:
+            cur = self._readers.cur = self.cursor()
+            with self._readers_lock:
+                self._all_readers.append(cur)
+        return cur
+
     def fetchall(self, sql: str, params=None) -> list[dict]:
         """Rows of a query as dicts keyed by column name."""
-        cur = self.execute(sql, params)
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur.fetchall()]
+        names, rows = self._rows(sql, params)
+        return [dict(zip(names, row)) for row in rows]
 
     def fetchone(self, sql: str, params=None) -> dict | None:
         rows = self.fetchall(sql, params)
         return rows[0] if rows else None
 
     def scalar(self, sql: str, params=None):
-        row = self.execute(sql, params).fetchone()
-        return row[0] if row else None
+        rows = self._rows(sql, params)[1]
+        return rows[0][0] if rows else None
+
+    def _rows(self, sql: str, params=None) -> tuple[list[str], list[tuple]]:
+        """Column names and rows of a query. On a lake shared through PostgreSQL, those the same statement and
+        parameters gave at the catalog's latest snapshot, when kept: a snapshot is the whole state of the lake, so
+        they are what the query would give now, without the catalog transaction and the reads of each table's
+        files and stats that running it again costs (see SNAPSHOT_READS)."""
+        key = _read_key(sql, params) if self.locking and not VOLATILE_SQL.search(sql) else None
+        if key is None:
+            return self._run(sql, params)
+        snapshot = lake.snapshot_id(self._reader())
+        with self._snapshot_lock:
+            if snapshot != self._snapshot:
+                self._snapshot_reads.clear()
+                self._snapshot = snapshot
+            kept = self._snapshot_reads.get(key)
+            if kept is not None:
+                self._snapshot_reads.move_to_end(key)
+        if kept is not None:
+            return copy.deepcopy(kept) if _nested(kept[1]) else kept
+        names, rows = self._run(sql, params)
+        # Kept only when no commit came between the two looks: the query then read `snapshot`.
+        if len(rows) <= SNAPSHOT_READ_ROWS and lake.snapshot_id(self._reader()) == snapshot:
+            kept = (names, copy.deepcopy(rows) if _nested(rows) else rows)
+            with self._snapshot_lock:
+                if snapshot == self._snapshot:
+                    self._snapshot_reads[key] = kept
+                    while len(self._snapshot_reads) > SNAPSHOT_READS:
+                        self._snapshot_reads.popitem(last=False)
+        return names, rows
+
+    def _run(self, sql: str, params=None) -> tuple[list[str], list[tuple]]:
+        cur = self.execute(sql, params, self._reader())
+        return [d[0] for d in cur.description], cur.fetchall()
 
     @contextmanager
     def transaction(self, locks: Iterable[tuple] = ()):
@@ -226,6 +286,25 @@ class Database:
             if self.write(lambda cur, path=path: _apply_migration(cur, path), [SCHEMA_LOCK]):
                 applied.append(path.name)
         return applied
+
+
+def _nested(rows: list[tuple]) -> bool:
+    """Whether rows hold values a caller could change in place (lists, structs, maps): kept rows are copied."""
+    return any(isinstance(value, list | dict) for row in rows for value in row)
+
+
+def _read_key(sql: str, params) -> tuple | None:
+    """A statement and its parameters as a key; None when a parameter cannot be one."""
+    def frozen(value):
+        return tuple(map(frozen, value)) if isinstance(value, list | tuple) else value
+
+    try:
+        values = tuple(sorted((k, frozen(v)) for k, v in params.items())) if isinstance(params, dict) \
+            else frozen(params or ())
+        hash(values)
+    except TypeError:
+        return None
+    return sql, values
 
 
 class _Checkpointer:

@@ -18,6 +18,14 @@ LAKE_ALIAS = "lake"
 LOCKS_ALIAS = "lake_locks"
 ATTACH_LOCK = 1  # an advisory lock key (app keys are hashes, almost never this one)
 LIBPQ_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
+SETTINGS = {
+    # A commit that lost the race for the next snapshot to another writer's is retried by DuckLake when the two
+    # do not conflict (appends never do), after 50-100% of this wait, growing 1.5 times a retry: 100 ms by default,
+    # longer than the whole write it makes wait.
+    "ducklake_retry_wait_ms": "5",
+    # A lake's Parquet files never change: their footers are read once, not by every query.
+    "parquet_metadata_cache": "true",
+}
 
 
 class LakeUnavailable(RuntimeError):
@@ -50,6 +58,8 @@ def attach_lake(conn: duckdb.DuckDBPyConnection, url: str, data_path: str) -> bo
     """Attach the lake at `url` with its Parquet files under `data_path` and make it the default catalog;
     whether writes can take advisory locks on it (see `attach_locks`)."""
     load_extensions(conn)
+    for name, value in SETTINGS.items():  # constants
+        conn.execute(f"SET GLOBAL {name} = {value}")
     locking = attach_locks(conn, url)
     # ATTACH takes no bound parameters; both strings come from the operator's settings, quotes doubled.
     quoted_url, quoted_data = (value.replace("'", "''") for value in (url, data_path))
@@ -95,6 +105,13 @@ def held(conn: duckdb.DuckDBPyConnection, keys: list[int]):
     finally:
         execute(cur, "ROLLBACK")  # ends the PostgreSQL transaction, which releases the locks
         cur.close()
+
+
+def snapshot_id(cur: duckdb.DuckDBPyConnection) -> int | None:
+    """The lake's latest committed snapshot, from its PostgreSQL catalog directly (see `attach_locks`): one round
+    trip, where a read of the lake itself starts a catalog transaction and reads each table's files and stats."""
+    return execute(cur, f"SELECT * FROM postgres_query('{LOCKS_ALIAS}', "
+                        "'SELECT max(snapshot_id) FROM ducklake_snapshot')").fetchone()[0]
 
 
 def use_lake(cur: duckdb.DuckDBPyConnection) -> None:

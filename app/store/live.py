@@ -70,12 +70,10 @@ def live_status(db: Database, trace_id: str) -> dict | None:
 
 
 def receiving_trace_ids(db: Database, trace_ids: list[str]) -> set[str]:
-    """Which of these traces are still receiving batches."""
-    cur = db.cursor()
-    with registered(cur, "shown_ids", trace_id=trace_ids):
-        rows = db.execute("SELECT trace_id FROM live_traces WHERE NOT root_seen "
-                          "AND trace_id IN (SELECT trace_id FROM shown_ids)", cur=cur).fetchall()
-    return {row[0] for row in rows}
+    """Which of these traces (a page of them) are still receiving batches."""
+    rows = db.fetchall("SELECT trace_id FROM live_traces WHERE NOT root_seen AND list_contains(?, trace_id)",
+                       [trace_ids])
+    return {row["trace_id"] for row in rows}
 
 
 def insert_part(cur, source: str, source_trace: str, received_at, body: str) -> None:

@@ -1,0 +1,117 @@
+"""Reads of a DuckLake shared through PostgreSQL (issue 30): a read the catalog's latest snapshot has answered before
+is answered again without running (its rows as they were: a snapshot is the whole state of the lake), and runs
+again once anything commits, on this instance or another. Each thread reads on a cursor of its own, kept; a write's
+cursor is kept for the next write, also after one that failed. Runs whenever PostgreSQL is installed."""
+
+import shutil
+import threading
+
+import pytest
+
+from app.store import db as db_module
+from app.store.db import Database
+from app.store.sql import traced_statements
+
+REVIEWERS = "SELECT name, created_at FROM reviewers ORDER BY name"
+
+
+@pytest.fixture
+def lake(migrated_lake, tmp_path):
+    """A fresh copy of the migrated lake: its URL and data folder."""
+    with migrated_lake.copy(tmp_path / "lake") as url:
+        yield url, str(tmp_path / "lake")
+
+
+@pytest.fixture
+def instances(lake):
+    """Two instances on one lake."""
+    first, second = Database(*lake), Database(*lake)
+    yield first, second
+    first.close()
+    second.close()
+
+
+def add(db: Database, name: str) -> None:
+    db.write(lambda cur: cur.execute("INSERT INTO reviewers VALUES (?, now())", [name]))
+
+
+def statements(read) -> list[str]:
+    with traced_statements() as ran:
+        read()
+    return [sql for sql, *_ in ran]
+
+
+def test_a_read_at_an_unchanged_snapshot_is_answered_without_running(instances):
+    first, _ = instances
+    add(first, "ada")
+    rows = first.fetchall(REVIEWERS)
+    again = statements(lambda: first.fetchall(REVIEWERS))
+    assert first.fetchall(REVIEWERS) == rows and [r["name"] for r in rows] == ["ada"]
+    assert len(again) == 1 and again[0].startswith("SELECT * FROM postgres_query")  # the catalog's snapshot
+
+
+def test_a_commit_on_either_instance_makes_the_read_run_again(instances):
+    first, second = instances
+    add(first, "ada")
+    assert [r["name"] for r in first.fetchall(REVIEWERS)] == ["ada"]
+    add(second, "bob")
+    assert [r["name"] for r in first.fetchall(REVIEWERS)] == ["ada", "bob"]
+    add(first, "cy")
+    assert first.scalar("SELECT count(*) FROM reviewers") == 3
+    assert [r["name"] for r in second.fetchall(REVIEWERS)] == ["ada", "bob", "cy"]
+
+
+def test_rows_changed_by_a_caller_are_not_what_the_next_read_gets(instances):
+    first, _ = instances
+    add(first, "ada")
+    sql = "SELECT name, [name, 'x'] AS tags FROM reviewers"
+    rows = first.fetchall(sql)
+    rows[0]["name"] = "changed"
+    rows[0]["tags"].append("changed")
+    assert first.fetchall(sql) == [{"name": "ada", "tags": ["ada", "x"]}]
+
+
+def test_reads_of_the_moment_and_large_reads_run_every_time(instances, monkeypatch):
+    first, _ = instances
+    add(first, "ada")
+    volatile = "SELECT name, epoch_ms(now()) AS at FROM reviewers"
+    first.fetchall(volatile)
+    assert any(sql == volatile for sql in statements(lambda: first.fetchall(volatile)))
+    monkeypatch.setattr(db_module, "SNAPSHOT_READ_ROWS", 0)
+    first.fetchall(REVIEWERS)
+    assert REVIEWERS in statements(lambda: first.fetchall(REVIEWERS))
+
+
+def test_each_thread_reads_on_a_cursor_of_its_own(instances):
+    first, _ = instances
+    add(first, "ada")
+    counts, barrier = [], threading.Barrier(4)
+
+    def read() -> None:
+        barrier.wait()
+        counts.extend(first.scalar("SELECT count(*) FROM reviewers WHERE name <> ?", [str(n)]) for n in range(5))
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert counts == [1] * 20 and len(first._all_readers) == 4
+
+
+@pytest.mark.parametrize("store", ["file", "lake"])
+def test_a_write_after_one_that_failed_commits(store, lake, migrated_file, tmp_path):
+    if store == "file":
+        shutil.copyfile(migrated_file, tmp_path / "file.duckdb")
+    db = Database(tmp_path / "file.duckdb") if store == "file" else Database(*lake)
+    try:
+        def fail(cur):
+            cur.execute("INSERT INTO reviewers VALUES ('lost', now())")
+            raise ValueError("no")
+
+        with pytest.raises(ValueError):
+            db.write(fail)
+        add(db, "ada")
+        assert [r["name"] for r in db.fetchall(REVIEWERS)] == ["ada"]
+    finally:
+        db.close()
