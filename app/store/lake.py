@@ -108,8 +108,9 @@ def held(conn: duckdb.DuckDBPyConnection, keys: list[int]):
 
 
 def snapshot_id(cur: duckdb.DuckDBPyConnection) -> int | None:
-    """The lake's latest committed snapshot, from its PostgreSQL catalog directly (see `attach_locks`): one round
-    trip, where a read of the lake itself starts a catalog transaction and reads each table's files and stats."""
+    """The lake's latest committed snapshot, from its PostgreSQL catalog directly (see `attach_locks`): one query
+    (4 round trips with the pool's), where a read of the lake starts a catalog transaction and reads each table's
+    files and stats (10 to 90)."""
     return execute(cur, f"SELECT * FROM postgres_query('{LOCKS_ALIAS}', "
                         "'SELECT max(snapshot_id) FROM ducklake_snapshot')").fetchone()[0]
 
