@@ -115,3 +115,15 @@ def test_a_write_after_one_that_failed_commits(store, lake, migrated_file, tmp_p
         assert [r["name"] for r in db.fetchall(REVIEWERS)] == ["ada"]
     finally:
         db.close()
+
+
+def test_reads_run_every_time_while_another_database_is_attached(instances, tmp_path):
+    """migrate-store attaches its source: what it reads there is not the lake's state."""
+    first, _ = instances
+    add(first, "ada")
+    first.execute(f"ATTACH '{tmp_path / 'other.duckdb'}' AS other")
+    first.fetchall(REVIEWERS)
+    assert REVIEWERS in statements(lambda: first.fetchall(REVIEWERS))
+    first.execute("DETACH other")
+    first.fetchall(REVIEWERS)
+    assert REVIEWERS not in statements(lambda: first.fetchall(REVIEWERS))

@@ -59,10 +59,12 @@ CHECKPOINT_QUIET_S = 1.0
 CHECKPOINT_RETRY_S = 5.0
 WAL_LIMIT = "256MB"
 # Reads of a lake shared through PostgreSQL are kept by statement, parameters and the catalog snapshot they read
-# (see Database.fetchall): the entries of the latest snapshot, at most SNAPSHOT_READS, each of at most
-# SNAPSHOT_READ_ROWS rows. A statement calling a function whose result changes with the moment is never kept.
+# (see Database._rows): the entries of the latest snapshot, at most SNAPSHOT_READS, each of at most
+# SNAPSHOT_READ_ROWS rows. A statement calling a function whose result changes with the moment is never kept, nor
+# any read while another database is attached (its state is not the lake's).
 SNAPSHOT_READS = 256
 SNAPSHOT_READ_ROWS = 1_000
+ATTACHING = re.compile(r"\s*(ATTACH|DETACH)\b", re.IGNORECASE)
 VOLATILE_SQL = re.compile(r"\b(now|current_timestamp|current_date|current_time|today|get_current_time|random|"
                           r"uuid|gen_random_uuid)\b", re.IGNORECASE)
 
@@ -124,6 +126,7 @@ class Database:
         self._readers_lock = threading.Lock()
         self._snapshot_reads: OrderedDict[tuple, tuple[list[str], list[tuple]]] = OrderedDict()
         self._snapshot = None  # the catalog snapshot the kept reads were made at
+        self._attached = 0  # databases attached besides the store's own (migrate-store's source)
         self._snapshot_lock = threading.Lock()
         self._checkpointer = None if self.is_lake or str(path) == ":memory:" else _Checkpointer(self)
 
@@ -160,7 +163,11 @@ class Database:
 
     def execute(self, sql: str, params=None, cur: duckdb.DuckDBPyConnection | None = None):
         """Run one statement with bound parameters on `cur` (or a fresh cursor): `execute`."""
-        return execute(cur or self.cursor(), sql, params)
+        result = execute(cur or self.cursor(), sql, params)
+        attaching = ATTACHING.match(sql)
+        if attaching:
+            self._attached += 1 if attaching[1].upper() == "ATTACH" else -1
+        return result
 
     def _reader(self) -> duckdb.DuckDBPyConnection:
         """This thread's cursor for the reads whose rows are taken before they return (fetchall, fetchone,
@@ -190,7 +197,8 @@ class Database:
         parameters gave at the catalog's latest snapshot, when kept: a snapshot is the whole state of the lake, so
         they are what the query would give now, without the catalog transaction and the reads of each table's
         files and stats that running it again costs (see SNAPSHOT_READS)."""
-        key = _read_key(sql, params) if self.locking and not VOLATILE_SQL.search(sql) else None
+        key = _read_key(sql, params) if self.locking and not self._attached and not VOLATILE_SQL.search(sql) \
+            else None
         if key is None:
             return self._run(sql, params)
         snapshot = lake.snapshot_id(self._reader())
