@@ -10,7 +10,7 @@ from app.store.db import Database
 
 
 def reward_channels(db: Database, cache: TraceCache) -> list[str]:
-    """The reward channel names across stored traces (every trace's rewards read once per corpus version)."""
+    """The reward channel names across stored traces (their reward rows read once per corpus version)."""
     return cache.get_or_build(("reward channels", trace_store.corpus_version(db)),
                               lambda: trace_store.reward_channels(db))
 

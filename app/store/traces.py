@@ -10,6 +10,8 @@ from app.domain.audit import RULES
 from app.domain.jsontext import loads
 from app.store.db import Database, iso_utc
 from app.store.gcpause import paused_gc
+from app.store.lists import registered
+from app.store.sql import execute
 
 # Who counts as an agent, everywhere a page or the API says "agents": a team member, the `agent` of an event
 # that is neither a tool answering a call (tool_result) nor a person (a human_intervention, or anything said
@@ -52,10 +54,6 @@ TRACE_FROM = " FROM traces t" + METRICS_JOIN
 
 
 REWARD_SORT_PREFIX = "reward:"
-# A trace's rewards as a map of doubles, which DuckDB reads three times as fast as it extracts a JSON path; a channel's
-# value (the channel a bound parameter).
-REWARDS_MAP = "TRY_CAST({} AS MAP(VARCHAR, DOUBLE))"
-REWARD_VALUE = REWARDS_MAP + "[?]"
 # Keys a range filter takes besides reward:<channel>: the numeric columns of TRACE_SORTS.
 RANGE_KEYS = ("events", "edges", "agents", "tokens", "wall_clock_s", "critical_path_steps", "parallelism_speedup",
               "max_concurrency", "errors", "warnings")
@@ -73,34 +71,113 @@ class TraceFilters:
     ranges: tuple[tuple[str, float | None, float | None], ...] = ()
 
 
+# What the corpus pages filter, sort and chart on besides the traces' own columns, kept typed by index_traces: each
+# reward channel's value as a row (a range or a sort by one channel reads that channel's rows, not every trace's
+# rewards JSON) and a row per analysed trace with its severity totals and its findings by rule (the audit page and a
+# finding filter read a row per trace: no join, no scan of every finding).
+INDEX_TABLES = ("trace_rewards", "trace_audits")
+# The rewards JSON read as a map of doubles, a row per channel (none for rewards that do not read so). The same SQL
+# filled the tables for the traces stored before them (migrations/0021).
+INDEX_REWARDS = """
+    INSERT INTO trace_rewards (trace_id, channel, value)
+    SELECT * FROM (SELECT trace_id, unnest(map_keys(r)) AS channel, unnest(map_values(r)) AS value
+                   FROM (SELECT trace_id, TRY_CAST(rewards AS MAP(VARCHAR, DOUBLE)) AS r FROM traces
+                         WHERE trace_id IN (SELECT trace_id FROM indexed_ids)))
+    WHERE value IS NOT NULL
+"""
+INDEX_AUDITS = """
+    INSERT INTO trace_audits (trace_id, errors, warnings, infos, rules)
+    SELECT m.trace_id, m.errors, m.warnings, m.infos, coalesce(f.rules, MAP {}::MAP(VARCHAR, INTEGER))
+    FROM trace_metrics m LEFT JOIN (
+        SELECT trace_id, map(list(rule ORDER BY rule), list(n ORDER BY rule)) AS rules
+        FROM (SELECT trace_id, rule, count(*)::INTEGER AS n FROM audit_findings
+              WHERE trace_id IN (SELECT trace_id FROM indexed_ids) GROUP BY ALL)
+        GROUP BY trace_id) f ON f.trace_id = m.trace_id
+    WHERE m.trace_id IN (SELECT trace_id FROM indexed_ids)
+"""
+
+
+def index_traces(cur, trace_ids: list[str]) -> None:
+    """Make the typed rows of these traces (INDEX_TABLES) again from what is stored of them now, in the write that
+    changed them (none for a trace deleted): every write of traces or of their analyses ends with this."""
+    with registered(cur, "indexed_ids", trace_id=trace_ids):
+        for table in INDEX_TABLES:
+            execute(cur, f"DELETE FROM {table} WHERE trace_id IN (SELECT trace_id FROM indexed_ids)")
+        execute(cur, INDEX_REWARDS)
+        execute(cur, INDEX_AUDITS)
+
+
 TRACE_FILTER = """
     WHERE (?::VARCHAR IS NULL OR topology = ?)
       AND (?::VARCHAR IS NULL OR system = ?)
       AND (?::VARCHAR IS NULL OR task_id = ?)
       AND (?::VARCHAR IS NULL OR contains(lower(t.trace_id), lower(?)) OR contains(lower(task_id), lower(?))
            OR contains(lower(system), lower(?)))
-      AND (?::VARCHAR IS NULL OR t.trace_id IN (SELECT trace_id FROM audit_findings WHERE rule = ?))
 """
+# Relations of trace ids (and `value`, a reward's) that bound the list, each joined to the others.
+REWARD_ROWS = "(SELECT trace_id, value FROM trace_rewards WHERE channel = ?{bounds})"
+FINDING_ROWS = "(SELECT trace_id FROM trace_audits WHERE map_contains(rules, ?))"
 
 
 def _where(filters: TraceFilters) -> tuple[str, list, bool]:
-    """The WHERE clause of the filters, its parameters, and whether it reads the stored analysis (a range's column
-    is a sort expression, never user text)."""
-    sql, params, reads_metrics = TRACE_FILTER, [], False
-    for value, uses in ((filters.topology, 2), (filters.system, 2), (filters.task, 2), (filters.q, 4),
-                        (filters.finding, 2)):
-        params += [value] * uses
-    for key, low, high in filters.ranges:
-        expression, key_params, _ = parse_sort(key)
-        reads_metrics |= expression.startswith("m.")
+    """The WHERE clause of the filters on the traces' own columns ("" when none filters), its parameters, and
+    whether it reads the stored analysis (a range's column is a sort expression, never user text)."""
+    ranges = [(TRACE_SORTS[key], low, high) for key, low, high in filters.ranges
+              if not key.startswith(REWARD_SORT_PREFIX)]
+    texts = (filters.topology, filters.system, filters.task, filters.q)
+    if not ranges and all(text is None for text in texts):
+        return "", [], False
+    sql, params = TRACE_FILTER, [value for value, uses in zip(texts, (2, 2, 2, 4)) for _ in range(uses)]
+    for expression, low, high in ranges:
         if low is None and high is None:  # no bound: the traces with the value at all
             sql += f" AND {expression} IS NOT NULL"
-            params += key_params
         for bound, comparison in ((low, ">="), (high, "<")):
             if bound is not None:
                 sql += f" AND {expression} {comparison} ?"
-                params += key_params + [bound]
-    return sql, params, reads_metrics
+                params.append(bound)
+    return sql, params, any(expression.startswith("m.") for expression, *_ in ranges)
+
+
+def _reward_rows(channel: str, low: float | None = None, high: float | None = None) -> tuple[str, list]:
+    """The relation of a channel's rewards with low <= value < high (either bound None: open) and its parameters."""
+    bounds = [(bound, comparison) for bound, comparison in ((low, ">="), (high, "<")) if bound is not None]
+    return (REWARD_ROWS.format(bounds="".join(f" AND value {comparison} ?" for _, comparison in bounds)),
+            [channel] + [bound for bound, _ in bounds])
+
+
+def _hits(filters: TraceFilters, key: str) -> tuple[str, list]:
+    """The SELECT of the traces matching the filters with their sort key (`trace_id`, `sort_key`; `key` from
+    parse_sort) and its parameters. Each reward range and the finding are a relation of trace ids joined to the
+    others; the traces table (and its stored analysis) is read only when a filter or the sort reads it or nothing
+    else bounds the list, so a reward range sorted by its channel reads that channel's rows alone."""
+    ranged = [name for name, *_ in filters.ranges if name.startswith(REWARD_SORT_PREFIX)]
+    relations = [_reward_rows(name.removeprefix(REWARD_SORT_PREFIX), low, high)
+                 for name, low, high in filters.ranges if name in ranged]
+    if filters.finding is not None:
+        relations.append((FINDING_ROWS, [filters.finding]))
+    where, params, reads_metrics = _where(filters)
+    sort_column = TRACE_SORTS[key] if key in TRACE_SORTS and key != "trace_id" else None
+    named = list(enumerate(relations))
+    if where or sort_column or not relations:
+        base, joined = "t", named
+        sql = " FROM traces t" + (METRICS_JOIN if reads_metrics or (sort_column or "").startswith("m.") else " ")
+        sql_params = []
+    else:  # the first relation is the base
+        base, joined = "r0", named[1:]
+        sql, sql_params = f" FROM {relations[0][0]} r0", list(relations[0][1])
+    for n, (relation, relation_params) in joined:
+        sql += f" JOIN {relation} r{n} ON r{n}.trace_id = {base}.trace_id"
+        sql_params += relation_params
+    if not key.startswith(REWARD_SORT_PREFIX):
+        sort_key = sort_column or f"{base}.trace_id"
+    elif key in ranged:  # the range's rows hold the value
+        sort_key = f"r{ranged.index(key)}.value"
+    else:  # traces without the channel are listed too, last
+        relation, relation_params = _reward_rows(key.removeprefix(REWARD_SORT_PREFIX))
+        sql += f" LEFT JOIN {relation} s ON s.trace_id = {base}.trace_id"
+        sql_params += relation_params
+        sort_key = "s.value"
+    return f"SELECT {base}.trace_id, {sort_key} AS sort_key{sql}{where}", sql_params + params
 
 
 def parse_filters(topology=None, system=None, task=None, q=None, finding=None, ranges=()) -> TraceFilters:
@@ -112,19 +189,17 @@ def parse_filters(topology=None, system=None, task=None, q=None, finding=None, r
                         tuple(parse_range(text) for text in ranges if text))
 
 
-def parse_sort(sort: str) -> tuple[str, list, bool]:
-    """SQL order expression, its parameters and direction for a sort key such as "-events" or "reward:team".
+def parse_sort(sort: str) -> tuple[str, bool]:
+    """The key of a sort such as "-events" or "reward:team" and whether it descends.
 
-    Raises ValueError for an unknown key; user text only ever reaches SQL as a bound parameter.
+    Raises ValueError for an unknown key; user text (a channel) only ever reaches SQL as a bound parameter.
     """
     descending = sort.startswith("-")
     key = sort[1:] if descending else sort
-    if key.startswith(REWARD_SORT_PREFIX):  # any channel name, "" included
-        return REWARD_VALUE.format("t.rewards"), [key.removeprefix(REWARD_SORT_PREFIX)], descending
-    if key not in TRACE_SORTS:
+    if key not in TRACE_SORTS and not key.startswith(REWARD_SORT_PREFIX):  # any channel name, "" included
         allowed = ", ".join(TRACE_SORTS) + ", reward:<channel>"
         raise ValueError(f"unknown sort key '{key}'; allowed: {allowed} (prefix - for descending)")
-    return TRACE_SORTS[key], [], descending
+    return key, descending
 
 
 def parse_range(text: str) -> tuple[str, float | None, float | None]:
@@ -156,7 +231,7 @@ def _summary(row: dict) -> dict:
 # stored analysis joined (a join of every trace to its analysis costs more than the rest of the list). An empty page
 # is one row of NULLs with the count.
 TRACE_PAGE = """
-    WITH hits AS MATERIALIZED (SELECT t.trace_id, {key} AS sort_key{source}{where}),
+    WITH hits AS MATERIALIZED ({hits}),
     page AS (SELECT trace_id, sort_key FROM hits ORDER BY sort_key {order} NULLS LAST, trace_id LIMIT ? OFFSET ?)
     SELECT c.total, p.* EXCLUDE (sort_key)
     FROM (SELECT count(*) AS total FROM hits) c
@@ -169,14 +244,11 @@ TRACE_PAGE = """
 def list_traces(db: Database, filters: TraceFilters = TraceFilters(), sort="trace_id",
                 limit=50, offset=0) -> tuple[list[dict], int]:
     """One page of trace summaries and the number of traces matching the filters (see parse_sort)."""
-    expression, sort_params, descending = parse_sort(sort)
-    where, params, reads_metrics = _where(filters)
-    # the analysis is joined to every trace only when a filter or the sort reads it
-    source = TRACE_FROM if reads_metrics or expression.startswith("m.") else " FROM traces t "
+    key, descending = parse_sort(sort)
+    hits, params = _hits(filters, key)
     order = "DESC" if descending else "ASC"
-    rows = db.fetchall(TRACE_PAGE.format(key=expression, source=source, where=where, order=order,
-                                         columns=TRACE_COLUMNS, metrics=METRIC_COLUMNS, join=METRICS_JOIN),
-                       sort_params + params + [limit, offset])
+    rows = db.fetchall(TRACE_PAGE.format(hits=hits, order=order, columns=TRACE_COLUMNS, metrics=METRIC_COLUMNS,
+                                         join=METRICS_JOIN), params + [limit, offset])
     total = rows[0]["total"]  # on every row; an empty page is one row of NULLs
     for row in rows:
         del row["total"]
@@ -322,9 +394,8 @@ def corpus_version(db: Database) -> tuple:
 
 
 def reward_channels(db: Database) -> list[str]:
-    """Reward channel names across stored traces, in name order (a scan of every trace's rewards)."""
-    return [r["channel"] for r in db.fetchall(
-        "SELECT DISTINCT unnest(json_keys(rewards)) AS channel FROM traces ORDER BY channel")]
+    """Reward channel names across stored traces, in name order."""
+    return [r["channel"] for r in db.fetchall("SELECT DISTINCT channel FROM trace_rewards ORDER BY channel")]
 
 
 def read_event_cores(db: Database, trace_id: str) -> list[dict]:

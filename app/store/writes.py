@@ -20,7 +20,7 @@ from app.store.db import Database, utc_now
 from app.store.gcpause import paused_gc
 from app.store.lists import registered
 from app.store.sql import execute
-from app.store.traces import TEAM_MEMBER_EVENT
+from app.store.traces import TEAM_MEMBER_EVENT, index_traces
 
 # Event properties with their own column, in the order an event is rebuilt; the rest go to `extra`.
 EVENT_COLUMN_KEYS = ("id", "t", "type", "agent", "role", "from", "to", "tool", "content_ref", "trusted")
@@ -193,6 +193,7 @@ def insert_analyses(cur, analyses: dict[str, dict], read_at: dict | None = None,
     finally:
         cur.unregister("analysed")
         cur.unregister("finding_rows")
+    index_traces(cur, stored)
     return stored
 
 
@@ -200,6 +201,7 @@ def _delete(cur, trace_ids: list[str]) -> None:
     with registered(cur, "gone_ids", trace_id=trace_ids):
         for table in ("events", "edges", "trace_metrics", "audit_findings", "lod_events", "lod_edges", "traces"):
             execute(cur, f"DELETE FROM {table} WHERE trace_id IN (SELECT trace_id FROM gone_ids)")
+    index_traces(cur, trace_ids)
 
 
 def _insert(cur, traces: list[dict]) -> None:

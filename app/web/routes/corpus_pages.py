@@ -8,7 +8,6 @@ from app.domain import charts
 from app.domain.audit import RULES, SEVERITIES, SUMMARIES
 from app.domain.paging import fetch_page
 from app.services import corpus
-from app.store import analysis as analysis_store
 from app.store import corpus as corpus_store
 from app.web.access import AnyViewer
 from app.web.deps import CacheDep, DbDep
@@ -25,11 +24,11 @@ DEFAULT_AUDIT_SORT = "-error"
 def read_audit_page(request: Request, db: DbDep, cache: CacheDep, sort: str = DEFAULT_AUDIT_SORT, page: int = 1):
     """Findings by rule across the corpus (errors first, then most; kept until an analysis is stored), then one page
     of traces × the rules that found anything, sorted by a rule, a severity or the trace id."""
-    if sort.lstrip("-") not in (*analysis_store.AUDIT_SORTS, *RULES):
+    if sort.lstrip("-") not in (*corpus_store.AUDIT_SORTS, *RULES):
         sort = DEFAULT_AUDIT_SORT
     rows, total, page, pages = fetch_page(
-        page, AUDIT_ROWS_PER_PAGE, lambda limit, offset: analysis_store.audit_page(db, sort, limit, offset))
-    found = corpus.with_analyses(db, cache, "rule totals", lambda: analysis_store.rule_totals(db))
+        page, AUDIT_ROWS_PER_PAGE, lambda limit, offset: corpus_store.audit_page(db, sort, limit, offset))
+    found = corpus.with_analyses(db, cache, "rule totals", lambda: corpus_store.rule_totals(db))
     totals = sorted(({"rule": rule, "severity": RULES[rule], "summary": SUMMARIES[rule], **found[rule]}
                      for rule in found if rule in RULES),
                     key=lambda t: (SEVERITIES.index(t["severity"]), -t["findings"], t["rule"]))
@@ -69,7 +68,7 @@ def dashboard(db, cache) -> dict:
         figures[f"by-{column}"] = charts.bar_chart(
             f"traces by {column}", {row["value"] or "(none)": row["n"] for row in counts},
             links=[list_url((column, row["value"])) if row["value"] else None for row in counts])
-    findings = analysis_store.findings_by_rule(db)
+    findings = corpus_store.findings_by_rule(db)
     figures["findings"] = charts.bar_chart("audit findings by rule", findings,
                                            links=[list_url(("finding", rule)) for rule in findings])
     return {"figures": figures, "channels": channels, "n_traces": n_traces}

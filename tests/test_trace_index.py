@@ -1,0 +1,85 @@
+"""The typed rows the corpus pages read (trace_rewards, trace_audits: app/store/traces.py index_traces) stay what the
+stored traces and analyses say after every write: ingest, replace, delete, re-analysis, and migration 0021 fills
+them for a store that already holds traces."""
+
+from collections import Counter
+from pathlib import Path
+
+from conftest import make_trace, post_json
+
+from app.domain.audit import audit
+from app.services import analysis
+from app.store.db import Database
+
+MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def late(trace_id: str, **changes) -> dict:
+    """A trace with an edge back in time: a time_order finding."""
+    trace = make_trace(trace_id, **changes)
+    trace["edges"].append({"src": "e6", "dst": "e1", "type": "causal"})
+    return trace
+
+
+def stored_index(db: Database) -> tuple[dict, dict]:
+    """{trace id: {channel: value}} and {trace id: (errors, warnings, infos, {rule: findings})} as stored."""
+    rewards: dict = {}
+    for row in db.fetchall("SELECT trace_id, channel, value FROM trace_rewards"):
+        rewards.setdefault(row["trace_id"], {})[row["channel"]] = row["value"]
+    audits = {row["trace_id"]: (row["errors"], row["warnings"], row["infos"], row["rules"])
+              for row in db.fetchall("SELECT * FROM trace_audits")}
+    return rewards, audits
+
+
+def expected_index(traces: list[dict]) -> tuple[dict, dict]:
+    """The same, counted from the traces by the audit rules themselves."""
+    rewards = {t["trace_id"]: {channel: float(value) for channel, value in t["rewards"].items()}
+               for t in traces if t["rewards"]}
+    audits = {}
+    for trace in traces:
+        findings = audit(trace)
+        severities = Counter(f["severity"] for f in findings)
+        audits[trace["trace_id"]] = (severities["error"], severities["warning"], severities["info"],
+                                     dict(Counter(f["rule"] for f in findings)))
+    return rewards, audits
+
+
+def test_ingest_indexes_each_channel_and_each_rule(client, db):
+    traces = [make_trace("plain"), late("late", rewards={"team": 0.5, "novel": -2}), make_trace("none", rewards={})]
+    assert post_json(client, traces).status_code == 201
+    rewards, audits = stored_index(db)
+    assert (rewards, audits) == expected_index(traces)
+    assert audits["late"][3]["time_order"] == 1 and "time_order" not in audits["plain"][3]
+
+
+def test_a_replaced_trace_keeps_only_its_new_rows(client, db):
+    post_json(client, [late("a"), make_trace("b")])
+    again = make_trace("a", rewards={"other": 3})
+    assert post_json(client, again, replace="true").status_code == 201
+    assert stored_index(db) == expected_index([again, make_trace("b")])
+
+
+def test_a_deleted_trace_leaves_no_rows(client, db):
+    post_json(client, [late("a"), make_trace("b")])
+    assert client.delete("/api/traces/a").status_code == 200
+    assert stored_index(db) == expected_index([make_trace("b")])
+
+
+def test_a_new_analysis_makes_the_rows_again(client, db):
+    post_json(client, [late("a"), make_trace("b")])
+    # as if an older version of the rules had found something else, and indexed it
+    db.execute("UPDATE trace_metrics SET analysis_version = 0")
+    db.execute("INSERT INTO audit_findings VALUES ('b', 99, 'orphan_return', 'warning', 'stale', '[]')")
+    db.execute("UPDATE trace_audits SET warnings = 9, rules = MAP {'orphan_return': 1}")
+    assert analysis.ensure_all(db) == 2
+    assert stored_index(db) == expected_index([late("a"), make_trace("b")])
+
+
+def test_the_migration_fills_the_rows_of_the_traces_already_stored(client, db):
+    traces = [late("a"), make_trace("b", rewards={"team": 1, "x": 0.125})]
+    post_json(client, traces)
+    db.execute("DROP TABLE trace_rewards")
+    db.execute("DROP TABLE trace_audits")
+    db.execute("DELETE FROM schema_migrations WHERE version = 21")
+    assert db.migrate(MIGRATIONS) == ["0021_typed_corpus_index.sql"]
+    assert stored_index(db) == expected_index(traces)
