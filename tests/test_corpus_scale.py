@@ -157,6 +157,53 @@ def test_ranges_keep_low_up_to_but_not_high(corpus, generated):
     assert corpus.get("/api/traces", params={"finding": "no_such_rule"}).status_code == 422
 
 
+@pytest.fixture(scope="module")
+def late_ids(generated) -> set[str]:
+    return {t["trace_id"] for t in generated if any(f["rule"] == "time_order" for f in audit(t))}
+
+
+def by_hand(generated, late_ids, sort: str, system=None, q=None, finding=None, ranges=()) -> list[str]:
+    """The ids the list gives for these filters and sort (a numeric key, or trace_id), counted over the rollouts:
+    low <= value < high, a trace without the value outside the range and last in the sort, ties by id."""
+    def value(trace, key):
+        return trace["rewards"].get(key.removeprefix("reward:")) if key.startswith("reward:") \
+            else trace["costs"][key]
+
+    kept = [t for t in generated if (system is None or t["system"] == system) and (q is None or q in t["trace_id"])
+            and (finding is None or t["trace_id"] in late_ids)
+            and all(value(t, key) is not None and (low is None or value(t, key) >= low)
+                    and (high is None or value(t, key) < high) for key, low, high in ranges)]
+    key, descending = sort.removeprefix("-"), sort.startswith("-")
+    if key == "trace_id":
+        return sorted((t["trace_id"] for t in kept), reverse=descending)
+    return [t["trace_id"] for t in sorted(kept, key=lambda t: (
+        value(t, key) is None, -(value(t, key) or 0) if descending else value(t, key) or 0, t["trace_id"]))]
+
+
+def range_text(key: str, low, high) -> str:
+    return f"{key}:{'' if low is None else low}:{'' if high is None else high}"
+
+
+@pytest.mark.parametrize("sort, filters", [
+    ("-reward:team", {"ranges": [("reward:team", 0.5, 0.8)]}),
+    ("reward:process", {"ranges": [("reward:team", 0.8, None), ("reward:tool", 0.05, None)]}),
+    ("-reward:tool", {"finding": "time_order"}),
+    ("tokens", {"finding": "time_order", "system": "policy-a", "ranges": [("reward:team", None, 0.7)]}),
+    ("-reward:tool", {"q": "r-001", "ranges": [("reward:tool", 0.05, None)]}),
+    ("reward:tool", {}),
+    ("-trace_id", {"ranges": [("reward:team", 0.5, 0.8), ("reward:team", 0.6, None), ("tokens", None, 70000)]}),
+    ("trace_id", {"ranges": [("reward:no_such_channel", None, None)]}),
+])
+def test_reward_and_finding_filters_and_sorts_list_what_a_hand_count_says(corpus, generated, late_ids, sort,
+                                                                           filters):
+    expected = by_hand(generated, late_ids, sort, **filters)
+    params = {key: value for key, value in filters.items() if key != "ranges"}
+    answer = listed(corpus, sort=sort, limit=1000, range=[range_text(*r) for r in filters.get("ranges", ())],
+                    **params)
+    assert answer["total"] == len(expected)
+    assert [t["trace_id"] for t in answer["items"]] == expected[:1000]
+
+
 def test_sorts_and_pages_agree_with_the_api(corpus, generated):
     rewards = [t["rewards"].get("tool") for t in listed(corpus, sort="-reward:tool", limit=1000, offset=1000)["items"]]
     have = [r for r in rewards if r is not None]
