@@ -127,9 +127,11 @@ class LiveTraces:
             except ImportFailed as exc:
                 receipt.skip(str(exc))
                 continue
-            part = incoming.setdefault(span.trace_id, {"ids": [], "root": False, "usable": False, "groups": {},
-                                                       "creates": True, "keys": set(), "unknown": Counter(),
-                                                       "operations": set()})
+            part = incoming.get(span.trace_id)
+            if part is None:
+                part = incoming[span.trace_id] = {"ids": [], "root": False, "usable": False, "groups": {},
+                                                  "creates": True, "keys": set(), "unknown": Counter(),
+                                                  "operations": set()}
             try:
                 part["keys"].update(f"{kind}:{value}" for kind, value in otlp.run_keys(span)
                                     if (kind, value) != ("trace", span.trace_id))

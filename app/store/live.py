@@ -3,7 +3,7 @@ status. Functions taking `cur` run inside the caller's write transaction."""
 
 
 
-from app.domain.jsontext import loads
+from app.domain.jsontext import dumps, loads
 from app.store.db import Database
 from app.store.lists import registered
 from app.store.sql import execute
@@ -82,9 +82,10 @@ def insert_part(cur, source: str, source_trace: str, received_at, body: str) -> 
 
 
 def insert_items(cur, source: str, source_trace: str, item_ids: list[str]) -> None:
-    """Remember the items received, so a retry adds nothing."""
-    with registered(cur, "new_items", item_id=item_ids):
-        execute(cur, "INSERT INTO live_items SELECT ?, ?, item_id FROM new_items", [source, source_trace])
+    """Remember the items received, so a retry adds nothing. The ids go as one JSON text: half the time of a
+    registered table for a batch's 512 span ids (registering and dropping a view each batch)."""
+    execute(cur, "INSERT INTO live_items SELECT ?, ?, unnest(from_json(?, '[\"VARCHAR\"]'))",
+            [source, source_trace, dumps(item_ids)])
 
 
 def insert_live_trace(cur, source: str, source_trace: str, trace_id: str, items: int, root_seen: bool,
