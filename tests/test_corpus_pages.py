@@ -189,7 +189,9 @@ def critical_steps(client) -> list:
 def test_the_dashboard_is_made_again_when_analyses_are(client, db):
     post_json(client, [make_trace("a"), make_trace("b")])
     assert critical_steps(client) == [4, 4]
-    db.execute("UPDATE trace_metrics SET critical_path_steps = 99, analysis_version = 0")  # as an older analysis
+    # as an older analysis, with the measures index_traces made of it
+    db.execute("UPDATE trace_metrics SET critical_path_steps = 99, analysis_version = 0")
+    db.execute("UPDATE trace_measures SET critical_path_steps = 99")
     assert critical_steps(client) == [99, 99]
     analysis.ensure_all(db)
     assert critical_steps(client) == [4, 4]

@@ -1,5 +1,5 @@
-"""The typed rows the corpus pages read (trace_rewards, trace_audits: app/store/traces.py index_traces) stay what the
-stored traces and analyses say after every write: ingest, replace, delete, re-analysis, and migration 0021 fills
+"""The typed rows the corpus pages read (trace_rewards, trace_measures: app/store/traces.py index_traces) stay what
+the stored traces and analyses say after every write: ingest, replace, delete, re-analysis, and migration 0021 fills
 them for a store that already holds traces."""
 
 from collections import Counter
@@ -22,34 +22,36 @@ def late(trace_id: str, **changes) -> dict:
 
 
 def stored_index(db: Database) -> tuple[dict, dict]:
-    """{trace id: {channel: value}} and {trace id: (errors, warnings, infos, {rule: findings})} as stored."""
+    """{trace id: {channel: value}} from the reward rows, and {trace id: (events, agents, tokens, errors, warnings,
+    infos, {channel: value}, {rule: findings})} from the measures, as stored."""
     rewards: dict = {}
     for row in db.fetchall("SELECT trace_id, channel, value FROM trace_rewards"):
         rewards.setdefault(row["trace_id"], {})[row["channel"]] = row["value"]
-    audits = {row["trace_id"]: (row["errors"], row["warnings"], row["infos"], row["rules"])
-              for row in db.fetchall("SELECT * FROM trace_audits")}
-    return rewards, audits
+    measures = {row["trace_id"]: (row["events"], row["agents"], row["tokens"], row["errors"], row["warnings"],
+                                  row["infos"], row["rewards"], row["rules"])
+                for row in db.fetchall("SELECT * FROM trace_measures")}
+    return rewards, measures
 
 
 def expected_index(traces: list[dict]) -> tuple[dict, dict]:
-    """The same, counted from the traces by the audit rules themselves."""
-    rewards = {t["trace_id"]: {channel: float(value) for channel, value in t["rewards"].items()}
-               for t in traces if t["rewards"]}
-    audits = {}
+    """The same, counted from the traces (every one a team of two agents) by the audit rules themselves."""
+    rewards = {t["trace_id"]: {channel: float(value) for channel, value in t["rewards"].items()} for t in traces}
+    measures = {}
     for trace in traces:
         findings = audit(trace)
         severities = Counter(f["severity"] for f in findings)
-        audits[trace["trace_id"]] = (severities["error"], severities["warning"], severities["info"],
-                                     dict(Counter(f["rule"] for f in findings)))
-    return rewards, audits
+        measures[trace["trace_id"]] = (len(trace["events"]), 2, trace["costs"]["tokens"], severities["error"],
+                                       severities["warning"], severities["info"], rewards[trace["trace_id"]],
+                                       dict(Counter(f["rule"] for f in findings)))
+    return {trace_id: values for trace_id, values in rewards.items() if values}, measures
 
 
 def test_ingest_indexes_each_channel_and_each_rule(client, db):
     traces = [make_trace("plain"), late("late", rewards={"team": 0.5, "novel": -2}), make_trace("none", rewards={})]
     assert post_json(client, traces).status_code == 201
-    rewards, audits = stored_index(db)
-    assert (rewards, audits) == expected_index(traces)
-    assert audits["late"][3]["time_order"] == 1 and "time_order" not in audits["plain"][3]
+    rewards, measures = stored_index(db)
+    assert (rewards, measures) == expected_index(traces)
+    assert measures["late"][-1]["time_order"] == 1 and "time_order" not in measures["plain"][-1]
 
 
 def test_a_replaced_trace_keeps_only_its_new_rows(client, db):
@@ -70,7 +72,7 @@ def test_a_new_analysis_makes_the_rows_again(client, db):
     # as if an older version of the rules had found something else, and indexed it
     db.execute("UPDATE trace_metrics SET analysis_version = 0")
     db.execute("INSERT INTO audit_findings VALUES ('b', 99, 'orphan_return', 'warning', 'stale', '[]')")
-    db.execute("UPDATE trace_audits SET warnings = 9, rules = MAP {'orphan_return': 1}")
+    db.execute("UPDATE trace_measures SET warnings = 9, rules = MAP {'orphan_return': 1}")
     assert analysis.ensure_all(db) == 2
     assert stored_index(db) == expected_index([late("a"), make_trace("b")])
 
@@ -79,7 +81,7 @@ def test_the_migration_fills_the_rows_of_the_traces_already_stored(client, db):
     traces = [late("a"), make_trace("b", rewards={"team": 1, "x": 0.125})]
     post_json(client, traces)
     db.execute("DROP TABLE trace_rewards")
-    db.execute("DROP TABLE trace_audits")
+    db.execute("DROP TABLE trace_measures")
     db.execute("DELETE FROM schema_migrations WHERE version = 21")
     assert db.migrate(MIGRATIONS) == ["0021_typed_corpus_index.sql"]
     assert stored_index(db) == expected_index(traces)

@@ -1,9 +1,10 @@
 """Corpus aggregates for the dashboard and the audit page: measures of every trace (trace-list sort keys) as
-extents, a few points or counts in 2-D bins, and the audit's rows and totals by rule, each computed by DuckDB from
-typed columns (rewards and findings as index_traces keeps them), never a row per trace brought into Python."""
+extents, a few points or counts in 2-D bins, and the audit's rows and totals by rule, each computed by DuckDB from the
+typed rows index_traces keeps (a row of measures per trace, a row per reward), never a row per trace brought into
+Python and never a join of every trace to another table."""
 
 from app.store.db import Database
-from app.store.traces import METRICS_JOIN, REWARD_SORT_PREFIX, TRACE_SORTS
+from app.store.traces import RANGE_KEYS, REWARD_SORT_PREFIX
 
 
 def _channel(key: str) -> str | None:
@@ -11,13 +12,22 @@ def _channel(key: str) -> str | None:
     return key.removeprefix(REWARD_SORT_PREFIX) if key.startswith(REWARD_SORT_PREFIX) else None
 
 
-def _measures(keys: list[str]) -> str:
-    """A SELECT of every trace's id and its measures x0, x1, ... that are columns (doubles, numbered by their place in
-    `keys`); the stored analysis is joined only when a measure reads it. Reward measures are rows of trace_rewards."""
-    columns = {n: TRACE_SORTS[key] for n, key in enumerate(keys) if _channel(key) is None}
-    join = METRICS_JOIN if any(expression.startswith("m.") for expression in columns.values()) else " "
-    return ("SELECT " + ", ".join(["t.trace_id"] + [f"CAST({expression} AS DOUBLE) AS x{n}"
-                                                    for n, expression in columns.items()]) + " FROM traces t" + join)
+def _column(key: str) -> str:
+    """The trace_measures column of a measure key that is no reward (the key itself): ValueError for another."""
+    if key not in RANGE_KEYS:
+        raise ValueError(f"'{key}' is no measure; one of {', '.join(RANGE_KEYS)} or reward:<channel>")
+    return key
+
+
+def _measures(keys: list[str]) -> tuple[str, list]:
+    """A SELECT of every trace's id and its measures x0, x1, ... (doubles, in the order of `keys`) from its row of
+    trace_measures, and its parameters (a reward's channel, read from the trace's map)."""
+    names, params = ["trace_id"], []
+    for n, key in enumerate(keys):
+        channel = _channel(key)
+        names.append(f"CAST({_column(key)} AS DOUBLE) AS x{n}" if channel is None else f"rewards[?] AS x{n}")
+        params += [] if channel is None else [channel]
+    return f"SELECT {', '.join(names)} FROM trace_measures", params
 
 
 def trace_count(db: Database) -> int:
@@ -31,12 +41,12 @@ NO_EXTENT = {"n": 0, "low": None, "high": None, "whole": None}
 
 def measure_extents(db: Database, keys: list[str]) -> dict[str, dict]:
     """Per measure: how many traces have it (`n`), its least and greatest value and whether every value is
-    `whole`; the columns in one scan of the traces, the reward channels in one of their rows."""
+    `whole`; the columns in one scan of the measures, the reward channels in one of their rows."""
     out = {}
     columns = [n for n, key in enumerate(keys) if _channel(key) is None]
     if columns:
-        row = db.fetchone("SELECT " + ", ".join(EXTENT.format(x=f"x{n}", n=n) for n in columns)
-                          + f" FROM ({_measures(keys)})")
+        row = db.fetchone("SELECT " + ", ".join(EXTENT.format(x=f"CAST({_column(keys[n])} AS DOUBLE)", n=n)
+                                                for n in columns) + " FROM trace_measures")
         out = {keys[n]: {field: row[f"{field}{n}"] for field in EXTENT_FIELDS} for n in columns}
     channels = [_channel(key) for key in keys if _channel(key) is not None]
     if channels:
@@ -49,63 +59,37 @@ def measure_extents(db: Database, keys: list[str]) -> dict[str, dict]:
 
 
 def measure_rows(db: Database, keys: list[str], limit: int) -> list[dict]:
-    """Up to `limit` traces with their measures (x0, x1, ... in the order of `keys`), in id order; a join per reward
-    channel, for the few traces drawn as points."""
-    rewards = [(n, _channel(key)) for n, key in enumerate(keys) if _channel(key) is not None]
-    joins = "".join(f" LEFT JOIN trace_rewards r{n} ON r{n}.trace_id = v.trace_id AND r{n}.channel = ?"
-                    for n, _ in rewards)
-    names = ", ".join(f"r{n}.value AS x{n}" if _channel(key) is not None else f"v.x{n}" for n, key in enumerate(keys))
-    return db.fetchall(f"SELECT v.trace_id, {names} FROM ({_measures(keys)}) v{joins} ORDER BY v.trace_id LIMIT ?",
-                       [channel for _, channel in rewards] + [limit])
+    """Up to `limit` traces with their measures (x0, x1, ... in the order of `keys`), in id order."""
+    measures, params = _measures(keys)
+    return db.fetchall(f"SELECT * FROM ({measures}) ORDER BY trace_id LIMIT ?", params + [limit])
 
 
-# The traces of one plot counted per bin: its measures x and y (from `source`), each on a grid whose edge k is
-# k * num / den (app/domain/charts.py Grid and bin_of). A value's bin is the guess of one division, set right by the
-# two edges around it, each computed as charts.edge computes it (doubles, in the same order). A trace missing either
-# measure counts in a bin numbered None, left out after counting.
+# The traces of one plot counted per bin: measures x{a} and x{b} of `v`, each on a grid whose edge k is k * num / den
+# (app/domain/charts.py Grid and bin_of). A value's bin is the guess of one division, set right by the two edges
+# around it, each computed as charts.edge computes it (doubles, in the same order). A trace missing either measure
+# counts in a bin numbered None, left out after counting.
 PLOT_BINS = """
     SELECT {plot} AS plot, kx - (x < kx * xn / xd)::INT + (x >= (kx + 1) * xn / xd)::INT AS i,
            ky - (y < ky * yn / yd)::INT + (y >= (ky + 1) * yn / yd)::INT AS j, count(*) AS n
-    FROM (SELECT x, y, xn, xd, yn, yd, floor(x * xd / xn) AS kx, floor(y * yd / yn) AS ky
-          FROM {source}, (SELECT ?::DOUBLE AS xn, ?::DOUBLE AS xd, ?::DOUBLE AS yn, ?::DOUBLE AS yd))
+    FROM (SELECT x{a} AS x, x{b} AS y, xn, xd, yn, yd, floor(x{a} * xd / xn) AS kx, floor(x{b} * yd / yn) AS ky
+          FROM v, (SELECT ?::DOUBLE AS xn, ?::DOUBLE AS xd, ?::DOUBLE AS yn, ?::DOUBLE AS yd))
     GROUP BY ALL
 """
-# A plot's measures by what its axes are: two columns of every trace (`v`), a column and a reward of each trace with
-# the channel (`vr`: every trace's columns joined to its rewards once for all plots), or two rewards.
-COLUMNS_SOURCE = "(SELECT x{a} AS x, x{b} AS y FROM v)"
-COLUMN_REWARD_SOURCE = "(SELECT x{a} AS {column}, value AS {reward} FROM vr WHERE channel = ?)"
-REWARDS_SOURCE = """(SELECT a.value AS x, b.value AS y FROM trace_rewards a JOIN trace_rewards b
-                     ON b.trace_id = a.trace_id AND a.channel = ? AND b.channel = ?)"""
-
-
-def _source(keys: list[str], x: str, y: str) -> tuple[str, list]:
-    """The relation of a plot's measures (`x`, `y`) and its parameters (see COLUMNS_SOURCE)."""
-    channels = [_channel(key) for key in (x, y)]
-    if None not in channels:
-        return REWARDS_SOURCE, channels
-    if channels == [None, None]:
-        return COLUMNS_SOURCE.format(a=keys.index(x), b=keys.index(y)), []
-    column, reward = ("x", "y") if channels[0] is None else ("y", "x")
-    return (COLUMN_REWARD_SOURCE.format(a=keys.index(x if column == "x" else y), column=column, reward=reward),
-            [channels[1] if column == "x" else channels[0]])
 
 
 def measure_bins(db: Database, keys: list[str], plots: list[tuple]) -> list[dict[tuple[int, int], int]]:
     """Per plot (x key, x grid, y key, y grid): the traces with both measures counted per bin, {(i, j): traces};
-    one statement for every plot, reading the traces (and their rewards) once."""
+    one scan of the measures for every plot (a reward read from each trace's map: unnesting the maps, or joining
+    the reward rows to the traces, costs twice as much)."""
     if not plots:
         return []
-    sql = f"WITH v AS MATERIALIZED ({_measures(keys)})"
-    if any((_channel(x) is None) != (_channel(y) is None) for x, _, y, _ in plots):
-        sql += ", vr AS MATERIALIZED (SELECT v.*, r.channel, r.value FROM v JOIN trace_rewards r USING (trace_id))"
-    params: list = []
-    selects = []
-    for n, (x, x_grid, y, y_grid) in enumerate(plots):
-        source, source_params = _source(keys, x, y)
-        selects.append(PLOT_BINS.format(plot=n, source=source))
-        params += source_params + [float(x_grid.num), float(x_grid.den), float(y_grid.num), float(y_grid.den)]
+    measures, params = _measures(keys)
+    sql = f"WITH v AS MATERIALIZED ({measures}) " + " UNION ALL ".join(
+        PLOT_BINS.format(plot=n, a=keys.index(x), b=keys.index(y)) for n, (x, _, y, _) in enumerate(plots))
+    for _, x_grid, _, y_grid in plots:
+        params += [float(x_grid.num), float(x_grid.den), float(y_grid.num), float(y_grid.den)]
     counts: list[dict] = [{} for _ in plots]
-    for plot, i, j, n in db.execute(sql + " " + " UNION ALL ".join(selects), params).fetchall():
+    for plot, i, j, n in db.execute(sql, params).fetchall():
         if i is not None and j is not None:
             counts[plot][(int(i), int(j))] = n
     return counts
@@ -118,7 +102,8 @@ def counts_by(db: Database, column: str) -> list[dict]:
 
 # Sort keys of the audit table besides a rule's name (its findings in the trace).
 AUDIT_SORTS = {"trace_id": "trace_id", "error": "errors", "warning": "warnings", "info": "infos"}
-AUDIT_PAGE = "SELECT trace_id, errors, warnings, infos, rules FROM trace_audits " \
+# The audited traces: those with a stored analysis, whose `rules` are never NULL.
+AUDIT_PAGE = "SELECT trace_id, errors, warnings, infos, rules FROM trace_measures WHERE rules IS NOT NULL " \
              "ORDER BY {key} {order}, trace_id {order} LIMIT ? OFFSET ?"
 
 
@@ -131,10 +116,10 @@ def audit_page(db: Database, sort: str, limit: int, offset: int) -> tuple[list[d
     rows = db.fetchall(AUDIT_PAGE.format(key=AUDIT_SORTS.get(key, "coalesce(rules[?], 0)"), order=order),
                        rule + [limit, offset])
     return ([{"trace_id": r["trace_id"], "error": r["errors"], "warning": r["warnings"], "info": r["infos"],
-              "rules": r["rules"]} for r in rows], db.scalar("SELECT count(*) FROM trace_audits"))
+              "rules": r["rules"]} for r in rows], db.scalar("SELECT count(rules) FROM trace_measures"))
 
 
-RULE_COUNTS = "(SELECT unnest(map_keys(rules)) AS rule, unnest(map_values(rules)) AS n FROM trace_audits)"
+RULE_COUNTS = "(SELECT unnest(map_keys(rules)) AS rule, unnest(map_values(rules)) AS n FROM trace_measures)"
 
 
 def rule_totals(db: Database) -> dict[str, dict]:

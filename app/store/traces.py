@@ -21,24 +21,9 @@ from app.store.sql import execute
 TEAM_MEMBER_EVENT = "(type NOT IN ('tool_result', 'human_intervention') AND agent <> 'user')"
 
 
-# Sortable columns of the trace list: public name -> SQL expression (never user text).
-TRACE_SORTS = {
-    "trace_id": "t.trace_id",
-    "task_id": "task_id",
-    "system": "system",
-    "topology": "topology",
-    "events": "n_events",
-    "edges": "n_edges",
-    "agents": "n_agents",
-    "tokens": "tokens",
-    "wall_clock_s": "wall_clock_s",
-    "ingested_at": "t.ingested_at",
-    "critical_path_steps": "m.critical_path_steps",
-    "parallelism_speedup": "m.parallelism_speedup",
-    "max_concurrency": "m.max_concurrency",
-    "errors": "m.errors",
-    "warnings": "m.warnings",
-}
+# Sortable columns of the trace list, by their public names: columns of trace_measures, named alike.
+TRACE_SORTS = ("trace_id", "task_id", "system", "topology", "events", "edges", "agents", "tokens", "wall_clock_s",
+               "ingested_at", "critical_path_steps", "parallelism_speedup", "max_concurrency", "errors", "warnings")
 
 
 TRACE_COLUMNS = """
@@ -54,7 +39,7 @@ TRACE_FROM = " FROM traces t" + METRICS_JOIN
 
 
 REWARD_SORT_PREFIX = "reward:"
-# Keys a range filter takes besides reward:<channel>: the numeric columns of TRACE_SORTS.
+# Keys a range filter takes besides reward:<channel>: the numeric ones of TRACE_SORTS.
 RANGE_KEYS = ("events", "edges", "agents", "tokens", "wall_clock_s", "critical_path_steps", "parallelism_speedup",
               "max_concurrency", "errors", "warnings")
 
@@ -71,29 +56,33 @@ class TraceFilters:
     ranges: tuple[tuple[str, float | None, float | None], ...] = ()
 
 
-# What the corpus pages filter, sort and chart on besides the traces' own columns, kept typed by index_traces: each
-# reward channel's value as a row (a range or a sort by one channel reads that channel's rows, not every trace's
-# rewards JSON) and a row per analysed trace with its severity totals and its findings by rule (the audit page and a
-# finding filter read a row per trace: no join, no scan of every finding).
-INDEX_TABLES = ("trace_rewards", "trace_audits")
-# The rewards JSON read as a map of doubles, a row per channel (none for rewards that do not read so). The same SQL
-# filled the tables for the traces stored before them (migrations/0021).
+# What the corpus pages filter, sort and chart on, kept typed by index_traces so that no view reads every trace's
+# rewards JSON or every finding, or joins every trace to its analysis: a row per trace with its sort keys (the
+# analysis's NULL until it is stored), its rewards and its findings by rule (the list filters and sorts, a chart pairs
+# two measures of a trace and the audit page reads a trace's counts, in one row), and each reward channel's value as a
+# row (a range of a channel, sorted by it, reads that channel's rows alone).
+INDEX_TABLES = ("trace_measures", "trace_rewards")
+# The same SQL filled the tables for the traces stored before them (migrations/0021).
+INDEX_MEASURES = """
+    INSERT INTO trace_measures
+    SELECT t.trace_id, t.task_id, t.system, t.topology, t.n_events, t.n_edges, t.n_agents, t.tokens, t.wall_clock_s,
+           t.ingested_at, m.critical_path_steps, m.parallelism_speedup, m.max_concurrency, m.errors, m.warnings,
+           m.infos, TRY_CAST(t.rewards AS MAP(VARCHAR, DOUBLE)),
+           CASE WHEN m.trace_id IS NOT NULL THEN coalesce(f.rules, MAP {}::MAP(VARCHAR, INTEGER)) END
+    FROM traces t""" + METRICS_JOIN + """
+    LEFT JOIN (SELECT trace_id, map(list(rule ORDER BY rule), list(n ORDER BY rule)) AS rules
+               FROM (SELECT trace_id, rule, count(*)::INTEGER AS n FROM audit_findings
+                     WHERE trace_id IN (SELECT trace_id FROM indexed_ids) GROUP BY ALL)
+               GROUP BY trace_id) f ON f.trace_id = t.trace_id
+    WHERE t.trace_id IN (SELECT trace_id FROM indexed_ids)
+"""
+# The rewards JSON read as a map of doubles, a row per channel (none for rewards that do not read so).
 INDEX_REWARDS = """
     INSERT INTO trace_rewards (trace_id, channel, value)
     SELECT * FROM (SELECT trace_id, unnest(map_keys(r)) AS channel, unnest(map_values(r)) AS value
                    FROM (SELECT trace_id, TRY_CAST(rewards AS MAP(VARCHAR, DOUBLE)) AS r FROM traces
                          WHERE trace_id IN (SELECT trace_id FROM indexed_ids)))
     WHERE value IS NOT NULL
-"""
-INDEX_AUDITS = """
-    INSERT INTO trace_audits (trace_id, errors, warnings, infos, rules)
-    SELECT m.trace_id, m.errors, m.warnings, m.infos, coalesce(f.rules, MAP {}::MAP(VARCHAR, INTEGER))
-    FROM trace_metrics m LEFT JOIN (
-        SELECT trace_id, map(list(rule ORDER BY rule), list(n ORDER BY rule)) AS rules
-        FROM (SELECT trace_id, rule, count(*)::INTEGER AS n FROM audit_findings
-              WHERE trace_id IN (SELECT trace_id FROM indexed_ids) GROUP BY ALL)
-        GROUP BY trace_id) f ON f.trace_id = m.trace_id
-    WHERE m.trace_id IN (SELECT trace_id FROM indexed_ids)
 """
 
 
@@ -103,81 +92,69 @@ def index_traces(cur, trace_ids: list[str]) -> None:
     with registered(cur, "indexed_ids", trace_id=trace_ids):
         for table in INDEX_TABLES:
             execute(cur, f"DELETE FROM {table} WHERE trace_id IN (SELECT trace_id FROM indexed_ids)")
+        execute(cur, INDEX_MEASURES)
         execute(cur, INDEX_REWARDS)
-        execute(cur, INDEX_AUDITS)
 
 
+# The filters on a trace's own row of trace_measures (`x`).
 TRACE_FILTER = """
-    WHERE (?::VARCHAR IS NULL OR topology = ?)
-      AND (?::VARCHAR IS NULL OR system = ?)
-      AND (?::VARCHAR IS NULL OR task_id = ?)
-      AND (?::VARCHAR IS NULL OR contains(lower(t.trace_id), lower(?)) OR contains(lower(task_id), lower(?))
-           OR contains(lower(system), lower(?)))
+    WHERE (?::VARCHAR IS NULL OR x.topology = ?)
+      AND (?::VARCHAR IS NULL OR x.system = ?)
+      AND (?::VARCHAR IS NULL OR x.task_id = ?)
+      AND (?::VARCHAR IS NULL OR contains(lower(x.trace_id), lower(?)) OR contains(lower(x.task_id), lower(?))
+           OR contains(lower(x.system), lower(?)))
+      AND (?::VARCHAR IS NULL OR map_contains(x.rules, ?))
 """
-# Relations of trace ids (and `value`, a reward's) that bound the list, each joined to the others.
+# The traces with a channel's reward in a range, with it as `value`.
 REWARD_ROWS = "(SELECT trace_id, value FROM trace_rewards WHERE channel = ?{bounds})"
-FINDING_ROWS = "(SELECT trace_id FROM trace_audits WHERE map_contains(rules, ?))"
 
 
-def _where(filters: TraceFilters) -> tuple[str, list, bool]:
-    """The WHERE clause of the filters on the traces' own columns ("" when none filters), its parameters, and
-    whether it reads the stored analysis (a range's column is a sort expression, never user text)."""
-    ranges = [(TRACE_SORTS[key], low, high) for key, low, high in filters.ranges
-              if not key.startswith(REWARD_SORT_PREFIX)]
-    texts = (filters.topology, filters.system, filters.task, filters.q)
+def _where(filters: TraceFilters) -> tuple[str, list]:
+    """The WHERE clause of the filters on a trace's row ("" when none filters) and its parameters (a range's key is
+    a column's name, never user text)."""
+    ranges = [(key, low, high) for key, low, high in filters.ranges if not key.startswith(REWARD_SORT_PREFIX)]
+    texts = (filters.topology, filters.system, filters.task, filters.q, filters.finding)
     if not ranges and all(text is None for text in texts):
-        return "", [], False
-    sql, params = TRACE_FILTER, [value for value, uses in zip(texts, (2, 2, 2, 4)) for _ in range(uses)]
-    for expression, low, high in ranges:
+        return "", []
+    sql, params = TRACE_FILTER, [value for value, uses in zip(texts, (2, 2, 2, 4, 2)) for _ in range(uses)]
+    for key, low, high in ranges:
         if low is None and high is None:  # no bound: the traces with the value at all
-            sql += f" AND {expression} IS NOT NULL"
+            sql += f" AND x.{key} IS NOT NULL"
         for bound, comparison in ((low, ">="), (high, "<")):
             if bound is not None:
-                sql += f" AND {expression} {comparison} ?"
+                sql += f" AND x.{key} {comparison} ?"
                 params.append(bound)
-    return sql, params, any(expression.startswith("m.") for expression, *_ in ranges)
-
-
-def _reward_rows(channel: str, low: float | None = None, high: float | None = None) -> tuple[str, list]:
-    """The relation of a channel's rewards with low <= value < high (either bound None: open) and its parameters."""
-    bounds = [(bound, comparison) for bound, comparison in ((low, ">="), (high, "<")) if bound is not None]
-    return (REWARD_ROWS.format(bounds="".join(f" AND value {comparison} ?" for _, comparison in bounds)),
-            [channel] + [bound for bound, _ in bounds])
+    return sql, params
 
 
 def _hits(filters: TraceFilters, key: str) -> tuple[str, list]:
     """The SELECT of the traces matching the filters with their sort key (`trace_id`, `sort_key`; `key` from
-    parse_sort) and its parameters. Each reward range and the finding are a relation of trace ids joined to the
-    others; the traces table (and its stored analysis) is read only when a filter or the sort reads it or nothing
-    else bounds the list, so a reward range sorted by its channel reads that channel's rows alone."""
+    parse_sort) and its parameters, from the traces' rows of trace_measures (`x`) and a relation of the traces in
+    each reward range, joined; a reward range alone, sorted by its channel or the id, reads that channel's rows
+    alone."""
     ranged = [name for name, *_ in filters.ranges if name.startswith(REWARD_SORT_PREFIX)]
-    relations = [_reward_rows(name.removeprefix(REWARD_SORT_PREFIX), low, high)
-                 for name, low, high in filters.ranges if name in ranged]
-    if filters.finding is not None:
-        relations.append((FINDING_ROWS, [filters.finding]))
-    where, params, reads_metrics = _where(filters)
-    sort_column = TRACE_SORTS[key] if key in TRACE_SORTS and key != "trace_id" else None
+    relations = []
+    for name, low, high in filters.ranges:
+        if name in ranged:
+            bounds = [(bound, comparison) for bound, comparison in ((low, ">="), (high, "<")) if bound is not None]
+            relations.append((REWARD_ROWS.format(bounds="".join(f" AND value {c} ?" for _, c in bounds)),
+                              [name.removeprefix(REWARD_SORT_PREFIX)] + [bound for bound, _ in bounds]))
+    where, params = _where(filters)
     named = list(enumerate(relations))
-    if where or sort_column or not relations:
-        base, joined = "t", named
-        sql = " FROM traces t" + (METRICS_JOIN if reads_metrics or (sort_column or "").startswith("m.") else " ")
-        sql_params = []
-    else:  # the first relation is the base
-        base, joined = "r0", named[1:]
-        sql, sql_params = f" FROM {relations[0][0]} r0", list(relations[0][1])
-    for n, (relation, relation_params) in joined:
+    if where or key not in ("trace_id", *ranged) or not relations:
+        base, sql, sql_params = "x", " FROM trace_measures x", []
+    else:  # the first range is the base
+        base, sql, sql_params, named = "r0", f" FROM {relations[0][0]} r0", list(relations[0][1]), named[1:]
+    for n, (relation, relation_params) in named:
         sql += f" JOIN {relation} r{n} ON r{n}.trace_id = {base}.trace_id"
         sql_params += relation_params
-    if not key.startswith(REWARD_SORT_PREFIX):
-        sort_key = sort_column or f"{base}.trace_id"
-    elif key in ranged:  # the range's rows hold the value
-        sort_key = f"r{ranged.index(key)}.value"
-    else:  # traces without the channel are listed too, last
-        relation, relation_params = _reward_rows(key.removeprefix(REWARD_SORT_PREFIX))
-        sql += f" LEFT JOIN {relation} s ON s.trace_id = {base}.trace_id"
-        sql_params += relation_params
-        sort_key = "s.value"
-    return f"SELECT {base}.trace_id, {sort_key} AS sort_key{sql}{where}", sql_params + params
+    if key in ranged:  # the range's rows hold the value
+        sort_key, sort_params = f"r{ranged.index(key)}.value", []
+    elif key.startswith(REWARD_SORT_PREFIX):
+        sort_key, sort_params = "x.rewards[?]", [key.removeprefix(REWARD_SORT_PREFIX)]
+    else:
+        sort_key, sort_params = f"{base}.{key}", []
+    return f"SELECT {base}.trace_id, {sort_key} AS sort_key{sql}{where}", sort_params + sql_params + params
 
 
 def parse_filters(topology=None, system=None, task=None, q=None, finding=None, ranges=()) -> TraceFilters:
