@@ -25,6 +25,7 @@ from app.web.routes import (
     annotations,
     backup,
     corpus_pages,
+    diff,
     events,
     ingest_log,
     labelling,
@@ -120,7 +121,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.middleware("http")(security_headers)
     routers = [module.router for module in (traces, otlp_receiver, ingest_log, annotations, papers, pages, labelling,
                                             paper_pages, corpus_pages, account_pages, backup, schema, queues, queue_pages,
-                                            events, users)]
+                                            events, users, diff)]
     for router in routers:
         app.include_router(router)
 

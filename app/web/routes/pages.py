@@ -17,7 +17,7 @@ from app.domain.paging import fetch_page
 from app.domain.refusals import Refusal, status_of
 from app.domain.taxonomy import EVENT_TYPES
 from app.ingest.pipeline import InvalidTraces, ingest
-from app.services import analysis, corpus, graph, labels
+from app.services import analysis, corpus, diff, graph, labels
 from app.store import labels as label_store
 from app.store import live as live_store
 from app.store import lod as lod_store
@@ -163,6 +163,7 @@ def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: Cache
         if summary["events"] <= graph.LOD_ABOVE else None,
         "computed_channels": analysis.computed_channel_names(summary["rewards"]),
         "progress": labels.progress(db, trace_id, reviewer),
+        "compare_with": diff.compare_candidates(db, summary),
         "tree": cache.get_or_build(
             ("tree", trace_id, summary["ingested_at"]),
             lambda: nest_spawn_tree(lod_store.skeleton_events(db, trace_id),
