@@ -27,6 +27,7 @@ from app.web.routes import (
     corpus_pages,
     diff,
     events,
+    groups,
     ingest_log,
     labelling,
     otlp_receiver,
@@ -121,7 +122,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.middleware("http")(security_headers)
     routers = [module.router for module in (traces, otlp_receiver, ingest_log, annotations, papers, pages, labelling,
                                             paper_pages, corpus_pages, account_pages, backup, schema, queues, queue_pages,
-                                            events, users, diff)]
+                                            events, users, diff, groups)]
     for router in routers:
         app.include_router(router)
 
