@@ -1,23 +1,33 @@
 # `make demo` and `make test` are the two commands a new machine needs.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+CKSUM := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+SERVING := $(VENV)/.serving-$(CKSUM)
+STAMP := $(VENV)/.installed-$(CKSUM)
+# `make demo PORT=8100`, or ORCHESTRACE_PORT=8100 make demo (as `orchestrace serve` reads it)
+PORT ?= $(or $(ORCHESTRACE_PORT),8000)
 
 .PHONY: demo test test-lake install chromium postgres bench clean
 
-$(STAMP): pyproject.toml
+# What serving needs, and nothing else: `make demo` on a new machine waits for no test tool.
+$(SERVING): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PIP) -e .
+	touch $(SERVING)
+
+$(STAMP): $(SERVING)
+	$(PIP) --upgrade pip
+	$(PIP) -e '.[test]'
 	# harbor's ATIF models, which the ATIF tests validate exports with: harbor needs Python >= 3.12 to run, its models
 	# only pydantic, so they are installed without its dependencies (the tests skip with a reason without them)
-	$(PY) -m pip install --quiet --no-deps --ignore-requires-python harbor==0.25.0
+	$(PIP) --no-deps --ignore-requires-python harbor==0.25.0
 	touch $(STAMP)
 
 install: $(STAMP)
 
-demo: install
-	$(VENV)/bin/orchestrace demo --host 127.0.0.1 --port 8000
+demo: $(SERVING)
+	$(VENV)/bin/orchestrace demo --host 127.0.0.1 --port $(PORT)
 
 chromium:
 	@if ! command -v chromium >/dev/null 2>&1; then \

@@ -7,8 +7,10 @@ API: the one `--server URL` names, else the one whose URL `serve` records beside
 """
 
 import argparse
+import errno
 import json
 import os
+import socket
 import sys
 import urllib.error
 import urllib.parse
@@ -80,6 +82,9 @@ def cmd_serve(args) -> int:
     from app.web.security import is_loopback
 
     settings = Settings.from_env(db=args.db, host=args.host, port=args.port)
+    if taken := port_taken(settings.host, settings.port):
+        print(taken, file=sys.stderr)
+        return 2
     # Absolute, so that /api/health names the file whatever folder a client runs in.
     if not is_lake_url(str(settings.db)):
         settings = settings.model_copy(update={"db": settings.db.absolute()})
@@ -102,6 +107,25 @@ def cmd_serve(args) -> int:
     except KeyboardInterrupt:  # uvicorn stops gracefully, then raises the interrupt again
         pass
     return 0 if server.started else 1
+
+
+def port_taken(host: str, port: int) -> str | None:
+    """One line saying the port is in use and how to pick another, or None when it is free (uvicorn's own failure
+    is a bare "[Errno 98]" after the app has started)."""
+    if not port:
+        return None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a closing socket is no clash
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return None  # not ours to judge: uvicorn reports it
+            other = port + 100
+            return (f"error: port {port} on {host} is already in use (another server?); pick another: "
+                    f"make demo PORT={other}, orchestrace serve --port {other}, or ORCHESTRACE_PORT={other}")
+    return None
 
 
 def cmd_migrate(args) -> int:
@@ -639,7 +663,10 @@ def cmd_export(args) -> int:
 
 def cmd_demo(args) -> int:
     """Set up the database, load the sample traces (skipping those already there) and serve."""
-    settings = Settings.from_env(db=args.db)
+    settings = Settings.from_env(db=args.db, host=args.host, port=args.port)
+    if taken := port_taken(settings.host, settings.port):  # before loading samples, not after
+        print(taken, file=sys.stderr)
+        return 2
     db = _open(settings)
     db.migrate(settings.migrations_dir)
     stored, skipped = load_samples(db, settings.sample_dir)
@@ -920,7 +947,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, func in (("serve", cmd_serve), ("demo", cmd_demo)):
         p = add(name, func)
         p.add_argument("--host", help="interface to listen on (default 127.0.0.1)")
-        p.add_argument("--port", type=int, help="port to listen on (default 8000)")
+        p.add_argument("--port", type=int, help="port to listen on (default: ORCHESTRACE_PORT, else 8000)")
     add("migrate", cmd_migrate)
     p = add("migrate-store", cmd_migrate_store, db=False)
     p.add_argument("--from", dest="source", required=True, metavar="FILE",

@@ -2,7 +2,9 @@
 
 import io
 import json
+import os
 import shutil
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -354,3 +356,34 @@ def test_validate_reads_every_format_the_registry_knows(capsys):
     fixture = Path(__file__).parent / "fixtures" / "otlp" / "pydantic_ai_delegation.json"
     assert main(["validate", str(fixture)]) == 0  # an OTLP file is imported, then checked, not read as ours
     assert "1 valid trace(s)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["serve", "demo"])
+def test_a_taken_port_is_one_line_naming_it_and_how_to_pick_another(tmp_path, capsys, command):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        assert main([command, "--db", str(tmp_path / "x.duckdb"), "--port", str(port)]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert f"port {port} on 127.0.0.1 is already in use" in line
+    assert f"make demo PORT={port + 100}" in line and "ORCHESTRACE_PORT=" in line and "--port" in line
+    assert not (tmp_path / "x.duckdb").exists()  # refused before anything was set up
+
+
+def test_make_demo_installs_only_what_serving_needs_and_takes_the_port_asked():
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed")
+    root = Path(__file__).resolve().parent.parent
+
+    def dry(*args, env=None) -> str:
+        return subprocess.run([make, "-n", "-B", *args], cwd=root, capture_output=True, text=True, check=True,
+                              env=env).stdout
+
+    plan = dry("demo")
+    assert "pip install" in plan and "[test]" not in plan and "harbor" not in plan
+    assert plan.strip().splitlines()[-1].endswith("--port 8000")
+    assert dry("demo", "PORT=8100").strip().splitlines()[-1].endswith("--port 8100")
+    assert dry("demo", env=os.environ | {"ORCHESTRACE_PORT": "8123"}).strip().splitlines()[-1].endswith("--port 8123")
+    assert "[test]" in dry("install")
