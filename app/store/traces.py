@@ -132,11 +132,11 @@ def _hits(filters: TraceFilters, key: str) -> tuple[str, list]:
     parse_sort) and its parameters, from the traces' rows of trace_measures (`x`) and a relation of the traces in
     each reward range, joined; a reward range alone, sorted by its channel or the id, reads that channel's rows
     alone."""
-    ranged = [name for name, *_ in filters.ranges if name.startswith(REWARD_SORT_PREFIX)]
-    relations = []
+    ranged, relations = [], []  # the reward ranges' keys, and their relations (SQL, parameters) in that order
     for name, low, high in filters.ranges:
-        if name in ranged:
+        if name.startswith(REWARD_SORT_PREFIX):
             bounds = [(bound, comparison) for bound, comparison in ((low, ">="), (high, "<")) if bound is not None]
+            ranged.append(name)
             relations.append((REWARD_ROWS.format(bounds="".join(f" AND value {c} ?" for _, c in bounds)),
                               [name.removeprefix(REWARD_SORT_PREFIX)] + [bound for bound, _ in bounds]))
     where, params = _where(filters)
