@@ -10,10 +10,11 @@ PORT ?= $(or $(ORCHESTRACE_PORT),8000)
 
 .PHONY: demo test test-lake install chromium postgres bench clean
 
-# What serving needs, and nothing else: `make demo` on a new machine waits for no test tool.
+# What serving needs, and nothing else: `make demo` on a new machine waits for no test tool. --no-compile: pip would
+# byte-compile every module of every package (half the install's time); Python compiles those it imports.
 $(SERVING): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) -e .
+	$(PIP) --no-compile -e .
 	touch $(SERVING)
 
 $(STAMP): $(SERVING)
