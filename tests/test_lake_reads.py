@@ -61,6 +61,35 @@ def test_a_commit_on_either_instance_makes_the_read_run_again(instances):
     assert [r["name"] for r in second.fetchall(REVIEWERS)] == ["ada", "bob", "cy"]
 
 
+def test_a_read_through_execute_is_kept_as_fetchall_reads_are(instances):
+    first, second = instances
+    add(first, "ada")
+    assert first.execute(REVIEWERS).fetchall() == [tuple(row.values()) for row in first.fetchall(REVIEWERS)]
+    again = statements(lambda: first.execute(REVIEWERS).fetchone())
+    assert len(again) == 1 and again[0].startswith("SELECT * FROM postgres_query")
+    rows = first.execute(REVIEWERS)
+    assert rows.fetchone()[0] == "ada" and rows.fetchone() is None and rows.fetchall() == []
+    add(second, "bob")
+    assert [name for name, _ in first.execute(REVIEWERS).fetchall()] == ["ada", "bob"]
+
+
+def test_each_lake_table_has_its_inlined_deletion_table_and_deletes_read_right(instances):
+    """Made ahead (lake.DELETION_TABLES), DuckLake writes a small delete's rows into it and reads them back."""
+    first, second = instances
+    missing = first.scalar(
+        "SELECT count(*) FROM postgres_query('lake_locks', 'SELECT table_id FROM ducklake_table t "
+        "WHERE end_snapshot IS NULL AND to_regclass(''ducklake_inlined_delete_'' || table_id) IS NULL')")
+    assert missing == 0
+    first.write(lambda cur: cur.execute("INSERT INTO reviewers SELECT 'r' || range, now() FROM range(100)"))
+    first.write(lambda cur: cur.execute("DELETE FROM reviewers WHERE name IN ('r5', 'r7')"))
+    assert second.scalar("SELECT count(*) FROM reviewers") == 98
+    assert second.scalar("SELECT count(*) FROM reviewers WHERE name IN ('r5', 'r7', 'r8')") == 1
+    table_id = first.scalar("SELECT * FROM postgres_query('lake_locks', 'SELECT table_id FROM ducklake_table "
+                            "WHERE table_name = ''reviewers'' AND end_snapshot IS NULL')")
+    assert first.scalar(f"SELECT * FROM postgres_query('lake_locks', "
+                        f"'SELECT count(*) FROM ducklake_inlined_delete_{table_id}')") == 2
+
+
 def test_rows_changed_by_a_caller_are_not_what_the_next_read_gets(instances):
     first, _ = instances
     add(first, "ada")
@@ -96,7 +125,7 @@ def test_each_thread_reads_on_a_cursor_of_its_own(instances):
         thread.start()
     for thread in threads:
         thread.join()
-    assert counts == [1] * 20 and len(first._all_readers) == 4
+    assert counts == [1] * 20 and len(first._all_readers) == 8  # a cursor in the lake and one to look, each
 
 
 @pytest.mark.parametrize("store", ["file", "lake"])

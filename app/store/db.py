@@ -64,6 +64,7 @@ WAL_LIMIT = "256MB"
 # any read while another database is attached (its state is not the lake's).
 SNAPSHOT_READS = 256
 SNAPSHOT_READ_ROWS = 1_000
+READ_SQL = re.compile(r"\s*(SELECT|WITH|FROM)\b", re.IGNORECASE)
 ATTACHING = re.compile(r"\s*(ATTACH|DETACH)\b", re.IGNORECASE)
 VOLATILE_SQL = re.compile(r"\b(now|current_timestamp|current_date|current_time|today|get_current_time|random|"
                           r"uuid|gen_random_uuid)\b", re.IGNORECASE)
@@ -162,7 +163,11 @@ class Database:
         return cur
 
     def execute(self, sql: str, params=None, cur: duckdb.DuckDBPyConnection | None = None):
-        """Run one statement with bound parameters on `cur` (or a fresh cursor): `execute`."""
+        """Run one statement with bound parameters on `cur`: `execute`. Without `cur`, a read's rows are taken
+        at once (`Rows`: what fetchall and fetchone give), as `fetchall`'s are, so that a lake may answer it from
+        kept rows; any other statement runs on a fresh cursor."""
+        if cur is None and READ_SQL.match(sql):
+            return Rows(*self._rows(sql, params))
         result = execute(cur or self.cursor(), sql, params)
         attaching = ATTACHING.match(sql)
         if attaching:
@@ -175,6 +180,17 @@ class Database:
         cur = getattr(self._readers, "cur", None)
         if cur is None:
             cur = self._readers.cur = self.cursor()
+            with self._readers_lock:
+                self._all_readers.append(cur)
+        return cur
+
+    def _looker(self) -> duckdb.DuckDBPyConnection:
+        """This thread's cursor for asking the catalog its latest snapshot (lake.snapshot_id), kept. It stays in the
+        in-memory catalog: on a cursor in the lake the question would start a lake transaction too, which reads
+        the snapshot itself (as many round trips again)."""
+        cur = getattr(self._readers, "looker", None)
+        if cur is None:
+            cur = self._readers.looker = self._conn.cursor()
             with self._readers_lock:
                 self._all_readers.append(cur)
         return cur
@@ -201,7 +217,7 @@ class Database:
             else None
         if key is None:
             return self._run(sql, params)
-        snapshot = lake.snapshot_id(self._reader())
+        snapshot = lake.snapshot_id(self._looker())
         with self._snapshot_lock:
             if snapshot != self._snapshot:
                 self._snapshot_reads.clear()
@@ -213,7 +229,7 @@ class Database:
             return copy.deepcopy(kept) if _nested(kept[1]) else kept
         names, rows = self._run(sql, params)
         # Kept only when no commit came between the two looks: the query then read `snapshot`.
-        if len(rows) <= SNAPSHOT_READ_ROWS and lake.snapshot_id(self._reader()) == snapshot:
+        if len(rows) <= SNAPSHOT_READ_ROWS and lake.snapshot_id(self._looker()) == snapshot:
             kept = (names, copy.deepcopy(rows) if _nested(rows) else rows)
             with self._snapshot_lock:
                 if snapshot == self._snapshot:
@@ -293,7 +309,29 @@ class Database:
                 continue
             if self.write(lambda cur, path=path: _apply_migration(cur, path), [SCHEMA_LOCK]):
                 applied.append(path.name)
+        if self.locking:
+            with lake.held(self._conn, [natural_id("lock", *SCHEMA_LOCK)]):
+                lake.make_deletion_tables(self._conn)
         return applied
+
+
+class Rows:
+    """A read's rows, taken whole when it ran, as a DuckDB cursor gives them (`Database.execute`)."""
+
+    def __init__(self, names: list[str], rows: list[tuple]):
+        self.description = [(name,) for name in names]
+        self._rows = rows
+        self._taken = 0
+
+    def fetchall(self) -> list[tuple]:
+        rows, self._taken = self._rows[self._taken:], len(self._rows)
+        return rows
+
+    def fetchone(self) -> tuple | None:
+        if self._taken == len(self._rows):
+            return None
+        self._taken += 1
+        return self._rows[self._taken - 1]
 
 
 def _nested(rows: list[tuple]) -> bool:
