@@ -1,11 +1,19 @@
-// Queue review workspace: keys set fields without saving; Enter saves once and the server answers with the next
-// item, swapped in place; s skips. The form drops a second submit while one is in flight (hx-sync), and each
-// drawn form carries a fresh request id, so a key held down or pressed twice saves one version.
+// Queue review workspace: keys set fields without saving (credit 1-5 on an event; a, b, t choose on a pair);
+// Enter saves once and the server answers with the next item, swapped in place; s skips. The form drops a second
+// submit while one is in flight (hx-sync), and each drawn form carries a fresh request id, so a key held down or
+// pressed twice saves one version.
 (function () {
   "use strict";
   const CREDIT_KEYS = {"1": -1, "2": -0.5, "3": 0, "4": 0.5, "5": 1};
+  const CHOICE_KEYS = {"a": "a", "b": "b", "t": "tie"};
 
-  function form() { return document.querySelector("#queue-workspace #label-form"); }
+  function form() { return document.querySelector("#queue-workspace #label-form, #queue-workspace #pair-form"); }
+
+  function choose(value) {
+    const radio = document.querySelector('#pair-form input[name="choice"][value="' + value + '"]');
+    if (radio) radio.checked = true;
+    return Boolean(radio);
+  }
 
   function setCredit(value) {
     const number = document.getElementById("credit-number"), range = document.getElementById("credit-range");
@@ -38,9 +46,18 @@
       return;
     }
     if (ev.key in CREDIT_KEYS) setCredit(CREDIT_KEYS[ev.key]);
+    else if (ev.key in CHOICE_KEYS && choose(CHOICE_KEYS[ev.key])) document.getElementById("pair-reason").focus();
     else if (ev.key === "s") submit("skip");
     else return;
     ev.preventDefault();
+  });
+
+  // The reason is written in a textarea, where Enter starts a line: Ctrl+Enter (Cmd+Enter) saves from there.
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey) && ev.target.id === "pair-reason") {
+      ev.preventDefault();
+      submit("save");
+    }
   });
 
   // The slider and the number box show the same value; the number box is what the form sends.
@@ -56,6 +73,22 @@
     document.getElementById("credit-number").value = "";
     document.getElementById("credit-range").setAttribute("data-unset", "true");
     ev.target.hidden = true;
+  });
+
+  // The diff view shows the runs' rewards; a queue that hides them from its reviewers drops that line.
+  document.body.addEventListener("htmx:afterSwap", (ev) => {
+    if (!ev.detail.target || ev.detail.target.id !== "pair-diff") return;
+    if (ev.detail.target.closest('[data-show-rewards="false"]')) {
+      ev.detail.target.querySelectorAll(".diff-summary .stat").forEach((stat) => {
+        const label = stat.querySelector(".label");
+        if (label && label.textContent.trim().toLowerCase().startsWith("rewards")) stat.remove();
+      });
+    }
+  });
+  document.body.addEventListener("htmx:responseError", (ev) => {
+    if (!ev.detail.target || ev.detail.target.id !== "pair-diff") return;
+    ev.detail.target.textContent = "The diff of the two runs could not be drawn (the server answered " +
+      ev.detail.xhr.status + "); open each trace above to compare them.";
   });
 
   // A new item drawn: keys go to the page again (the button pressed is gone), and its top is in view.

@@ -1,6 +1,8 @@
 """The review-queue pages in open single-user mode: make a queue with the form, see its progress, `next` opens
 the item on the trace page, and a disputed item is adjudicated with its form."""
 
+import json
+
 from bs4 import BeautifulSoup
 from conftest import csrf_token, make_trace, post_json
 
@@ -75,3 +77,58 @@ def test_the_workspace_takes_an_item_saves_once_and_a_dispute_is_adjudicated_on_
     assert final is not None and "0.25" in final.text and "partly" in final.text
     bad = client.post(f"{location}/items/1/adjudicate", data=form | {"credit": "lots"})
     assert bad.status_code == 422 and bad.json()["field"] == "credit"
+
+
+def test_a_pairwise_queue_made_on_the_page_is_reviewed_in_its_workspace_and_settled_on_its_page(client):
+    for trace_id, answer in (("p1", "forty-two"), ("p2", "six times seven")):
+        trace = make_trace(trace_id, task_id="sum", rewards={"team": 0.75})
+        trace["events"][-1]["summary"] = answer
+        assert post_json(client, trace).status_code == 201
+    form = {"csrf_token": csrf_token(client), "kind": "pairwise", "name": "which run", "by": "task_id",
+            "per_group": "3", "more_reviewers": "ada, bo", "overlap": "2"}
+    location = client.post("/queues", data=form, follow_redirects=False).headers["location"]
+    assert "pairwise" in page(client, "/queues").select_one("table.queues tbody tr").text
+    for name, choice in (("ada", "a"), ("bo", "b")):
+        client.cookies.set(REVIEWER_COOKIE, name)
+        headers = {"HX-Request": "true", "X-CSRF-Token": csrf_token(client)}
+        workspace = BeautifulSoup(client.post(f"{location}/review/next", headers=headers).text, "html.parser")
+        sides = workspace.select(".rollout-card")
+        assert [card["aria-label"] for card in sides] == ["Rollout A", "Rollout B"]
+        assert {card.select_one(".rollout-answer").text for card in sides} == {"forty-two", "six times seven"}
+        assert "team" not in workspace.text and "hidden in this queue" in workspace.text  # show_rewards off
+        diff = workspace.select_one("#pair-diff")
+        assert diff["hx-get"].startswith("/diff?a=") and diff["hx-trigger"] == "load"
+        form = workspace.select_one("#queue-workspace #pair-form")
+        data = {"client_request_id": form.select_one("[name=client_request_id]")["value"], "choice": choice}
+        refused = client.post(f"{location}/items/1/choice", data=data, headers=headers)
+        assert refused.status_code == 422 and "reason" in refused.text  # no reason given
+        kept = BeautifulSoup(refused.text, "html.parser").select_one(f"#pair-form input[value={choice}]")
+        assert kept.has_attr("checked")
+        data |= {"reason": f"{name} prefers it", "deciding_side": choice, "deciding_event": "e6"}
+        for _ in range(2):  # Enter pressed twice: one version
+            answer = client.post(f"{location}/items/1/choice", data=data, headers=headers)
+            assert answer.status_code == 200, answer.text
+        done = BeautifulSoup(answer.text, "html.parser")
+        assert "Nothing left for you" in done.text and "Saved pair 1 (v1)" in done.text
+    disputes = page(client, location).select(".dispute")
+    assert len(disputes) == 1 and disputes[0]["id"] == "item-1"
+    settle = {"csrf_token": csrf_token(client), "choice": "b", "reason": "b shows its work"}
+    assert client.post(f"{location}/items/1/adjudicate", data=settle, follow_redirects=False).status_code == 303
+    detail = page(client, location)
+    assert "b shows its work" in detail.select_one(".dispute tr.final").text
+    ends_with = detail.select("[aria-label=Pairs] tbody td")[-1].text.strip()
+    assert ends_with == "B"
+    link = detail.select_one("a[href*='format=preference_pairs']")["href"]
+    (line,) = client.get(link).text.splitlines()
+    assert json.loads(line)["chosen"] in ("forty-two", "six times seven")
+
+
+def test_a_pairwise_queue_that_shows_rewards_shows_them_beside_each_rollout(client):
+    for trace_id in ("p1", "p2"):
+        assert post_json(client, make_trace(trace_id, rewards={"team": 0.75})).status_code == 201
+    queue = client.post("/api/queues", json={"name": "rewards on", "kind": "pairwise", "reviewers": ["ada"],
+                                             "show_rewards": True}).json()
+    client.cookies.set(REVIEWER_COOKIE, "ada")
+    headers = {"HX-Request": "true", "X-CSRF-Token": csrf_token(client)}
+    workspace = client.post(f"/queues/{queue['id']}/review/next", headers=headers).text
+    assert workspace.count("<em>team</em> 0.75") == 2 and "hidden in this queue" not in workspace

@@ -1,13 +1,14 @@
 """Every export of labels, one function for the API and the command line: labels as CSV or JSON, a queue's
 final labels, and for RL trainers (app.domain.rl_export) rLLM episodes, TRL stepwise rows and the credit table,
-as JSON Lines written one trace at a time, so an export of every trace never holds more than one in memory."""
+as JSON Lines written one trace at a time, so an export of every trace never holds more than one in memory; and a
+pairwise queue's decided pairs as preference pairs (app.domain.preference), a pair's two traces at a time."""
 
 import json
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from app.domain import rl_export
+from app.domain import preference, rl_export
 from app.domain.jsontext import dumps_bytes
 from app.domain.label_fields import disagree
 from app.domain.refusals import NotFound, Refusal
@@ -19,9 +20,10 @@ from app.store import traces as trace_store
 from app.store.db import Database
 
 RL_FORMATS = ("rllm", "trl_stepwise", "credit_jsonl")
-FORMATS = ("csv", "json", *RL_FORMATS)
-MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "json": "application/json", **dict.fromkeys(RL_FORMATS,
-                                                                                             "application/jsonl")}
+PREFERENCE_FORMAT = "preference_pairs"  # of a pairwise queue; every other format exports event labels
+FORMATS = ("csv", "json", *RL_FORMATS, PREFERENCE_FORMAT)
+MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "json": "application/json",
+               **dict.fromkeys((*RL_FORMATS, PREFERENCE_FORMAT), "application/jsonl")}
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,12 @@ def label_export(db: Database, cache: TraceCache, viewer: str | None, fmt: str, 
                  channel: str | None = None) -> Export:
     """The labels `viewer` may see as `fmt` (FORMATS): of one trace, of a review queue, or of everything; with
     `final`, a queue's items with their final labels. Raises NotFound for an unknown trace or queue."""
-    if queue_id is not None:
-        queues.load(db, queue_id)
+    kind = queues.load(db, queue_id)["kind"] if queue_id is not None else None
+    if (fmt == PREFERENCE_FORMAT) != (kind == "pairwise"):
+        raise ExportRefused(f"format={PREFERENCE_FORMAT} exports a pairwise queue (give its queue_id), and a "
+                            f"pairwise queue exports as format={PREFERENCE_FORMAT} only")
+    if fmt == PREFERENCE_FORMAT:
+        return Export(MEDIA_TYPES[fmt], f"{fmt}-{queue_id}.jsonl", preference_lines(db, cache, viewer, queue_id))
     if final:
         if queue_id is None or fmt not in ("csv", "json"):
             raise ExportRefused("final=true exports one review queue: give queue_id, with format csv or json")
@@ -70,6 +76,21 @@ def label_export(db: Database, cache: TraceCache, viewer: str | None, fmt: str, 
     name = f"annotations{'-' + trace_id if trace_id else ''}{'-history' if history else ''}.{fmt}"
     body = dumps_bytes(labels.export_rows(rows)) if fmt == "json" else labels.to_csv(labels.export_rows(rows)).encode()
     return Export(MEDIA_TYPES[fmt], name, iter([body]))
+def preference_lines(db: Database, cache: TraceCache, viewer: str | None, queue_id: str) -> Iterator[bytes]:
+    """JSON Lines of preference pairs: one per pair of the queue whose decision `viewer` may see is `a` or `b`
+    (ties and undecided pairs are left out, and pairs whose trace was deleted since)."""
+    for item in queues.items(db, queue_id, viewer):
+        if item["decision"] not in preference.SIDES:
+            continue
+        trace_a, trace_b = (analysis.stored_trace(db, cache, item[key]) for key in ("trace_a", "trace_b"))
+        if trace_a is None or trace_b is None:
+            continue
+        adjudicated = item["adjudicated"]
+        yield dumps_bytes(preference.preference_row(queue_id, item["group"], item["decision"], trace_a, trace_b,
+                                                    sorted(item["choices"]),
+                                                    adjudicated["by"] if adjudicated else None)) + b"\n"
+
+
 DEFAULT_CHANNEL = "team"  # the reward channel computed credit spreads, when the trace has it
 
 

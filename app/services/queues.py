@@ -3,19 +3,35 @@ rubric (which label fields are asked, which required), the reviewers, an overlap
 each reviewer their next item, each item to at most k reviewers and never twice to one; an item is done at k
 labels; items the reviewers disagree on go to an admin, whose final label is kept with what it resolved. A
 reviewer may skip an item: it comes back to them after everything else. What a caller sees of the labels is
-what app.store.labels lets `viewer` see (blind queues hide others' labels until the viewer saved theirs)."""
+what app.store.labels lets `viewer` see (blind queues hide others' labels until the viewer saved theirs).
+
+A queue of kind `pairwise` holds pairs of rollouts sampled (seeded) within groups of traces instead of events;
+its reviewers choose the better rollout (`a`, `b` or `tie`) with a reason, through the same hand-out, skips,
+overlap, blindness (app.store.choices) and adjudication; its agreement is on the choice."""
 
 import json
 import random
 import secrets
 from collections import Counter, defaultdict
 
+from app.domain import preference
 from app.domain.agreement import agreement
-from app.domain.label_fields import AGREEMENT_LEVELS, BY_NAME, NAMES, disagree
+from app.domain.label_fields import (
+    AGREEMENT_LEVELS,
+    BY_NAME,
+    NAMES,
+    clean_values,
+    disagree,
+)
 from app.domain.refusals import NotFound, Refusal
 from app.domain.taxonomy import SUBDECISION_EVENT_TYPES, SUBDECISIONS
+from app.services import analysis
+from app.services.cache import TraceCache
+from app.store import choices as choice_store
+from app.store import groups as group_store
 from app.store import labels as label_store
 from app.store import queues as queue_store
+from app.store import traces as trace_store
 from app.store.db import Database, iso_utc, utc_now
 
 FILTER_KEYS = ("trace_ids", "systems", "topologies", "tasks", "findings", "event_types", "roles", "agents", "tools",
@@ -23,6 +39,10 @@ FILTER_KEYS = ("trace_ids", "systems", "topologies", "tasks", "findings", "event
 STRATA = ("trace_id", "system", "topology", "task_id", "type", "role", "agent", "tool")
 DEFAULT_FIELDS = ("credit", "counterfactual", "stop", "note")
 MAX_ITEMS = 100_000
+KINDS = ("events", "pairwise")
+DEFAULT_GROUP_BY = "task_id"
+# What only a queue of events asks: a pairwise queue is made from groups (`pairs`) and asks the choice.
+EVENT_QUEUE_KEYS = ("filter", "sample", "fields", "required")
 
 
 class QueueError(Refusal, ValueError):
@@ -44,11 +64,70 @@ def _strings(value, field: str) -> list[str]:
     return value
 
 
-def clean_spec(body: dict) -> dict:
-    """The queue as asked, checked; raises QueueError naming the field."""
+def _whole(value, field: str, default: int, least: int) -> int:
+    value = default if value is None else value
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise QueueError(field, f"must be a whole number of at least {least}")
+    return value
+
+
+def _people(body: dict) -> dict:
+    """What every queue holds: its name, reviewers, overlap k and blindness, checked."""
     name = body.get("name")
     if not isinstance(name, str) or not name.strip():
         raise QueueError("name", "must be non-empty text")
+    reviewers = list(dict.fromkeys(_strings(body.get("reviewers"), "reviewers")))
+    if not reviewers:
+        raise QueueError("reviewers", "name at least one reviewer")
+    overlap = body.get("overlap", 1)
+    if not isinstance(overlap, int) or isinstance(overlap, bool) or not 1 <= overlap <= len(reviewers):
+        raise QueueError("overlap", f"must be a whole number from 1 to the {len(reviewers)} reviewer(s)")
+    blind = body.get("blind", False)
+    if not isinstance(blind, bool):
+        raise QueueError("blind", "must be true or false")
+    return {"name": name.strip(), "reviewers": reviewers, "overlap": overlap, "blind": blind}
+
+
+def clean_spec(body: dict) -> dict:
+    """The queue as asked, checked; raises QueueError naming the field."""
+    kind = body.get("kind", "events")
+    if kind not in KINDS:
+        raise QueueError("kind", f"must be one of {', '.join(KINDS)}")
+    return clean_pair_spec(body) if kind == "pairwise" else clean_event_spec(body)
+
+
+def clean_pair_spec(body: dict) -> dict:
+    """A pairwise queue as asked: which groups (`by`, default task_id; `keys`, default every group), how many
+    pairs per group (default 1), the seed (default 0), and whether reviewers see the rollouts' rewards."""
+    asked = [key for key in EVENT_QUEUE_KEYS if body.get(key) is not None]
+    if asked:
+        raise QueueError(asked[0], "a pairwise queue is made from groups (`pairs`) and asks for a choice")
+    pairs = body.get("pairs") or {}
+    if not isinstance(pairs, dict):
+        raise QueueError("pairs", 'must be an object: {"by", "keys", "per_group", "seed"}')
+    unknown = sorted(set(pairs) - {"by", "keys", "per_group", "seed"})
+    if unknown:
+        raise QueueError("pairs", f"unknown key(s) {', '.join(unknown)}; allowed: by, keys, per_group, seed")
+    by = pairs.get("by", DEFAULT_GROUP_BY)
+    if by not in group_store.GROUP_BY:
+        raise QueueError("pairs.by", f"traces are grouped by one of {', '.join(group_store.GROUP_BY)}")
+    seed = pairs.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise QueueError("pairs.seed", "must be a whole number")
+    show_rewards = body.get("show_rewards", False)
+    if not isinstance(show_rewards, bool):
+        raise QueueError("show_rewards", "must be true or false")
+    return {"kind": "pairwise", **_people(body),
+            "pairs": {"by": by, "keys": list(dict.fromkeys(_strings(pairs.get("keys"), "pairs.keys"))),
+                      "per_group": _whole(pairs.get("per_group"), "pairs.per_group", 1, 1), "seed": seed},
+            "show_rewards": show_rewards}
+
+
+def clean_event_spec(body: dict) -> dict:
+    """A queue of events as asked: its filter, sample and rubric."""
+    people = _people(body)
+    if body.get("show_rewards") is not None:
+        raise QueueError("show_rewards", "only a pairwise queue shows or hides rewards")
     given = body.get("filter") or {}
     if not isinstance(given, dict):
         raise QueueError("filter", "must be an object of lists")
@@ -80,17 +159,8 @@ def clean_spec(body: dict) -> dict:
     if not set(required) <= set(fields):
         raise QueueError("required", "names a field the queue does not ask")
     required = required or default_required(fields)
-    reviewers = list(dict.fromkeys(_strings(body.get("reviewers"), "reviewers")))
-    if not reviewers:
-        raise QueueError("reviewers", "name at least one reviewer")
-    overlap = body.get("overlap", 1)
-    if not isinstance(overlap, int) or isinstance(overlap, bool) or not 1 <= overlap <= len(reviewers):
-        raise QueueError("overlap", f"must be a whole number from 1 to the {len(reviewers)} reviewer(s)")
-    blind = body.get("blind", False)
-    if not isinstance(blind, bool):
-        raise QueueError("blind", "must be true or false")
-    return {"name": name.strip(), "filter": flt, "sample": sample, "fields": fields, "required": required,
-            "reviewers": reviewers, "overlap": overlap, "blind": blind}
+    return {"kind": "events", "name": people["name"], "filter": flt, "sample": sample, "fields": fields,
+            "required": required, **{key: people[key] for key in ("reviewers", "overlap", "blind")}}
 
 
 def pick(candidates: list[dict], sample: dict | None) -> list[dict]:
@@ -115,6 +185,12 @@ def pick(candidates: list[dict], sample: dict | None) -> list[dict]:
 
 def create_queue(db: Database, body: dict, created_by: str | None) -> dict:
     spec = clean_spec(body)
+    queue_id = "q-" + secrets.token_hex(6)
+    if spec["kind"] == "pairwise":
+        pairs = sample_group_pairs(db, spec["pairs"])
+        db.write(lambda cur: queue_store.insert_pair_queue(cur, queue_id, spec["name"], json.dumps(spec), created_by,
+                                                           utc_now(), pairs))
+        return summary(db, queue_id, None)
     lists = {key: spec["filter"][key] for key in FILTER_KEYS if key != "subdecisions"}
     if spec["filter"]["subdecisions"]:
         types = {t for s in spec["filter"]["subdecisions"] for t in SUBDECISION_EVENT_TYPES[s]}
@@ -126,10 +202,25 @@ def create_queue(db: Database, body: dict, created_by: str | None) -> dict:
         raise QueueError("filter", "matches no event")
     if len(items) > MAX_ITEMS:
         raise QueueError("filter", f"matches {len(items)} events; a queue holds at most {MAX_ITEMS} (sample them)")
-    queue_id = "q-" + secrets.token_hex(6)
     db.write(lambda cur: queue_store.insert_queue(cur, queue_id, spec["name"], json.dumps(spec), created_by, utc_now(),
                                               [(row["trace_id"], row["event_id"]) for row in items]))
     return summary(db, queue_id, None)
+
+
+def sample_group_pairs(db: Database, asked: dict) -> list[preference.Pair]:
+    """The pairs of a pairwise queue: up to `per_group` pairs drawn in each group asked (every group when no key
+    is named); a named key no trace has is refused, a group of one trace gives none."""
+    by = asked["by"]
+    groups = {key: group_store.group_trace_ids(db, by, key) for key in asked["keys"] or group_store.group_keys(db, by)}
+    missing = [key for key, trace_ids in groups.items() if not trace_ids]
+    if missing:
+        raise QueueError("pairs.keys", f"no trace has {by} {', '.join(map(repr, missing))}")
+    pairs = preference.sample_pairs(groups, asked["per_group"], asked["seed"])
+    if not pairs:
+        raise QueueError("pairs", f"no group by {by} holds two traces: there is nothing to compare")
+    if len(pairs) > MAX_ITEMS:
+        raise QueueError("pairs.per_group", f"gives {len(pairs)} pairs; a queue holds at most {MAX_ITEMS}")
+    return pairs
 
 
 def default_required(fields: list[str]) -> list[str]:
@@ -142,8 +233,9 @@ def load(db: Database, queue_id: str) -> dict:
     row = queue_store.read_queue(db, queue_id)
     if row is None:
         raise NotFound(f"no queue with id '{queue_id}'", what=f"queue '{queue_id}'")
-    spec = json.loads(row["spec"])
-    spec["required"] = spec["required"] or default_required(spec["fields"])  # queues made before the rule
+    spec = {"kind": "events", **json.loads(row["spec"])}  # queues made before pairwise review hold events
+    if spec["kind"] == "events":
+        spec["required"] = spec["required"] or default_required(spec["fields"])  # queues made before the rule
     return {"id": row["queue_id"], "created_by": row["created_by"], "created_at": iso_utc(row["created_at"]),
             **spec}
 
@@ -169,6 +261,34 @@ def item_states(db: Database, queue: dict, viewer: str | None) -> dict[int, dict
     return states
 
 
+def _choice(row: dict) -> dict:
+    """A stored choice version as the API answers it."""
+    deciding = ({"side": row["deciding_side"], "event_id": row["deciding_event"]} if row["deciding_event"] is not None
+                else None)
+    return {"version": row["version"], "choice": row["choice"], "reason": row["reason"], "deciding_event": deciding,
+            "created_at": iso_utc(row["created_at"])}
+
+
+def pair_states(db: Database, queue: dict, viewer: str | None) -> dict[int, dict]:
+    """Per pair with any choice that `viewer` may see: the current choices by reviewer, its adjudication, whether
+    it is done and disputed, and the choice it ends with (preference.decision)."""
+    states: dict[int, dict] = {}
+    for row in choice_store.queue_choices(db, viewer, queue["id"]):
+        states.setdefault(row["item_id"], {"choices": {}})["choices"][row["reviewer"]] = _choice(row)
+    for row in choice_store.pair_adjudications(db, viewer, queue["id"]):
+        states.setdefault(row["item_id"], {"choices": {}})["adjudicated"] = {
+            "by": row["adjudicator"], "label": json.loads(row["label"]), "note": row["note"],
+            "resolved": json.loads(row["resolved"]), "at": iso_utc(row["created_at"])}
+    for state in states.values():
+        state.setdefault("adjudicated", None)
+        chosen = [choice["choice"] for choice in state["choices"].values()]
+        state["done"] = len(chosen) >= queue["overlap"]
+        state["disputed"] = len(chosen) >= 2 and preference.disputed(chosen)
+        settled = state["adjudicated"]["label"]["choice"] if state["adjudicated"] else None
+        state["decision"] = preference.decision(chosen, settled, state["done"])
+    return states
+
+
 def status_of(state: dict) -> str:
     """What an item's final label is: `adjudicated` (an admin settled it), `disputed` (waiting for an admin),
     `agreed` (its k reviewers labelled it without dispute) or `open` (fewer than k labels)."""
@@ -180,40 +300,52 @@ def status_of(state: dict) -> str:
 
 
 def summary(db: Database, queue_id: str, viewer: str | None) -> dict:
-    """The queue with its progress as `viewer` may see it: items, done, labelled per reviewer, disputed,
-    adjudicated, agreement."""
+    """The queue with its progress as `viewer` may see it: items, done, answered per reviewer, disputed,
+    adjudicated, agreement (per asked field; on the choice in a pairwise queue)."""
     queue = load(db, queue_id)
-    states = item_states(db, queue, viewer)
-    by_reviewer = Counter(reviewer for state in states.values() for reviewer in state["labels"])
-    ratings = {field: {item: {r: label[field] for r, label in state["labels"].items()}
-                       for item, state in states.items()}
-               for field in queue["fields"] if field in AGREEMENT_LEVELS}
+    if queue["kind"] == "pairwise":
+        states = pair_states(db, queue, viewer)
+        answers = {item: state["choices"] for item, state in states.items()}
+        ratings = {"choice": {item: {r: c["choice"] for r, c in given.items()} for item, given in answers.items()}}
+        levels = {"choice": "nominal"}
+    else:
+        states = item_states(db, queue, viewer)
+        answers = {item: state["labels"] for item, state in states.items()}
+        ratings = {field: {item: {r: label[field] for r, label in given.items()} for item, given in answers.items()}
+                   for field in queue["fields"] if field in AGREEMENT_LEVELS}
+        levels = AGREEMENT_LEVELS
+    by_reviewer = Counter(reviewer for given in answers.values() for reviewer in given)
     return queue | {
-        "items": queue_store.queue_item_count(db, queue_id),
+        "items": queue_store.queue_item_count(db, queue_id, queue["kind"]),
         "done": sum(state["done"] for state in states.values()),
         "by_reviewer": {reviewer: by_reviewer.get(reviewer, 0) for reviewer in queue["reviewers"]},
         "disputed": sum(state["disputed"] and state["adjudicated"] is None for state in states.values()),
         "adjudicated": sum(state["adjudicated"] is not None for state in states.values()),
-        "agreement": {field: agreement(values, queue["reviewers"], AGREEMENT_LEVELS[field])
+        "agreement": {field: agreement(values, queue["reviewers"], levels[field])
                       for field, values in ratings.items()} if len(queue["reviewers"]) >= 2 else {},
     }
 
 
+def _reviewer_of(queue: dict, reviewer: str) -> None:
+    if reviewer not in queue["reviewers"]:
+        raise QueueError("reviewer", f"'{reviewer}' is not a reviewer of queue '{queue['id']}'")
+
+
 def next_item(db: Database, queue_id: str, reviewer: str) -> dict | None:
-    """The reviewer's next item: the one `next` gave them that they have neither labelled nor skipped, else a
+    """The reviewer's next item: the one `next` gave them that they have neither answered nor skipped, else a
     new one (the first given to fewer than `overlap` reviewers and never to them), else the item they skipped
     longest ago; None when nothing is left."""
     queue = load(db, queue_id)
-    if reviewer not in queue["reviewers"]:
-        raise QueueError("reviewer", f"'{reviewer}' is not a reviewer of this queue")
+    _reviewer_of(queue, reviewer)
+    kind = queue["kind"]
 
     def hand_out(cur) -> dict | None:
-        item = queue_store.open_assignment(cur, queue_id, reviewer)
+        item = queue_store.open_assignment(cur, queue_id, reviewer, kind)
         if item is None:
-            item = queue_store.next_unassigned(cur, queue_id, reviewer, queue["overlap"])
+            item = queue_store.next_unassigned(cur, queue_id, reviewer, queue["overlap"], kind)
             if item is not None:
                 queue_store.assign(cur, queue_id, item["item_id"], reviewer, utc_now())
-        return item or queue_store.skipped_assignment(cur, queue_id, reviewer)
+        return item or queue_store.skipped_assignment(cur, queue_id, reviewer, kind)
 
     # One hand-out per queue at a time, across instances too: an item goes to at most `overlap` reviewers.
     return db.write(hand_out, [("queue", queue_id)])
@@ -222,25 +354,76 @@ def next_item(db: Database, queue_id: str, reviewer: str) -> dict | None:
 def peek_item(db: Database, queue_id: str, reviewer: str) -> dict | None:
     """The item next_item would give the reviewer now, keeping nothing."""
     queue = load(db, queue_id)
-    if reviewer not in queue["reviewers"]:
-        raise QueueError("reviewer", f"'{reviewer}' is not a reviewer of this queue")
+    _reviewer_of(queue, reviewer)
+    kind = queue["kind"]
     cur = db.cursor()
     try:
-        return (queue_store.open_assignment(cur, queue_id, reviewer)
-                or queue_store.next_unassigned(cur, queue_id, reviewer, queue["overlap"])
-                or queue_store.skipped_assignment(cur, queue_id, reviewer))
+        return (queue_store.open_assignment(cur, queue_id, reviewer, kind)
+                or queue_store.next_unassigned(cur, queue_id, reviewer, queue["overlap"], kind)
+                or queue_store.skipped_assignment(cur, queue_id, reviewer, kind))
     finally:
         cur.close()
+
+
+def save_choice(db: Database, queue_id: str, item_id: int, reviewer: str, body: dict) -> tuple[dict, bool]:
+    """Save a reviewer's choice on a pair as their next version; whether it was new (a retried
+    `client_request_id` answers the version it made before). Raises QueueError, ChoiceError or NotFound."""
+    queue = load(db, queue_id)
+    if queue["kind"] != "pairwise":
+        raise QueueError("queue_id", f"queue '{queue_id}' holds events: label them (POST /api/annotations)")
+    _reviewer_of(queue, reviewer)
+    item = queue_store.queue_item(db, queue_id, item_id, "pairwise")
+    if item is None:
+        raise NotFound(f"queue '{queue_id}' has no item {item_id}")
+    values = checked_choice(db, item, body, require_reason=True)
+    request_id = body.get("client_request_id")
+    if request_id is not None and not isinstance(request_id, str):
+        raise preference.ChoiceError("client_request_id", "must be text")
+
+    def save(cur) -> tuple[dict, bool]:
+        last, retried = choice_store.save_basis(cur, queue_id, item_id, reviewer, request_id)
+        if retried is not None:
+            return retried, False
+        deciding = values["deciding_event"] or {}
+        row = {"queue_id": queue_id, "item_id": item_id, "reviewer": reviewer, "version": last + 1,
+               "choice": values["choice"], "reason": values["reason"], "deciding_side": deciding.get("side"),
+               "deciding_event": deciding.get("event_id"), "client_request_id": request_id, "created_at": utc_now()}
+        choice_store.insert_choice(cur, row)
+        return row, True
+
+    row, created = db.write(save, [("choice", queue_id, item_id, reviewer)])
+    return {"queue_id": queue_id, "item_id": item_id, "reviewer": reviewer, **_choice(row)}, created
+
+
+def pair_rollouts(db: Database, cache: TraceCache, queue: dict, item: dict) -> dict[str, dict | None]:
+    """What the reviewer reads of each side of a pair (preference.rollout_summary, rewards as the queue says);
+    None for a side whose trace was deleted since."""
+    traces = {side: analysis.stored_trace(db, cache, item["trace_" + side]) for side in preference.SIDES}
+    return {side: None if trace is None else preference.rollout_summary(trace, queue["show_rewards"])
+            for side, trace in traces.items()}
+
+
+def checked_choice(db: Database, item: dict, body: dict, require_reason: bool) -> dict:
+    """preference.clean_choice of `body`, with its deciding event found in the trace of its side."""
+    values = preference.clean_choice(body, require_reason)
+    deciding = values["deciding_event"]
+    if deciding is not None:
+        trace_id = item["trace_" + deciding["side"]]
+        if trace_store.event_identity(db, trace_id, deciding["event_id"]) is None:
+            raise preference.ChoiceError("deciding_event", f"rollout {deciding['side']} ('{trace_id}') has no event "
+                                                           f"'{deciding['event_id']}'")
+    return values
 
 
 def check_label(db: Database, queue_id: str, trace_id: str, event_id: str, reviewer: str, values: dict) -> None:
     """A label saved in a queue: the event is one of its items, the reviewer one of its reviewers, and every
     required field says something. Raises QueueError or NotFound."""
     queue = load(db, queue_id)
+    if queue["kind"] == "pairwise":
+        raise QueueError("queue_id", f"queue '{queue_id}' compares rollouts: answer its pairs with a choice")
     if not any(row["queue_id"] == queue_id for row in queue_store.queue_items_of_event(db, trace_id, event_id)):
         raise QueueError("queue_id", f"event '{event_id}' of trace '{trace_id}' is not in queue '{queue_id}'")
-    if reviewer not in queue["reviewers"]:
-        raise QueueError("reviewer", f"'{reviewer}' is not a reviewer of queue '{queue_id}'")
+    _reviewer_of(queue, reviewer)
     missing = [f for f in queue["required"] if BY_NAME[f].is_empty(values.get(f))]
     if missing:
         raise QueueError(missing[0], f"is required in queue '{queue['name']}'")
@@ -248,40 +431,50 @@ def check_label(db: Database, queue_id: str, trace_id: str, event_id: str, revie
 
 def skip_item(db: Database, queue_id: str, item_id: int, reviewer: str) -> None:
     """The reviewer puts an item given to them aside: `next` gives it again after everything else."""
-    queue = load(db, queue_id)
-    if reviewer not in queue["reviewers"]:
-        raise QueueError("reviewer", f"'{reviewer}' is not a reviewer of this queue")
+    _reviewer_of(load(db, queue_id), reviewer)
     if not db.write(lambda cur: queue_store.skip(cur, queue_id, item_id, reviewer, utc_now()), [("queue", queue_id)]):
         raise NotFound(f"item {item_id} of queue '{queue_id}' was not given to '{reviewer}'")
 
 
 def adjudicate(db: Database, queue_id: str, item_id: int, adjudicator: str, label: dict, note: str) -> dict:
-    """Record an admin's final label on an item, with the reviewers' labels it resolves."""
+    """Record an admin's final label on an item (a final choice on a pair: `{"choice", "reason",
+    "deciding_event"}`), with the reviewers' answers it resolves."""
     queue = load(db, queue_id)
-    item = queue_store.queue_item(db, queue_id, item_id)
+    item = queue_store.queue_item(db, queue_id, item_id, queue["kind"])
     if item is None:
         raise NotFound(f"queue '{queue_id}' has no item {item_id}")
-    unknown = sorted(set(label) - set(queue["fields"]))
-    if unknown:
-        raise QueueError("label", f"{', '.join(unknown)}: not asked by this queue ({', '.join(queue['fields'])})")
-    state = item_states(db, queue, None).get(item_id)
-    if state is None or not state["labels"]:
-        raise QueueError("item", "no reviewer has labelled this item yet: there is nothing to adjudicate")
-    resolved = [{"reviewer": r, "version": v["version"], "annotation_id": v["annotation_id"]}
-                for r, v in state["labels"].items()]
+    if queue["kind"] == "pairwise":
+        label = checked_choice(db, item, label, require_reason=False)
+        states, answers = pair_states, "choices"
+    else:
+        unknown = sorted(set(label) - set(queue["fields"]))
+        if unknown:
+            raise QueueError("label", f"{', '.join(unknown)}: not asked by this queue ({', '.join(queue['fields'])})")
+        label = clean_values(label)
+        states, answers = item_states, "labels"
+    state = states(db, queue, None).get(item_id)
+    if state is None or not state[answers]:
+        raise QueueError("item", "no reviewer has answered this item yet: there is nothing to adjudicate")
+    resolved = [{"reviewer": r, "version": v["version"]} | ({"annotation_id": v["annotation_id"]} if
+                                                            "annotation_id" in v else {})
+                for r, v in state[answers].items()]
     db.write(lambda cur: label_store.insert_adjudication(cur, queue_id, item_id, adjudicator, json.dumps(label),
                                                          json.dumps(resolved), note, utc_now()))
-    return item_states(db, queue, None)[item_id] | {"item_id": item_id}
+    return states(db, queue, None)[item_id] | {"item_id": item_id}
 
 
 def items(db: Database, queue_id: str, viewer: str | None) -> list[dict]:
-    """Every item in queue order with its state as `viewer` may see it (an item nobody labelled yet: no
-    labels, not done), and its status."""
+    """Every item in queue order with its state as `viewer` may see it (an item nobody answered yet: no
+    labels or choices, not done), and its status; a pair also with the choice it ends with (`decision`)."""
     queue = load(db, queue_id)
-    states = item_states(db, queue, viewer)
-    empty = {"labels": {}, "done": False, "disputed": False, "adjudicated": None}
+    if queue["kind"] == "pairwise":
+        states = pair_states(db, queue, viewer)
+        empty = {"choices": {}, "done": False, "disputed": False, "adjudicated": None, "decision": None}
+    else:
+        states = item_states(db, queue, viewer)
+        empty = {"labels": {}, "done": False, "disputed": False, "adjudicated": None}
     rows = []
-    for item in queue_store.list_queue_items(db, queue_id):
+    for item in queue_store.list_queue_items(db, queue_id, queue["kind"]):
         state = states.get(item["item_id"], empty)
         rows.append(item | {key: value for key, value in state.items() if key not in ("trace_id", "event_id")}
                     | {"status": status_of(state)})

@@ -1,9 +1,11 @@
-"""Review queue SQL: the events a queue holds, which reviewer was given which item, skips. Labels saved in a
-queue are read through app/store/labels.py (blind review). Functions taking `cur` run inside a write."""
+"""Review queue SQL: the items a queue holds (events, or pairs of rollouts in a pairwise queue), which reviewer was
+given which item, skips. Labels saved in a queue are read through app/store/labels.py, choices on pairs through
+app/store/choices.py (blind review). Functions taking `cur` run inside a write."""
 
 
 import pyarrow as pa
 
+from app.domain.preference import Pair
 from app.store.db import Database
 from app.store.lists import registered
 from app.store.sql import execute
@@ -45,6 +47,15 @@ def insert_queue(cur, queue_id: str, name: str, spec: str, created_by: str | Non
         execute(cur, "INSERT INTO queue_items SELECT ?, item_id, trace_id, event_id FROM new_items", [queue_id])
 
 
+def insert_pair_queue(cur, queue_id: str, name: str, spec: str, created_by: str | None, created_at,
+                      pairs: list[Pair]) -> None:
+    execute(cur, "INSERT INTO queues VALUES (?, ?, ?, ?, ?)", [queue_id, name, spec, created_by, created_at])
+    with registered(cur, "new_pairs", group_key=[p.group for p in pairs], trace_a=[p.trace_a for p in pairs],
+                    trace_b=[p.trace_b for p in pairs], item_id=pa.array(range(1, len(pairs) + 1), pa.int64())):
+        execute(cur, "INSERT INTO queue_pairs SELECT ?, item_id, group_key, trace_a, trace_b FROM new_pairs",
+                [queue_id])
+
+
 def read_queue(db: Database, queue_id: str) -> dict | None:
     return db.fetchone("SELECT queue_id, name, spec, created_by, created_at FROM queues WHERE queue_id = ?",
                        [queue_id])
@@ -54,17 +65,25 @@ def list_queues(db: Database) -> list[dict]:
     return db.fetchall("SELECT queue_id, name, spec, created_by, created_at FROM queues ORDER BY created_at DESC")
 
 
-def list_queue_items(db: Database, queue_id: str) -> list[dict]:
-    return db.fetchall("SELECT item_id, trace_id, event_id FROM queue_items WHERE queue_id = ? ORDER BY item_id",
+# What a queue of each kind hands out: its items' table, their columns, and the keys an item is answered with.
+# Constants: all of it that reaches SQL.
+KIND_ITEMS = {"events": ("queue_items", "i.trace_id, i.event_id", ("trace_id", "event_id")),
+              "pairwise": ("queue_pairs", 'i.group_key AS "group", i.trace_a, i.trace_b', ("group", "trace_a", "trace_b"))}
+
+
+def list_queue_items(db: Database, queue_id: str, kind: str = "events") -> list[dict]:
+    table, columns, _ = KIND_ITEMS[kind]
+    return db.fetchall(f"SELECT i.item_id, {columns} FROM {table} i WHERE i.queue_id = ? ORDER BY i.item_id",
                        [queue_id])
 
 
-def queue_item_count(db: Database, queue_id: str) -> int:
-    return db.scalar("SELECT count(*) FROM queue_items WHERE queue_id = ?", [queue_id])
+def queue_item_count(db: Database, queue_id: str, kind: str = "events") -> int:
+    return db.scalar(f"SELECT count(*) FROM {KIND_ITEMS[kind][0]} WHERE queue_id = ?", [queue_id])
 
 
-def queue_item(db: Database, queue_id: str, item_id: int) -> dict | None:
-    return db.fetchone("SELECT item_id, trace_id, event_id FROM queue_items WHERE queue_id = ? AND item_id = ?",
+def queue_item(db: Database, queue_id: str, item_id: int, kind: str = "events") -> dict | None:
+    table, columns, _ = KIND_ITEMS[kind]
+    return db.fetchone(f"SELECT i.item_id, {columns} FROM {table} i WHERE i.queue_id = ? AND i.item_id = ?",
                        [queue_id, item_id])
 
 
@@ -74,43 +93,48 @@ def queue_items_of_event(db: Database, trace_id: str, event_id: str) -> list[dic
                        [trace_id, event_id])
 
 
-# An assignment the reviewer has labelled in the queue, or skipped, is not open.
-_UNLABELLED = ("NOT EXISTS (SELECT 1 FROM annotations l WHERE l.queue_id = a.queue_id AND l.trace_id = i.trace_id "
-               "AND l.event_id = i.event_id AND l.reviewer = a.reviewer)")
+# Whether the reviewer has answered item `i` in its queue: labelled its event there, or chosen on its pair. An
+# assignment answered, or skipped, is not open.
+ANSWERED = {
+    "events": "EXISTS (SELECT 1 FROM annotations l WHERE l.queue_id = i.queue_id AND l.trace_id = i.trace_id "
+              "AND l.event_id = i.event_id AND l.reviewer = $reviewer)",
+    "pairwise": "EXISTS (SELECT 1 FROM pair_choices c WHERE c.queue_id = i.queue_id AND c.item_id = i.item_id "
+                "AND c.reviewer = $reviewer)"}
 
 
-def open_assignment(cur, queue_id: str, reviewer: str) -> dict | None:
-    """The earliest item `next` gave the reviewer that they have neither labelled in the queue nor skipped."""
-    return _assignment(cur, queue_id, reviewer, "a.skipped_at IS NULL", "a.item_id")
+def open_assignment(cur, queue_id: str, reviewer: str, kind: str = "events") -> dict | None:
+    """The earliest item `next` gave the reviewer that they have neither answered in the queue nor skipped."""
+    return _assignment(cur, queue_id, reviewer, kind, "a.skipped_at IS NULL", "a.item_id")
 
 
-def skipped_assignment(cur, queue_id: str, reviewer: str) -> dict | None:
-    """The reviewer's unlabelled item skipped longest ago: what `next` gives once nothing else is left."""
-    return _assignment(cur, queue_id, reviewer, "a.skipped_at IS NOT NULL", "a.skipped_at, a.item_id")
+def skipped_assignment(cur, queue_id: str, reviewer: str, kind: str = "events") -> dict | None:
+    """The reviewer's unanswered item skipped longest ago: what `next` gives once nothing else is left."""
+    return _assignment(cur, queue_id, reviewer, kind, "a.skipped_at IS NOT NULL", "a.skipped_at, a.item_id")
 
 
-def _assignment(cur, queue_id: str, reviewer: str, skipped: str, order: str) -> dict | None:
-    """The first unlabelled item given to the reviewer that matches `skipped`, in `order` (constants)."""
+def _assignment(cur, queue_id: str, reviewer: str, kind: str, skipped: str, order: str) -> dict | None:
+    """The first unanswered item given to the reviewer that matches `skipped`, in `order` (constants)."""
+    table, columns, keys = KIND_ITEMS[kind]
     row = execute(cur,
-        "SELECT a.item_id, i.trace_id, i.event_id FROM queue_assignments a "
-        "JOIN queue_items i ON i.queue_id = a.queue_id AND i.item_id = a.item_id "
-        f"WHERE a.queue_id = ? AND a.reviewer = ? AND {skipped} AND {_UNLABELLED} ORDER BY {order} LIMIT 1",
-        [queue_id, reviewer]).fetchone()
-    return dict(zip(("item_id", "trace_id", "event_id"), row)) if row else None
+        f"SELECT a.item_id, {columns} FROM queue_assignments a "
+        f"JOIN {table} i ON i.queue_id = a.queue_id AND i.item_id = a.item_id "
+        f"WHERE a.queue_id = $queue AND a.reviewer = $reviewer AND {skipped} AND NOT {ANSWERED[kind]} "
+        f"ORDER BY {order} LIMIT 1", {"queue": queue_id, "reviewer": reviewer}).fetchone()
+    return dict(zip(("item_id", *keys), row)) if row else None
 
 
-def next_unassigned(cur, queue_id: str, reviewer: str, overlap: int) -> dict | None:
+def next_unassigned(cur, queue_id: str, reviewer: str, overlap: int, kind: str = "events") -> dict | None:
     """The first item in queue order given to fewer than `overlap` reviewers, never to this one, and not
-    labelled by them in the queue already (from the trace page)."""
+    answered by them in the queue already (a label saved from the trace page)."""
+    table, columns, keys = KIND_ITEMS[kind]
     row = execute(cur,
-        "SELECT i.item_id, i.trace_id, i.event_id FROM queue_items i "
+        f"SELECT i.item_id, {columns} FROM {table} i "
         "LEFT JOIN queue_assignments a ON a.queue_id = i.queue_id AND a.item_id = i.item_id "
-        "WHERE i.queue_id = $queue AND NOT EXISTS (SELECT 1 FROM annotations l WHERE l.queue_id = i.queue_id "
-        "AND l.trace_id = i.trace_id AND l.event_id = i.event_id AND l.reviewer = $reviewer) "
-        "GROUP BY i.item_id, i.trace_id, i.event_id "
+        f"WHERE i.queue_id = $queue AND NOT {ANSWERED[kind]} "
+        "GROUP BY ALL "
         "HAVING count(a.reviewer) < $overlap AND count(a.reviewer) FILTER (WHERE a.reviewer = $reviewer) = 0 "
         "ORDER BY i.item_id LIMIT 1", {"queue": queue_id, "overlap": overlap, "reviewer": reviewer}).fetchone()
-    return dict(zip(("item_id", "trace_id", "event_id"), row)) if row else None
+    return dict(zip(("item_id", *keys), row)) if row else None
 
 
 def skip(cur, queue_id: str, item_id: int, reviewer: str, skipped_at) -> bool:

@@ -92,13 +92,17 @@ def read_annotations(db: DbDep, viewer: Viewer, trace_id: str | None = None, eve
 
 @router.get("/annotations/export", dependencies=[AnyViewer], responses=READ_REFUSALS | INVALID | {
     200: {"description": "csv, json: one row per label (per version with history=true); rllm, trl_stepwise, "
-                         "credit_jsonl: JSON Lines for RL trainers (README, 'Exports for RL trainers')",
+                         "credit_jsonl: JSON Lines for RL trainers (README, 'Exports for RL trainers'); "
+                         "preference_pairs: a pairwise queue's decided pairs as JSON Lines for TRL's preference "
+                         "trainers",
           "content": {"text/csv": {"schema": CSV}, "application/json": {"schema": {"type": "array"}},
                       "application/jsonl": {"schema": {"type": "string"}}}},
     404: reply("no trace or queue with this id"),
-    422: reply("final=true without a queue_id, or with a format other than csv or json", PROBLEMS)})
+    422: reply("final=true without a queue_id, or with a format other than csv or json; preference_pairs without "
+               "a pairwise queue, or a pairwise queue in another format", PROBLEMS)})
 def export_annotations(db: DbDep, cache: CacheDep, viewer: Viewer,
-                       format: Literal["csv", "json", "rllm", "trl_stepwise", "credit_jsonl"] = "csv",
+                       format: Literal["csv", "json", "rllm", "trl_stepwise", "credit_jsonl",
+                                       "preference_pairs"] = "csv",
                        history: bool = False, trace_id: str | None = None,
                        rule: Literal["uniform", "causal", "critical_path"] = "causal", channel: str | None = None,
                        queue_id: str | None = None, final: bool = False):
@@ -108,7 +112,8 @@ def export_annotations(db: DbDep, cache: CacheDep, viewer: Viewer,
     labelled event); their rewards are reviewers' mean credit (`disputed` while their credits disagree), else
     credit computed by `rule` over the reward `channel` (default `team`, else the trace's first); an admin's
     adjudicated credit wins where a review queue settled an event. With `queue_id`: that queue's traces, labels
-    and adjudications only."""
+    and adjudications only. `preference_pairs` (a pairwise queue's `queue_id`): a line `{"prompt", "chosen",
+    "rejected", ...}` per pair decided `a` or `b` (adjudicated, else the majority of its reviewers' choices)."""
     export = exports.label_export(db, cache, viewer, format, trace_id, queue_id, final, history, rule, channel)
     return StreamingResponse(export.chunks, media_type=export.media_type, headers=attachment(export.filename))
 

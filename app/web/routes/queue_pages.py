@@ -1,7 +1,9 @@
-"""HTML pages of review queues: the list with the form that makes one (admins), a queue's progress with its
-disputed items and their adjudication, and the review workspace, where a reviewer labels their items one after
-another: Enter saves once and swaps in the next item, `s` skips, without a page load."""
+"""HTML pages of review queues: the list with the forms that make one (admins), a queue's progress with its
+disputed items and their adjudication, and the review workspace, where a reviewer labels their items (or, in a
+pairwise queue, chooses the better of two rollouts) one after another: Enter saves once and swaps in the next
+item, `s` skips, without a page load."""
 
+import uuid
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request
@@ -9,15 +11,18 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 
 from app.domain.label_fields import FIELDS, LabelError, clean_values
+from app.domain.preference import CHOICES, ChoiceError
 from app.domain.refusals import NotFound
 from app.domain.taxonomy import EVENT_TYPES, SUBDECISIONS
 from app.services import accounts, labels, queues
+from app.store import choices as choice_store
+from app.store import groups as group_store
 from app.store import labels as label_store
 from app.store import queues as queue_store
 from app.store import traces as trace_store
 from app.web.access import Admin, AnyViewer, Reviewer
 from app.web.browser import require_csrf, reviewer_of
-from app.web.deps import DbDep, Viewer
+from app.web.deps import CacheDep, DbDep, Viewer
 from app.web.event_view import event_view
 from app.web.label_form import FORM_TAG_SEPARATOR, form_values, label_context
 from app.web.render import render
@@ -32,7 +37,7 @@ def _form_context(db, request: Request) -> dict:
              if not request.state.open_mode else labels.reviewers(db))
     return {"facets": facets, "event_types": EVENT_TYPES, "subdecisions": SUBDECISIONS,
             "fields": [f.name for f in FIELDS], "default_fields": queues.DEFAULT_FIELDS, "strata": queues.STRATA,
-            "people": names}
+            "people": names, "group_by": group_store.GROUP_BY}
 
 
 @router.get("/queues", dependencies=[AnyViewer])
@@ -44,21 +49,31 @@ def _words(value: str) -> list[str]:
     return [word.strip() for word in value.replace("\n", ",").split(",") if word.strip()]
 
 
+def _number(text: str | None, default: int) -> int:
+    """A whole number typed in a form; what is not one is -1, which every check refuses by name."""
+    text = (text or "").strip()
+    return default if not text else int(text) if text.lstrip("-").isdigit() else -1
+
+
 @router.post("/queues", dependencies=[Admin, Depends(require_csrf)])
 async def create_queue_from_form(request: Request, db: DbDep, viewer: Viewer):
-    """Make a queue from the form; a refusal shows the form again with the message."""
+    """Make a queue from either form (`kind`); a refusal shows the forms again with the message."""
     form = await request.form()
-    flt = {key: [v for v in form.getlist(key) if v] for key in ("systems", "topologies", "event_types", "subdecisions")}
-    flt |= {key: _words(form.get(key) or "") for key in ("roles", "agents", "tools", "trace_ids")}
-    body = {"name": form.get("name") or "", "filter": flt, "fields": form.getlist("fields"),
-            "required": form.getlist("required"), "reviewers": form.getlist("reviewers") + _words(
-                form.get("more_reviewers") or ""),
-            "overlap": int(form.get("overlap") or 1) if (form.get("overlap") or "1").isdigit() else -1,
-            "blind": form.get("blind") == "on"}
-    if (form.get("sample_n") or "").strip():
-        n, seed = form.get("sample_n").strip(), (form.get("sample_seed") or "0").strip()
-        body["sample"] = {"n": int(n) if n.isdigit() else 0, "seed": int(seed) if seed.lstrip("-").isdigit() else 0,
-                          "stratify_by": form.get("stratify_by") or None}
+    people = {"name": form.get("name") or "", "overlap": _number(form.get("overlap"), 1),
+              "reviewers": form.getlist("reviewers") + _words(form.get("more_reviewers") or ""),
+              "blind": form.get("blind") == "on"}
+    if form.get("kind") == "pairwise":
+        body = people | {"kind": "pairwise", "show_rewards": form.get("show_rewards") == "on", "pairs": {
+            "by": form.get("by") or queues.DEFAULT_GROUP_BY, "keys": _words(form.get("keys") or ""),
+            "per_group": _number(form.get("per_group"), 1), "seed": _number(form.get("seed"), 0)}}
+    else:
+        flt = {key: [v for v in form.getlist(key) if v]
+               for key in ("systems", "topologies", "event_types", "subdecisions")}
+        flt |= {key: _words(form.get(key) or "") for key in ("roles", "agents", "tools", "trace_ids")}
+        body = people | {"filter": flt, "fields": form.getlist("fields"), "required": form.getlist("required")}
+        if (form.get("sample_n") or "").strip():
+            body["sample"] = {"n": _number(form.get("sample_n"), 0), "seed": _number(form.get("sample_seed"), 0),
+                              "stratify_by": form.get("stratify_by") or None}
     user = current_user(request)
     try:
         queue = await run_in_threadpool(queues.create_queue, db, body, user.name if user else None)
@@ -74,7 +89,8 @@ def read_queue_page(request: Request, queue_id: str, db: DbDep, viewer: Viewer):
     queue = queues.summary(db, queue_id, viewer)
     items = queues.items(db, queue_id, viewer)
     return render(request, "queue_detail.html", {
-        "queue": queue, "items": items, "me": viewer, "fields": [f for f in FIELDS if f.name in queue["fields"]],
+        "queue": queue, "items": items, "me": viewer, "choices": CHOICES,
+        "fields": [f for f in FIELDS if f.name in queue.get("fields", ())],
         "disputed": [item for item in items if item["disputed"]]})
 
 
@@ -94,11 +110,18 @@ def read_review_page(request: Request, queue_id: str, db: DbDep, viewer: Viewer)
                                                  "is_reviewer": viewer in queue["reviewers"]})
 
 
-def _workspace(request: Request, db, queue_id: str, reviewer: str, item: dict | None, **extra):
+def _workspace(request: Request, db, cache, queue_id: str, reviewer: str, item: dict | None, **extra):
     """The workspace fragment for `item` (None: nothing left), with the reviewer's progress in the queue."""
     queue = queues.load(db, queue_id)
-    context = {"queue": queue, "me": reviewer, "item": item, **extra,
-               "queue_progress": label_store.queue_progress(db, queue_id, reviewer)}
+    context = {"queue": queue, "me": reviewer, "item": item, **extra}
+    if queue["kind"] == "pairwise":
+        context["queue_progress"] = choice_store.choice_progress(db, queue_id, reviewer)
+        if item is not None:
+            context |= {"rollouts": queues.pair_rollouts(db, cache, queue, item), "choices": CHOICES,
+                        "action": f"/queues/{quote(queue_id)}/items/{item['item_id']}/choice",
+                        "request_id": uuid.uuid4().hex}
+        return render(request, "_queue_workspace.html", context, status_code=extra.get("status_code", 200))
+    context["queue_progress"] = label_store.queue_progress(db, queue_id, reviewer)
     if item is not None:
         action = f"/queues/{quote(queue_id)}/items/{item['item_id']}/label"
         context |= event_view(db, item["trace_id"], item["event_id"])
@@ -119,15 +142,15 @@ def _caller(request: Request) -> str:
 
 
 @router.post("/queues/{queue_id}/review/next", dependencies=[Reviewer, Depends(require_csrf)])
-async def take_next_item(request: Request, queue_id: str, db: DbDep):
+async def take_next_item(request: Request, queue_id: str, db: DbDep, cache: CacheDep):
     """Take the reviewer's next item and answer with its workspace."""
     me = _caller(request)
     item = await run_in_threadpool(queues.next_item, db, queue_id, me)
-    return _workspace(request, db, queue_id, me, item)
+    return _workspace(request, db, cache, queue_id, me, item)
 
 
 @router.post("/queues/{queue_id}/items/{item_id}/label", dependencies=[Reviewer, Depends(require_csrf)])
-async def save_and_next(request: Request, queue_id: str, item_id: int, db: DbDep):
+async def save_and_next(request: Request, queue_id: str, item_id: int, db: DbDep, cache: CacheDep):
     """Save the label once (a retried request id saves nothing more) and answer with the next item; a refusal
     answers with the same item, its form as the reviewer left it and what is missing. `action=skip` saves
     nothing and moves on; the item comes back after every other."""
@@ -147,12 +170,44 @@ async def save_and_next(request: Request, queue_id: str, item_id: int, db: DbDep
             mine = form_values(form)
             saved, _ = await run_in_threadpool(labels.save_label, db, data | mine)
         except (LabelError, queues.QueueError) as exc:
-            return _workspace(request, db, queue_id, me, item, status=str(exc), status_code=422, draft=mine)
+            return _workspace(request, db, cache, queue_id, me, item, status=str(exc), status_code=422, draft=mine)
     following = await run_in_threadpool(queues.next_item, db, queue_id, me)
-    return _workspace(request, db, queue_id, me, following,
+    return _workspace(request, db, cache, queue_id, me, following,
                       just_saved=None if saved is None else {
                           "item_id": item_id, "version": saved["version"],
                           "others": labels.others_on_event(db, me, item["trace_id"], item["event_id"])},
+                      just_skipped=item_id if saved is None else None)
+
+
+@router.post("/queues/{queue_id}/items/{item_id}/choice", dependencies=[Reviewer, Depends(require_csrf)])
+async def choose_and_next(request: Request, queue_id: str, item_id: int, db: DbDep, cache: CacheDep):
+    """Save the reviewer's choice on a pair once (a retried request id saves nothing more) and answer with the
+    next pair; a refusal answers with the same pair, the form as the reviewer left it and what is wrong.
+    `action=skip` saves nothing and moves on; the pair comes back after every other."""
+    me = _caller(request)
+    form = await request.form()
+    item = queue_store.queue_item(db, queue_id, item_id, "pairwise")
+    if item is None:
+        raise NotFound(f"queue '{queue_id}' has no pair {item_id}")
+    saved = None
+    if form.get("action") == "skip":
+        await run_in_threadpool(queues.skip_item, db, queue_id, item_id, me)
+    else:
+        draft = {"choice": form.get("choice"), "reason": form.get("reason") or "",
+                 "deciding_event": {"side": form.get("deciding_side") or None, "event_id": form.get("deciding_event")}
+                 if (form.get("deciding_event") or "").strip() else None,
+                 "client_request_id": form.get("client_request_id") or None}
+        try:
+            saved, _ = await run_in_threadpool(queues.save_choice, db, queue_id, item_id, me, draft)
+        except (ChoiceError, queues.QueueError) as exc:
+            return _workspace(request, db, cache, queue_id, me, item, status=str(exc), status_code=422, draft=draft)
+    following = await run_in_threadpool(queues.next_item, db, queue_id, me)
+    others = None if saved is None else {
+        reviewer: choice for reviewer, choice in queues.pair_states(db, queues.load(db, queue_id), me)
+        .get(item_id, {"choices": {}})["choices"].items() if reviewer != me}
+    return _workspace(request, db, cache, queue_id, me, following,
+                      just_saved=None if saved is None else {"item_id": item_id, "version": saved["version"],
+                                                             "choice": saved["choice"], "others": others},
                       just_skipped=item_id if saved is None else None)
 
 
@@ -160,10 +215,14 @@ async def save_and_next(request: Request, queue_id: str, item_id: int, db: DbDep
 async def adjudicate_from_form(request: Request, queue_id: str, item_id: int, db: DbDep):
     form = await request.form()
     queue = queues.load(db, queue_id)
-    raw = {f.name: f.from_text(form.get(f.name) if isinstance(form.get(f.name), str) else None, FORM_TAG_SEPARATOR)
-           for f in FIELDS if f.name in queue["fields"] and (f.name in form or f.kind == "flag")}
+    if queue["kind"] == "pairwise":
+        label = {"choice": form.get("choice")}
+    else:
+        raw = {f.name: f.from_text(form.get(f.name) if isinstance(form.get(f.name), str) else None,
+                                   FORM_TAG_SEPARATOR)
+               for f in FIELDS if f.name in queue["fields"] and (f.name in form or f.kind == "flag")}
+        label = clean_values(raw)
     user = current_user(request)
     adjudicator = user.name if user else (reviewer_of(request) or "admin")
-    await run_in_threadpool(queues.adjudicate, db, queue_id, item_id, adjudicator, clean_values(raw),
-                            form.get("reason") or "")
+    await run_in_threadpool(queues.adjudicate, db, queue_id, item_id, adjudicator, label, form.get("reason") or "")
     return RedirectResponse(f"/queues/{quote(queue_id)}#item-{item_id}", status_code=303)

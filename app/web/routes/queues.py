@@ -1,10 +1,12 @@
-"""JSON API of review queues: make one (admins), list them, a queue's progress, the caller's next item, and an
-admin's final label on an item the reviewers disagreed on."""
+"""JSON API of review queues: make one (admins), list them, a queue's progress, the caller's next item, a
+reviewer's choice on a pair (pairwise queues), and an admin's final label or choice on an item the reviewers
+disagreed on."""
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
 
-from app.services import labels, queues
+from app.services import queues
 from app.web.access import Admin, AnyViewer, Reviewer
 from app.web.apidoc import (
     COUNT,
@@ -33,13 +35,16 @@ NO_QUEUE = {404: reply("no queue with this id")}
 
 
 @router.post("", dependencies=[Admin], status_code=201, openapi_extra=json_body(
-    '`{"name", "filter": {"trace_ids", "systems", "topologies", "tasks", "findings", "event_types", "roles", '
-    '"agents", "tools", "subdecisions"} (all optional lists), "sample": {"n", "seed", "stratify_by"} (optional), '
-    '"fields": [...], "required": [...], "reviewers": [...], "overlap": k, "blind": bool}`'),
+    '`{"name", "kind": "events" (default), "filter": {"trace_ids", "systems", "topologies", "tasks", "findings", '
+    '"event_types", "roles", "agents", "tools", "subdecisions"} (all optional lists), "sample": {"n", "seed", '
+    '"stratify_by"} (optional), "fields": [...], "required": [...], "reviewers": [...], "overlap": k, "blind": '
+    'bool}`, or `{"name", "kind": "pairwise", "pairs": {"by", "keys", "per_group", "seed"} (all optional), '
+    '"reviewers", "overlap", "blind", "show_rewards": bool}`'),
     responses=WRITE_REFUSALS | NOT_JSON | {201: reply("the queue with its progress", QUEUE),
                                            422: reply("a field is not valid (named in `field`)", FIELD_ERROR)})
 async def create_queue(request: Request, db: DbDep):
-    """Make a review queue from a filter, an order or seeded sample, a rubric, reviewers, overlap and blindness."""
+    """Make a review queue: of events (a filter, an order or seeded sample, a rubric) or of pairs of rollouts
+    sampled within groups (pairwise), with reviewers, overlap and blindness."""
     body = await json_object(request)
     user = current_user(request)
     return JsonBody(await run_in_threadpool(queues.create_queue, db, body, user.name if user else None),
@@ -63,7 +68,8 @@ def read_queue(queue_id: str, db: DbDep, viewer: Viewer):
 @router.get("/{queue_id}/items", dependencies=[AnyViewer], responses=READ_REFUSALS | NO_QUEUE | {200: reply(
     "every item in order: its event, labels by reviewer, done, disputed and the adjudication", OBJECT)})
 def read_queue_items(queue_id: str, db: DbDep, viewer: Viewer):
-    """Every item with its status and the labels the caller may see (blind: others' only once theirs is saved)."""
+    """Every item with its status and the labels (pairwise: the choices) the caller may see (blind: others' only
+    once theirs is saved)."""
     return JsonBody({"items": queues.items(db, queue_id, viewer)})
 
 
@@ -76,8 +82,9 @@ def _caller(request: Request, reviewer: str | None) -> str:
 
 
 NEXT_ANSWERS = NO_QUEUE | {
-    200: reply("the caller's next item", object_schema({"item_id": COUNT, "trace_id": TEXT, "event_id": TEXT},
-                                                       "item_id", "trace_id", "event_id")),
+    200: reply("the caller's next item: an event, or a pair of rollouts in a pairwise queue", object_schema(
+        {"item_id": COUNT, "trace_id": TEXT, "event_id": TEXT, "group": TEXT, "trace_a": TEXT, "trace_b": TEXT},
+        "item_id")),
     204: {"description": "nothing is left for the caller"},
     422: reply("the caller is not a reviewer of this queue (or no reviewer is known)", FIELD_ERROR)}
 
@@ -110,19 +117,40 @@ async def skip_item(queue_id: str, item_id: int, request: Request, db: DbDep, re
     return Response(status_code=204)
 
 
+CHOICE = object_schema({"queue_id": TEXT, "item_id": COUNT, "reviewer": TEXT, "version": COUNT, "choice": TEXT,
+                        "reason": TEXT, "deciding_event": {"type": ["object", "null"]}, "created_at": TEXT},
+                       "queue_id", "item_id", "reviewer", "version", "choice")
+
+
+@router.post("/{queue_id}/items/{item_id}/choice", dependencies=[Reviewer], status_code=201, openapi_extra=json_body(
+    '`{"choice": "a" | "b" | "tie", "reason": text, "deciding_event": {"side": "a" | "b", "event_id"} (optional), '
+    '"client_request_id" (optional)}`'), responses=WRITE_REFUSALS | NOT_JSON | {
+        200: reply("a retried `client_request_id`: the version it made before", CHOICE),
+        201: reply("the caller's new choice version", CHOICE),
+        404: reply("no queue with this id, or no such item"),
+        422: reply("a value is not valid, the queue is not pairwise, or the caller is not its reviewer", FIELD_ERROR)})
+async def create_choice(queue_id: str, item_id: int, request: Request, db: DbDep, reviewer: str | None = None):
+    """Save the caller's choice on a pair as their next version (append-only; the current is the highest)."""
+    body = await json_object(request)
+    choice, created = await run_in_threadpool(queues.save_choice, db, queue_id, item_id, _caller(request, reviewer),
+                                              body)
+    return JSONResponse(choice, status_code=201 if created else 200)
+
+
 @router.post("/{queue_id}/items/{item_id}/adjudicate", dependencies=[Admin], status_code=201, openapi_extra=json_body(
-    '`{"label": {field: value} (the rubric\'s fields), "note": text}`'),
+    '`{"label": {field: value} (the rubric\'s fields; in a pairwise queue `{"choice", "reason", '
+    '"deciding_event"}`), "note": text}`'),
     responses=WRITE_REFUSALS | NOT_JSON | NO_QUEUE | {
-        201: reply("the item with its labels and the adjudication", OBJECT),
-        422: reply("a value is not valid, or no reviewer has labelled the item", FIELD_ERROR)})
+        201: reply("the item with its labels (or choices) and the adjudication", OBJECT),
+        422: reply("a value is not valid, or no reviewer has answered the item", FIELD_ERROR)})
 async def adjudicate_item(queue_id: str, item_id: int, request: Request, db: DbDep):
-    """An admin's final label on an item (kept beside the reviewers' labels, with which versions it resolved)."""
+    """An admin's final label or choice on an item (kept beside the reviewers' answers, with which versions it
+    resolved)."""
     body = await json_object(request)
     label, note = body.get("label"), body.get("note") or ""
     if not isinstance(label, dict) or not isinstance(note, str):
-        raise HTTPException(422, "label must be an object of label fields, and note text")
+        raise HTTPException(422, "label must be an object of label fields (or a choice), and note text")
     user = current_user(request)
     adjudicator = user.name if user else (reviewer_of(request) or "admin")
-    values = labels.clean_values(label)
-    return JsonBody(await run_in_threadpool(queues.adjudicate, db, queue_id, item_id, adjudicator, values, note),
+    return JsonBody(await run_in_threadpool(queues.adjudicate, db, queue_id, item_id, adjudicator, label, note),
                     status_code=201)
