@@ -353,6 +353,9 @@ def _coworkers(spans: list, ops) -> None:
 
 
 def _runtime_tool_io(spans: list, ops) -> None:
+    messages = [span for span in spans if "message" in span.attrs and span.name.startswith("autogen ")]
+    if not messages:  # not AutoGen's runtime: no tool span is asked for its call id
+        return
     tools: dict[str, list] = {}
     for span in spans:
         call_id = _str(span.attrs, "gen_ai.tool.call.id") if span.op is ops.TOOL else None
@@ -360,11 +363,10 @@ def _runtime_tool_io(spans: list, ops) -> None:
             tools.setdefault(call_id, []).append(span)
     if not tools:
         return
-    for span in spans:
-        if "message" in span.attrs and span.name.startswith("autogen "):
-            for call_id, key, value in _tool_io(_json(span.attrs, "message")):
-                for tool in tools.get(call_id, ()):
-                    tool.attrs.setdefault(key, {"stringValue": value if isinstance(value, str) else json.dumps(value)})
+    for span in messages:
+        for call_id, key, value in _tool_io(_json(span.attrs, "message")):
+            for tool in tools.get(call_id, ()):
+                tool.attrs.setdefault(key, {"stringValue": value if isinstance(value, str) else json.dumps(value)})
 
 
 def _tool_io(payload, depth: int = 0):
@@ -424,6 +426,11 @@ def transfer_target(tool: str, arguments, agents: dict[str, str]) -> str | None:
     return _named_agent(arguments() if callable(arguments) else arguments, agents)
 
 
+def _transfer_name(tool: str) -> bool:
+    """Whether transfer_target may find a target for a tool of this name (else None, whatever its arguments)."""
+    return bool(TRANSFER_TO.match(tool) or HANDOFF_TOOL.match(tool) or TRANSFER_BARE.match(tool))
+
+
 def _transfer_word(text: str) -> bool:
     """TRANSFER_WORD.search(text), sooner: a match holds one of these in lower case (the long s matches s when
     case is ignored), which most texts do not."""
@@ -465,6 +472,29 @@ def _handoff_attribute(span) -> str | None:
     return None
 
 
+def _unless_said(spans: list, ops, transfers: list, implied: list) -> None:
+    """Add to `transfers` each transfer `implied` by a model's output, unless a tool or handoff span of the same
+    turn (until the agent's next model call) says it."""
+    turns: dict[int, list[int]] = {}  # each agent's model call starts
+    for span in spans:
+        if span.op is ops.INFERENCE:
+            turns.setdefault(id(_agent_of(span, ops)), []).append(span.start)
+    said: dict[int, list[int]] = {}
+    for time, span, _ in transfers:
+        said.setdefault(id(_agent_of(span, ops)), []).append(time)
+    for starts in (*turns.values(), *said.values()):
+        starts.sort()
+    for time, call, target in implied:
+        agent = id(_agent_of(call, ops))
+        starts = turns[agent]
+        following = bisect_right(starts, call.start)
+        until = starts[following] if following < len(starts) else math.inf
+        times = said.get(agent, ())
+        first = bisect_left(times, call.start)
+        if not (first < len(times) and times[first] < until):
+            transfers.append((time, call, target))
+
+
 def _transfers(spans: list, ops) -> None:
     """Each call that passes control to another agent of the run (a transfer tool, by its name or its
     arguments; a `handoff` span or attribute; a transfer asked for only in a model's output, as when a
@@ -475,45 +505,35 @@ def _transfers(spans: list, ops) -> None:
         return
     names = {_norm(run_name(a)): run_name(a) for a in agents}
     tools = [s for s in spans if s.op is ops.TOOL]
-    called = {call_id for s in tools if (call_id := _str(s.attrs, "gen_ai.tool.call.id"))}
+    called = None  # the tool spans' call ids, read once a model's output asks for a transfer
+    plain = set()  # tool names that hand control to no one, whatever the arguments (asked once each)
     transfers = []  # (time, the span that asks for it, target name or "" for any agent)
     implied = []  # the same, asked for only in a model's output
     for span in spans:
         target = None
         if span.op is ops.TOOL:
             name = _str(span.attrs, "gen_ai.tool.name") or span.name
-            target = transfer_target(name, lambda: _tool_arguments(span), names)
-            if target is not None:
-                transfers.append((span.start, span, target))
-                if HANDOFF_TOOL.match(name):
-                    span.op, span.operation = ops.STRUCTURE, "handoff"  # the SDK's handoff, not a function tool
-                continue
+            if name not in plain:
+                target = transfer_target(name, lambda: _tool_arguments(span), names)
+                if target is not None:
+                    transfers.append((span.start, span, target))
+                    if HANDOFF_TOOL.match(name):
+                        span.op, span.operation = ops.STRUCTURE, "handoff"  # the SDK's handoff, not a function tool
+                    continue
+                if not _transfer_name(name):
+                    plain.add(name)
         elif span.op is ops.INFERENCE:
             for call_id, name, arguments in _requested_calls(span):
                 target = transfer_target(name, arguments, names)
+                if called is None and target is not None:
+                    called = {call_id for s in tools if (call_id := _str(s.attrs, "gen_ai.tool.call.id"))}
                 if target is not None and (call_id is None or call_id not in called):
                     implied.append((span.end, span, target))
         target = _handoff_attribute(span)
         if target is not None or span.operation == "handoff":
             transfers.append((span.start, span, names.get(_norm(target or ""), "")))
-    turns: dict[int, list[int]] = {}  # each agent's model call starts, for the turn an implied transfer is in
-    for span in spans:
-        if span.op is ops.INFERENCE:
-            turns.setdefault(id(_agent_of(span, ops)), []).append(span.start)
-    said: dict[int, list[int]] = {}
-    for time, span, _ in transfers:
-        said.setdefault(id(_agent_of(span, ops)), []).append(time)
-    for starts in (*turns.values(), *said.values()):
-        starts.sort()
-    for time, call, target in implied:  # unless a tool or handoff span of the same turn says it
-        agent = id(_agent_of(call, ops))
-        starts = turns[agent]
-        following = bisect_right(starts, call.start)
-        until = starts[following] if following < len(starts) else math.inf
-        times = said.get(agent, ())
-        first = bisect_left(times, call.start)
-        if not (first < len(times) and times[first] < until):
-            transfers.append((time, call, target))
+    if implied:
+        _unless_said(spans, ops, transfers, implied)
     starts = [a.start for a in agents]
     for time, span, target in sorted(transfers, key=lambda t: t[0]):
         source = _agent_of(span, ops) if span.op is not ops.AGENT else span
