@@ -524,6 +524,7 @@ def cmd_audit(args) -> int:
     """Audit traces (named, or --all) of the database, or through the server holding it: findings per trace and
     rule; exit 1 at --fail-on level."""
     from app.domain.audit import SEVERITIES
+    from app.domain.triage import failing
 
     if not args.trace_ids and not args.all:
         raise SystemExit("error: name trace ids or pass --all")
@@ -539,35 +540,37 @@ def cmd_audit(args) -> int:
     _print_audit(results, args.format)
     for trace_id in missing:
         print(f"error: no trace with id '{trace_id}' in {_where(target)}", file=sys.stderr)
-    worst = {s: any(f["severity"] == s for fs in results.values() for f in fs) for s in SEVERITIES}
-    failing = args.fail_on and (worst["error"] or (args.fail_on == "warning" and worst["warning"]))
-    return 2 if missing else (1 if failing else 0)
+    # A finding a reviewer marked accepted_risk or false_positive (issue 32) no longer fails the audit
+    worst = {s: any(f["severity"] == s for fs in results.values() for f in failing(fs)) for s in SEVERITIES}
+    fails = args.fail_on and (worst["error"] or (args.fail_on == "warning" and worst["warning"]))
+    return 2 if missing else (1 if fails else 0)
 
 
 def _findings_of(args, db: Database, settings: Settings) -> tuple[dict[str, list[dict]], list[str]]:
     """Findings by trace id, and the ids named that are not stored."""
-    from app.services.analysis import ensure_analysis
+    from app.domain.refusals import NotFound
     from app.services.cache import TraceCache
+    from app.services.triage import trace_findings
     from app.store import traces as trace_store
 
     db.migrate(settings.migrations_dir)
     ids = args.trace_ids or trace_store.trace_ids(db)
     cache, results, missing = TraceCache(), {}, []
     for trace_id in ids:
-        result = ensure_analysis(db, cache, trace_id)
-        if result is None:
+        try:
+            results[trace_id] = trace_findings(db, cache, trace_id)
+        except NotFound:
             missing.append(trace_id)
-        else:
-            results[trace_id] = result["findings"]
     return results, missing
 
 
 def _findings_from(args, server: Server) -> tuple[dict[str, list[dict]], list[str]]:
-    """Findings by trace id from the server's GET /api/traces/{id}/audit, and the ids it does not have."""
+    """Findings (with their marks) by trace id from the server's GET /api/traces/{id}/findings, and the ids it does
+    not have."""
     ids = args.trace_ids or _trace_ids_from(args, server)
     results, missing = {}, []
     for trace_id in ids:
-        status, answer = _call(args, server, f"/api/traces/{urllib.parse.quote(trace_id, safe='')}/audit")
+        status, answer = _call(args, server, f"/api/traces/{urllib.parse.quote(trace_id, safe='')}/findings")
         if status == 200:
             results[trace_id] = answer["findings"]
         elif status == 404:
@@ -592,24 +595,30 @@ def _trace_ids_from(args, server: Server) -> list[str]:
 
 def _print_audit(results: dict[str, list[dict]], fmt: str) -> None:
     from app.domain.audit import RULES
+    from app.domain.triage import failing
 
     if fmt == "json":
         print(json.dumps({"traces": [{"trace_id": t, "findings": f} for t, f in results.items()]}, indent=2))
         return
     if fmt == "csv":
         writer = csvsafe.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(["trace_id", "rule", "severity", "message", "events"])
+        writer.writerow(["trace_id", "finding_id", "rule", "severity", "agent", "message", "events", "mark", "note",
+                         "marked_by"])
         for trace_id, findings in results.items():
             for f in findings:
-                writer.writerow([trace_id, f["rule"], f["severity"], f["message"], ";".join(f["events"])])
+                mark = f["mark"] or {}
+                writer.writerow([trace_id, f["id"], f["rule"], f["severity"], f["agent"] or "", f["message"],
+                                 ";".join(f["events"]), mark.get("mark", ""), mark.get("note", ""),
+                                 mark.get("by") or ""])
         return
     used = [rule for rule in RULES if any(f["rule"] == rule for fs in results.values() for f in fs)]
     width = max([len("trace"), *(len(t) for t in results)])
-    print(f"{'trace':<{width}}  errors  warnings  info  " + "  ".join(used))
+    print(f"{'trace':<{width}}  errors  warnings  info  dismissed  " + "  ".join(used))
     for trace_id, findings in results.items():
         by = {s: sum(f["severity"] == s for f in findings) for s in ("error", "warning", "info")}
+        dismissed = len(findings) - len(failing(findings))
         cells = "  ".join(f"{sum(f['rule'] == r for f in findings):>{len(r)}}" for r in used)
-        print(f"{trace_id:<{width}}  {by['error']:>6}  {by['warning']:>8}  {by['info']:>4}  {cells}")
+        print(f"{trace_id:<{width}}  {by['error']:>6}  {by['warning']:>8}  {by['info']:>4}  {dismissed:>9}  {cells}")
 
 
 EXPORT_CHUNK = 1 << 16
@@ -985,7 +994,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("trace_ids", nargs="*", metavar="TRACE_ID")
     p.add_argument("--all", action="store_true", help="audit every stored trace")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
-    p.add_argument("--fail-on", choices=("error", "warning"), help="exit 1 when a finding at this level (or worse) exists")
+    p.add_argument("--fail-on", choices=("error", "warning"),
+                   help="exit 1 when a finding at this level (or worse) exists that no reviewer marked accepted_risk "
+                   "or false_positive")
     p = add("export", cmd_export)
     add_server(p)
     p.add_argument("--format", choices=("csv", "json", "rllm", "trl_stepwise", "credit_jsonl"), default="csv")

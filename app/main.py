@@ -27,6 +27,7 @@ from app.web.routes import (
     corpus_pages,
     diff,
     events,
+    findings,
     groups,
     ingest_log,
     labelling,
@@ -122,7 +123,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.middleware("http")(security_headers)
     routers = [module.router for module in (traces, otlp_receiver, ingest_log, annotations, papers, pages, labelling,
                                             paper_pages, corpus_pages, account_pages, backup, schema, queues, queue_pages,
-                                            events, users, diff, groups)]
+                                            events, users, diff, groups, findings)]
     for router in routers:
         app.include_router(router)
 

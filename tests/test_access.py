@@ -27,7 +27,7 @@ ROLES = accounts.ROLES
 CACHES = {"trace_metrics", "audit_findings", "lod_events", "lod_edges"}
 # Values of the required query parameters of the routes that have some, so a GET answers more than 422.
 QUERY = {"t0": "0", "t1": "10", "channel": "team", "event": "e1", "q": "e", "field": "credit",
-         "reviewers": "ada,rita"}
+         "reviewers": "ada,rita", "a": "t-small", "b": "t-small"}
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def test_each_caller_gets_what_the_route_declares(lab):
             for name in names:
                 values = {"trace_id": "no-such-trace", "event_id": "no-such-event", "queue_id": "no-such-queue",
                           "item_id": "1", "key": "no-such-paper", "token_id": "no-such-token", "name": name,
-                          "receipt_id": "no-such-receipt"}
+                          "receipt_id": "no-such-receipt", "finding_id": "no-such-finding"}
                 path = path_of(route, values)
                 answer = call(client, method, path, tokens.get(caller, {}))
                 assert guard_refusal(answer) == expected(declared, caller, name), (method, path, caller,
@@ -112,7 +112,7 @@ def test_each_caller_gets_what_the_route_declares(lab):
 def test_open_single_user_mode_stays_open_on_every_route(client, app):
     for route, method in route_methods(app):
         path = path_of(route, {"trace_id": "x", "event_id": "x", "queue_id": "x", "item_id": "1", "key": "x",
-                               "token_id": "x", "name": "x", "receipt_id": "x"})
+                               "token_id": "x", "name": "x", "receipt_id": "x", "finding_id": "x"})
         assert guard_refusal(call(client, method, path, {})) is None, (method, path)
 
 

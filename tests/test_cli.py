@@ -308,7 +308,7 @@ def test_audit_formats_and_exit_codes(tmp_path, env_db, capsys):
     report = json.loads(capsys.readouterr().out)
     assert any(f["rule"] == "time_order" and f["severity"] == "error" for f in report["traces"][0]["findings"])
     assert main(["audit", "late", "--format", "csv"]) == 0
-    assert capsys.readouterr().out.startswith("trace_id,rule,severity,message,events")
+    assert capsys.readouterr().out.startswith("trace_id,finding_id,rule,severity,agent,message,events,mark,note")
     assert main(["audit", "nope"]) == 2
     clean_warning = make_trace("warned")
     assert main(["ingest", write(tmp_path / "b.json", clean_warning)]) == 0
@@ -387,3 +387,31 @@ def test_make_demo_installs_only_what_serving_needs_and_takes_the_port_asked():
     assert dry("demo", "PORT=8100").strip().splitlines()[-1].endswith("--port 8100")
     assert dry("demo", env=os.environ | {"ORCHESTRACE_PORT": "8123"}).strip().splitlines()[-1].endswith("--port 8123")
     assert "[test]" in dry("install")
+
+
+def test_audit_fail_on_ignores_findings_a_reviewer_dismissed(tmp_path, env_db, capsys):
+    from app.services.cache import TraceCache
+    from app.services.triage import mark_findings, trace_findings
+
+    late = make_trace("late")
+    late["edges"].append({"src": "e6", "dst": "e1", "type": "causal"})  # back in time: an error
+    assert main(["ingest", write(tmp_path / "a.json", [late])]) == 0
+    assert main(["audit", "late", "--fail-on", "error"]) == 1
+    db = Database(env_db)
+    try:
+        errors = [f["id"] for f in trace_findings(db, TraceCache(), "late") if f["severity"] == "error"]
+        mark_findings(db, TraceCache(), "late", errors, "reviewed", "seen, still wrong", "ada")
+    finally:
+        db.close()
+    assert main(["audit", "late", "--fail-on", "error"]) == 1  # reviewed is not dismissed
+    db = Database(env_db)
+    try:
+        mark_findings(db, TraceCache(), "late", errors, "accepted_risk", "clock skew of the exporter", "ada")
+    finally:
+        db.close()
+    capsys.readouterr()
+    assert main(["audit", "late", "--fail-on", "error"]) == 0
+    assert "dismissed" in capsys.readouterr().out
+    assert main(["audit", "late", "--format", "json"]) == 0
+    [found] = [f for f in json.loads(capsys.readouterr().out)["traces"][0]["findings"] if f["id"] == errors[0]]
+    assert found["mark"]["mark"] == "accepted_risk" and found["mark"]["note"] == "clock skew of the exporter"

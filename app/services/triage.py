@@ -1,0 +1,74 @@
+"""Findings triage (issue 32): a trace's audit findings with stable ids, their source agent and current mark;
+reviewers mark them (one, or a whole group) `reviewed`, `accepted_risk` or `false_positive` with a note."""
+
+from app.domain.refusals import NotFound, Refusal
+from app.domain.triage import MARKS, failing, grouped, with_ids
+from app.services import analysis
+from app.services.cache import TraceCache
+from app.store import triage as triage_store
+from app.store.db import Database, iso_utc, utc_now
+
+MAX_NOTE = 2000
+
+
+class MarkError(Refusal):
+    """A mark that cannot be stored as sent; `field` names what is wrong."""
+
+    status = 422
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+    def details(self) -> dict:
+        return {"field": self.field}
+
+
+def trace_findings(db: Database, cache: TraceCache, trace_id: str) -> list[dict]:
+    """Every finding of the trace's audit: {"id", "rule", "severity", "agent", "events", "message", "mark"}."""
+    result = analysis.ensure_analysis(db, cache, trace_id)
+    if result is None:
+        raise NotFound(f"no trace with id '{trace_id}'", what=f"trace '{trace_id}'")
+    findings = with_ids(result["findings"])
+    agents = triage_store.event_agents(db, trace_id, sorted({f["events"][0] for f in findings if f["events"]}))
+    marks = triage_store.current_marks(db, trace_id)
+    return [{"id": f["id"], "rule": f["rule"], "severity": f["severity"],
+             "agent": agents.get(f["events"][0]) if f["events"] else None, "events": f["events"],
+             "message": f["message"], "mark": _shown(marks.get(f["id"]))} for f in findings]
+
+
+def _shown(mark: dict | None) -> dict | None:
+    return None if mark is None else mark | {"at": iso_utc(mark["at"])}
+
+
+def checked(body: dict) -> tuple[str, str]:
+    """(mark, note) of a mark's body, or MarkError naming the field."""
+    mark, note = body.get("mark"), body.get("note", "")
+    if mark not in MARKS:
+        raise MarkError("mark", f"must be one of {', '.join(MARKS)}")
+    if note is None:
+        note = ""
+    if not isinstance(note, str) or len(note) > MAX_NOTE:
+        raise MarkError("note", f"must be text of at most {MAX_NOTE} characters")
+    return mark, note
+
+
+def mark_findings(db: Database, cache: TraceCache, trace_id: str, finding_ids: list[str], mark: str, note: str,
+                  by: str | None) -> list[dict]:
+    """Mark these findings of the trace (NotFound naming an id that is none of its findings); returns them."""
+    findings = {f["id"]: f for f in trace_findings(db, cache, trace_id)}
+    unknown = [i for i in finding_ids if i not in findings]
+    if unknown:
+        raise NotFound(f"trace '{trace_id}' has no finding with id '{unknown[0]}'", what=f"finding '{unknown[0]}'")
+    at = utc_now()
+    db.write(lambda cur: triage_store.insert_marks(cur, trace_id, finding_ids, mark, note, by, at),
+             [triage_store.mark_lock(trace_id)])
+    shown = {"mark": mark, "note": note, "by": by, "at": iso_utc(at)}
+    return [findings[i] | {"mark": shown} for i in finding_ids]
+
+
+def triage_page(findings: list[dict], by: str) -> dict:
+    """What the findings page shows: the findings grouped by rule or by source agent, with how many remain."""
+    return {"groups": grouped(findings, by), "by": by, "total": len(findings),
+            "remaining": sum(f["mark"] is None for f in findings),
+            "dismissed": len(findings) - len(failing(findings))}

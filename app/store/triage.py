@@ -1,0 +1,38 @@
+"""What findings triage reads and writes: reviewers' marks on a trace's audit findings (versioned rows, the current
+one the highest), and the agent each finding comes from."""
+
+from app.store.db import Database
+from app.store.sql import current, execute
+
+CURRENT = current("trace_id", "finding_id")
+
+
+def current_marks(db: Database, trace_id: str) -> dict[str, dict]:
+    """{finding id: {"mark", "note", "by", "at"}}: each marked finding's current mark."""
+    rows = db.fetchall("SELECT finding_id, mark, note, marked_by, marked_at FROM finding_marks WHERE trace_id = ?"
+                       + CURRENT, [trace_id])
+    return {row["finding_id"]: {"mark": row["mark"], "note": row["note"], "by": row["marked_by"],
+                                "at": row["marked_at"]} for row in rows}
+
+
+def event_agents(db: Database, trace_id: str, event_ids: list[str]) -> dict[str, str]:
+    """{event id: its agent} of these events of the trace."""
+    if not event_ids:
+        return {}
+    rows = db.fetchall("SELECT event_id, agent FROM events WHERE trace_id = ? AND event_id IN (SELECT unnest(?))",
+                       [trace_id, event_ids])
+    return {row["event_id"]: row["agent"] for row in rows}
+
+
+def mark_lock(trace_id: str) -> tuple:
+    """What a write of marks on a trace's findings holds on a shared lake: versions are 1..n by a read inside it."""
+    return ("finding marks", trace_id)
+
+
+def insert_marks(cur, trace_id: str, finding_ids: list[str], mark: str, note: str, by: str | None, at) -> None:
+    """A new version of the mark of each finding, in one statement."""
+    execute(cur, """
+        INSERT INTO finding_marks (trace_id, finding_id, version, mark, note, marked_by, marked_at)
+        SELECT ?, f.id, coalesce(max(m.version), 0) + 1, ?, ?, ?, ?
+        FROM (SELECT unnest(?) AS id) f LEFT JOIN finding_marks m ON m.trace_id = ? AND m.finding_id = f.id
+        GROUP BY f.id""", [trace_id, mark, note, by, at, finding_ids, trace_id])

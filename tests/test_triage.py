@@ -1,0 +1,128 @@
+"""Findings triage: GET /api/traces/{id}/findings (stable ids, source agents, marks), POST .../mark (reviewers and
+admins; 422 naming the field, 404 for an unknown finding), and the page grouped by rule or by agent, where a group's
+unmarked findings are marked at once and the count of those remaining falls."""
+
+import copy
+import re
+
+import pytest
+from conftest import BASE_URL, csrf_token, make_trace, post_json
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.services import accounts
+from app.settings import Settings
+
+
+def broken() -> dict:
+    trace = make_trace("audited")
+    trace["edges"] += [{"src": "e6", "dst": "e1", "type": "causal"},  # back in time: an error
+                       {"src": "e5", "dst": "e2", "type": "message"}]
+    return trace
+
+
+def findings(client, trace_id="audited") -> list[dict]:
+    response = client.get(f"/api/traces/{trace_id}/findings")
+    assert response.status_code == 200
+    return response.json()["findings"]
+
+
+def test_findings_carry_ids_agents_and_no_mark_until_one_is_set(client):
+    assert post_json(client, broken()).status_code == 201
+    found = findings(client)
+    audit = client.get("/api/traces/audited/audit").json()["findings"]
+    assert [(f["rule"], f["message"], f["events"]) for f in found] == [(f["rule"], f["message"], f["events"])
+                                                                       for f in audit]
+    assert len({f["id"] for f in found}) == len(found)
+    trace = broken()
+    agent_of = {e["id"]: e["agent"] for e in trace["events"]}
+    for f in found:
+        assert set(f) == {"id", "rule", "severity", "agent", "events", "message", "mark"}
+        assert f["mark"] is None and f["agent"] == (agent_of[f["events"][0]] if f["events"] else None)
+    assert client.get("/api/traces/audited/findings").json()["remaining"] == len(found)
+    assert client.get("/api/traces/nope/findings").status_code == 404
+
+
+def test_ids_and_marks_outlive_the_trace_being_analysed_again(client):
+    assert post_json(client, broken()).status_code == 201
+    before = findings(client)
+    target = next(f for f in before if f["rule"] == "time_order")
+    answer = client.post(f"/api/traces/audited/findings/{target['id']}/mark",
+                         json={"mark": "accepted_risk", "note": "the exporter's clock", "reviewer": "ada"})
+    assert answer.status_code == 201
+    assert answer.json()["mark"]["mark"] == "accepted_risk" and answer.json()["mark"]["by"] == "ada"
+    assert post_json(client, broken(), replace="true").status_code == 201  # stored and analysed again
+    after = findings(client)
+    assert [f["id"] for f in after] == [f["id"] for f in before]
+    [kept] = [f for f in after if f["id"] == target["id"]]
+    assert kept["mark"]["mark"] == "accepted_risk" and kept["mark"]["note"] == "the exporter's clock"
+    changed = copy.deepcopy(broken())
+    changed["edges"].pop()  # the message edge gone: its findings go, the others keep their ids
+    assert post_json(client, changed, replace="true").status_code == 201
+    assert target["id"] in {f["id"] for f in findings(client)}
+
+
+def test_a_mark_is_checked_field_by_field(client):
+    assert post_json(client, broken()).status_code == 201
+    target = findings(client)[0]["id"]
+    url = f"/api/traces/audited/findings/{target}/mark"
+    bad = client.post(url, json={"mark": "ignored"})
+    assert bad.status_code == 422 and bad.json()["field"] == "mark"
+    assert client.post(url, json={"mark": "reviewed", "note": 7}).json()["field"] == "note"
+    assert client.post("/api/traces/audited/findings/f-nope/mark", json={"mark": "reviewed"}).status_code == 404
+    assert client.post(f"/api/traces/nope/findings/{target}/mark", json={"mark": "reviewed"}).status_code == 404
+    assert client.post(url, content="[", headers={"Content-Type": "application/json"}).status_code == 400
+    first = client.post(url, json={"mark": "reviewed"})
+    second = client.post(url, json={"mark": "false_positive", "note": "on second look"})
+    assert first.status_code == second.status_code == 201
+    [now] = [f for f in findings(client) if f["id"] == target]
+    assert now["mark"]["mark"] == "false_positive"  # the latest version is the current mark
+
+
+@pytest.fixture
+def lab(tmp_path):
+    app = create_app(Settings(db=tmp_path / "lab.duckdb", auth="required"))
+    tokens = {}
+    for name, role in {"vic": "viewer", "rita": "reviewer", "ada": "admin"}.items():
+        accounts.add_user(app.state.db, name, role, "correct horse battery")
+        tokens[name] = {"Authorization": f"Bearer {accounts.create_token(app.state.db, name, 'test')}"}
+    with TestClient(app, base_url=BASE_URL) as client:
+        yield client, tokens
+
+
+def test_reviewers_and_admins_mark_viewers_read(lab):
+    client, tokens = lab
+    assert client.post("/api/traces", json=broken(), headers=tokens["ada"]).status_code == 201
+    found = client.get("/api/traces/audited/findings", headers=tokens["vic"]).json()["findings"]
+    url = f"/api/traces/audited/findings/{found[0]['id']}/mark"
+    assert client.post(url, json={"mark": "reviewed"}, headers=tokens["vic"]).status_code == 403
+    by_rita = client.post(url, json={"mark": "reviewed"}, headers=tokens["rita"])
+    assert by_rita.status_code == 201 and by_rita.json()["mark"]["by"] == "rita"
+    by_ada = client.post(url, json={"mark": "accepted_risk"}, headers=tokens["ada"])
+    assert by_ada.status_code == 201 and by_ada.json()["mark"]["by"] == "ada"
+    impostor = client.post(url, json={"mark": "reviewed", "reviewer": "ada"}, headers=tokens["rita"])
+    assert impostor.status_code == 403
+
+
+def test_the_page_groups_by_rule_and_agent_and_marks_a_whole_group(client):
+    trace = broken()
+    next(e for e in trace["events"] if e["id"] == "e6")["agent"] = "<b>lead</b>"  # the time_order finding's source
+    assert post_json(client, trace).status_code == 201
+    found = findings(client)
+    page = client.get("/traces/audited/findings").text
+    assert f"<strong>{len(found)}</strong> of {len(found)} finding" in page
+    assert "&lt;b&gt;lead&lt;/b&gt;" in page and "<b>lead</b>" not in page
+    by_agent = client.get("/traces/audited/findings?by=agent").text
+    assert 'aria-current="true">source agent' in by_agent.replace('\n', '')
+    group = [f for f in found if f["rule"] == "time_order"] or found[:1]
+    token = csrf_token(client)
+    form = {"csrf_token": token, "by": "rule", "mark": "false_positive", "note": "known",
+            "finding": [f["id"] for f in found]}
+    answer = client.post("/traces/audited/findings/mark", data=form, follow_redirects=False)
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"].startswith("/traces/audited/findings?by=rule")
+    assert all(f["mark"]["mark"] == "false_positive" for f in findings(client))
+    page = client.get("/traces/audited/findings").text
+    assert re.search(r"<strong>0</strong> of \d+ findings? remain", page) and "dismissed" in page
+    refused = client.post("/traces/audited/findings/mark", data={"mark": "reviewed", "finding": group[0]["id"]})
+    assert refused.status_code == 403  # no form token
