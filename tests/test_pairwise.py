@@ -210,3 +210,28 @@ def test_a_rollouts_answer_is_its_last_aggregate_else_the_last_assistant_text():
     aggregate = {"id": "g", "t": 2, "type": "aggregate", "agent": "lead", "summary": "final"}
     assert preference.final_answer({"events": [*events, aggregate]}) == "final"
     assert preference.final_answer({"events": events[1:]}) is None
+
+
+def test_a_blind_reviewer_sees_no_other_choice_on_a_pair_in_any_answer_until_they_chose(lab):
+    qid = make_queue(lab["ada"], pairs={"keys": ["pair"]}).json()["id"]
+    item = lab["rob"].post(f"/api/queues/{qid}/next").json()
+    assert choose(lab["rob"], qid, item["item_id"], "a", "SECRET rob's reason").status_code == 201
+    settled = lab["ada"].post(f"/api/queues/{qid}/items/1/adjudicate", json={"label": {"choice": "a"},
+                                                                             "note": "SECRET note"})
+    assert settled.status_code == 201
+    export = {"format": "preference_pairs", "queue_id": qid}
+    assert len(lab["ada"].get("/api/annotations/export", params=export).text.splitlines()) == 1
+    for path, params in ((f"/api/queues/{qid}", None), (f"/api/queues/{qid}/items", None), (f"/queues/{qid}", None),
+                         ("/api/queues", None), ("/queues", None), ("/api/annotations/export", export)):
+        answer = lab["rita"].get(path, params=params)
+        assert answer.status_code == 200 and "SECRET" not in answer.text, path
+    assert lab["rita"].get("/api/annotations/export", params=export).text == ""  # no decision she may see
+    listed = lab["rita"].get(f"/api/queues/{qid}/items").json()["items"][0]
+    assert (listed["choices"], listed["adjudicated"], listed["status"]) == ({}, None, "open")
+    assert lab["rita"].get(f"/api/queues/{qid}").json()["by_reviewer"] == {"rita": 0, "rob": 0}
+    assert lab["rita"].post(f"/api/queues/{qid}/next").json() == item
+    assert choose(lab["rita"], qid, item["item_id"], "b", "rita's").status_code == 201
+    seen = lab["rita"].get(f"/api/queues/{qid}/items").json()["items"][0]  # hers saved: everything shows
+    assert seen["choices"]["rob"]["reason"] == "SECRET rob's reason" and seen["adjudicated"]["note"] == "SECRET note"
+    (line,) = lab["rita"].get("/api/annotations/export", params=export).text.splitlines()
+    assert json.loads(line)["reviewers"] == ["rita", "rob"] and json.loads(line)["adjudicated_by"] == "ada"
