@@ -39,12 +39,29 @@ EVENTS_PER_PAGE = 50
 DEFAULT_TRACE_SORT = "-ingested_at"
 
 
+REWARD_COLUMNS = 3  # reward channels the trace list shows unless the reader picks: the table fits 1440 px
+
+
+def shown_channels(channels: list[str], picked: list[str], items: list[dict], sort: str) -> list[str]:
+    """The reward channels the trace list shows as columns: those picked (in corpus order), else the channels most
+    traces of the page report, up to REWARD_COLUMNS; the channel it is sorted by always."""
+    shown = [c for c in channels if c in picked]  # a channel no trace reports is no column
+    if not shown:
+        counts = {c: sum(c in t["rewards"] for t in items) for c in channels}
+        shown = sorted((c for c in channels if counts[c]), key=lambda c: (-counts[c], channels.index(c)))
+        shown = [c for c in channels if c in shown[:REWARD_COLUMNS]]
+    by = sort.lstrip("-")
+    if by.startswith("reward:") and by[len("reward:"):] in channels and by[len("reward:"):] not in shown:
+        shown.append(by[len("reward:"):])
+    return shown
+
+
 def trace_list_context(db, cache, asked: dict, sort, page, reviewer=None) -> dict:
     """The trace list's page for the filters as asked (see trace_store.parse_filters): filters or a sort a request
     names badly are left out and said (`refused`)."""
     refused = []
     try:
-        filters = trace_store.parse_filters(**asked)
+        filters = trace_store.parse_filters(**{k: v for k, v in asked.items() if k != "rewards"})
     except ValueError as exc:
         refused.append(str(exc))
         filters = trace_store.TraceFilters()
@@ -57,12 +74,14 @@ def trace_list_context(db, cache, asked: dict, sort, page, reviewer=None) -> dic
         page, TRACES_PER_PAGE, lambda limit, offset: trace_store.list_traces(db, filters, sort, limit, offset))
     ids = [t["trace_id"] for t in items]
     texts = [text for text in asked.get("ranges", ()) if text]
+    channels = corpus.reward_channels(db, cache)
     return {"items": items, "total": total, "page": page, "pages": pages, "sort": sort, "refused": refused,
             "filters": {key: asked.get(key) or "" for key in ("q", "system", "topology", "task", "finding")},
             "filtered": filters != trace_store.TraceFilters(), "rules": AUDIT_RULES,
             "ranges": [{"text": text, "key": key, "low": low, "high": high, "others": texts[:i] + texts[i + 1:]}
                        for i, (text, (key, low, high)) in enumerate(zip(texts, filters.ranges))],
-            "facets": trace_store.trace_facets(db) | {"reward_channels": corpus.reward_channels(db, cache)},
+            "facets": trace_store.trace_facets(db) | {"reward_channels": channels},
+            "shown_channels": shown_channels(channels, asked.get("rewards") or [], items, sort),
             "labelled": label_store.label_progress(db, reviewer, ids),
             "receiving": live_store.receiving_trace_ids(db, ids)}
 
@@ -71,9 +90,11 @@ def trace_list_context(db, cache, asked: dict, sort, page, reviewer=None) -> dic
 def read_trace_list(request: Request, db: DbDep, cache: CacheDep, q: str | None = None, system: str | None = None,
                     topology: str | None = None, task: str | None = None, finding: str | None = None,
                     ranges: list[str] = Query([], alias="range"), sort: str = DEFAULT_TRACE_SORT, page: int = 1,
-                    deleted: str | None = None):
-    """The trace list; `deleted` (where the trace page's delete control lands) says what became of its labels."""
-    asked = {"q": q, "system": system, "topology": topology, "task": task, "finding": finding, "ranges": ranges}
+                    deleted: str | None = None, rewards: list[str] = Query([], alias="reward")):
+    """The trace list; `deleted` (where the trace page's delete control lands) says what became of its labels;
+    `reward` (repeated) picks the reward channels shown as columns."""
+    asked = {"q": q, "system": system, "topology": topology, "task": task, "finding": finding, "ranges": ranges,
+             "rewards": rewards}
     context = trace_list_context(db, cache, asked, sort, page, reviewer_of(request))
     if deleted and not trace_store.trace_exists(db, deleted):
         context["deleted"] = {"trace_id": deleted, "labels": label_store.label_count(db, deleted)}
