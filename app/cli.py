@@ -626,7 +626,7 @@ EXPORT_CHUNK = 1 << 16
 
 def cmd_export(args) -> int:
     """Export labels as the labels, queue and trace pages' export menu does: `--format csv|json|rllm|trl_stepwise|
-    credit_jsonl` of one trace (`--trace`), one review queue (`--queue`, with `--final` its items' final labels) or
+    credit_jsonl|preference_pairs` of one trace (`--trace`), one review queue (`--queue`, with `--final` its items' final labels) or
     everything, to FILE (`-o`) or standard output; through the server holding the database, else from the file."""
     from app.domain.refusals import NotFound
     from app.services import exports
@@ -943,6 +943,8 @@ class Progress:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from app.services.exports import FORMATS as EXPORT_FORMATS
+
     parser = argparse.ArgumentParser(prog="orchestrace", description=__doc__)
     sub = parser.add_subparsers(dest="command")
 
@@ -999,7 +1001,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "or false_positive")
     p = add("export", cmd_export)
     add_server(p)
-    p.add_argument("--format", choices=("csv", "json", "rllm", "trl_stepwise", "credit_jsonl"), default="csv")
+    p.add_argument("--format", choices=EXPORT_FORMATS, default="csv",
+                   help="preference_pairs: a pairwise review queue's (--queue) decided pairs, as TRL reads them")
     p.add_argument("--trace", metavar="TRACE_ID", help="the labels of this trace only")
     p.add_argument("--queue", metavar="QUEUE_ID", help="the labels (and adjudications) of this review queue only")
     p.add_argument("--final", action="store_true", help="with --queue: one row per item with its final label")

@@ -75,16 +75,6 @@
     ev.target.hidden = true;
   });
 
-  // The diff view shows the runs' rewards; a queue that hides them from its reviewers drops that line.
-  document.body.addEventListener("htmx:afterSwap", (ev) => {
-    if (!ev.detail.target || ev.detail.target.id !== "pair-diff") return;
-    if (ev.detail.target.closest('[data-show-rewards="false"]')) {
-      ev.detail.target.querySelectorAll(".diff-summary .stat").forEach((stat) => {
-        const label = stat.querySelector(".label");
-        if (label && label.textContent.trim().toLowerCase().startsWith("rewards")) stat.remove();
-      });
-    }
-  });
   document.body.addEventListener("htmx:responseError", (ev) => {
     if (!ev.detail.target || ev.detail.target.id !== "pair-diff") return;
     ev.detail.target.textContent = "The diff of the two runs could not be drawn (the server answered " +

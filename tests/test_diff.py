@@ -183,6 +183,9 @@ def test_the_page_escapes_names_and_sends_htmx_its_body_alone(client):
     assert "First divergence" in page.text and 'id="divergence-row"' in page.text
     fragment = client.get("/diff", params={"a": "run-a", "b": "run-b"}, headers={"HX-Request": "true"})
     assert fragment.status_code == 200 and "<html" not in fragment.text and 'id="diff-view"' in fragment.text
+    assert "rewards A · B" in fragment.text
+    blind = client.get("/diff", params={"a": "run-a", "b": "run-b", "rewards": "hidden"}, headers={"HX-Request": "true"})
+    assert "rewards A · B" not in blind.text and 'id="diff-view"' in blind.text
     assert client.get("/diff", params={"a": "run-a", "b": "gone"}).status_code == 404
 
 

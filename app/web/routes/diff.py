@@ -42,9 +42,10 @@ def read_diff(db: DbDep, cache: CacheDep, a: str = A, b: str = B):
 
 
 @router.get("/diff", include_in_schema=False, dependencies=[AnyViewer])
-def read_diff_page(request: Request, db: DbDep, cache: CacheDep, a: str = A, b: str = B):
-    """The diff page; asked by htmx (a review workspace loading it beside its form), its body only."""
-    context = diff_service.diff_page(db, cache, a, b)
+def read_diff_page(request: Request, db: DbDep, cache: CacheDep, a: str = A, b: str = B, rewards: str = "shown"):
+    """The diff page; asked by htmx (a review workspace loading it beside its form), its body only. `rewards=hidden`
+    leaves the runs' rewards out (a review queue judging the runs blind to their scores)."""
+    context = diff_service.diff_page(db, cache, a, b) | {"hide_rewards": rewards == "hidden"}
     if is_htmx(request):
         return render(request, "_diff_view.html", context)
     return render(request, "diff.html", context)
