@@ -22,7 +22,7 @@ NO_ROLE = "(no role)"
 LANE_LABEL_CHARS = 26  # what the left margin shows; events' hover gives the agent whole
 LABEL_PX = 14  # the least height a lane label needs (11 px text): closer lanes label every n-th one
 LANES_DOMAIN = (0.2, 1)  # the share of the plot's height the lanes take (the rest: the concurrency strip)
-PLOT_MARGIN_PX = 80  # the layout's top and bottom margins
+PLOT_MARGIN_PX = 56  # the layout's top and bottom margins
 
 # Every trace is drawn as SVG ("scatter"), never WebGL: a view holds at most a few thousand marks (graph.MAX_MARKS),
 # which SVG draws faster than WebGL does without a GPU, where each WebGL context takes ~1 s to create and a
@@ -149,16 +149,20 @@ def lane_ticks(labels: list[str], px: float, first: int, last: int) -> dict:
 
 
 def lane_layout(events: list[dict], owners, group_by_role: bool | None, expand: frozenset[str],
-                collapse: frozenset[str] = frozenset()) -> tuple[list[dict], dict[str, int], bool]:
-    """Lanes (label, role, agents, group, folded), each lane owner's lane, and whether lanes are grouped by
-    role. `events` may be all the trace's events or its skeleton (app/store/lod.py skeleton_events): the spawn tree is
-    the same; `owners` are the lane owners (lane_agents) in event order, which add lanes for tools nobody
-    called; `collapse` names agents whose spawn subtrees fold into their lanes."""
+                collapse: frozenset[str] = frozenset(),
+                keep: frozenset[str] | None = None) -> tuple[list[dict], dict[str, int], bool]:
+    """Lanes (label, role, agents, group, folded, and `agent` for an agent's own lane), each lane owner's lane,
+    and whether lanes are grouped by role. `events` may be all the trace's events or its skeleton
+    (app/store/lod.py skeleton_events): the spawn tree is the same; `owners` are the lane owners (lane_agents) in
+    event order, which add lanes for tools nobody called; `collapse` names agents whose spawn subtrees fold into
+    their lanes; `keep`, when given, the only lane owners drawn (a focus: an agent's subtree or its partners)."""
     order, parents, roles = spawn_tree(events)
     for agent in owners:
         if agent not in roles:
             order.append(agent)
             roles[agent] = "tool"
+    if keep is not None:
+        order = [agent for agent in order if agent in keep]
     if group_by_role is None:
         group_by_role = len(order) > GROUP_LANES_ABOVE
     lanes, lane_of = _lanes(order, roles, group_by_role, expand, parents, collapse)
@@ -166,48 +170,52 @@ def lane_layout(events: list[dict], owners, group_by_role: bool | None, expand: 
 
 
 def build_figure(trace: dict, group_by_role: bool | None = None, expand: frozenset[str] = frozenset(),
-                 collapse: frozenset[str] = frozenset()) -> dict:
-    """Figure dict plus the lane layout the page needs; `group_by_role` None means: when lanes are many."""
+                 collapse: frozenset[str] = frozenset(), keep: frozenset[str] | None = None) -> dict:
+    """Figure dict plus the lane layout the page needs; `group_by_role` None means: when lanes are many. Events
+    of lanes left out by `keep` have no y (null): they are not drawn, and positions still follow event order."""
     events, edges = trace["events"], trace["edges"]
     owners = lane_agents(events, edges)
-    lanes, lane_of, group_by_role = lane_layout(events, owners, group_by_role, expand, collapse)
+    lanes, lane_of, group_by_role = lane_layout(events, owners, group_by_role, expand, collapse, keep)
     x = [e["t"] for e in events]
-    y = [lane_of[a] for a in owners]
+    y = [lane_of.get(a) for a in owners]
     spans = agent_spans(events)  # the same lifetimes the metrics use
     figure_traces = [_lifetime_trace(spans, lane_of)]
     figure_traces += _edge_traces(events, edges, x, y)
     figure_traces += _event_traces(events, x, y, range(len(events)))
     figure_traces.append(_concurrency_trace(spans))
-    return {**_frame(trace["trace_id"], lanes, figure_traces, group_by_role),
+    return {**_frame(trace["trace_id"], lanes, lane_of, figure_traces, group_by_role),
             "mode": "exact",
             "event_ids": [e["id"] for e in events],
             "positions": {"x": x, "y": y}}
 
 
 def build_overview(trace_id: str, skeleton: list[dict], owners: list[str], n_events: int,
-                   group_by_role: bool | None, expand: frozenset[str], collapse: frozenset[str] = frozenset()) -> dict:
+                   group_by_role: bool | None, expand: frozenset[str], collapse: frozenset[str] = frozenset(),
+                   keep: frozenset[str] | None = None, owner_events: dict[str, int] | None = None) -> dict:
     """The frame of a trace too large to draw event by event: lanes, lifetimes and the concurrency strip from
-    its skeleton, without events; the page adds the bins of the window in view."""
-    lanes, lane_of, group_by_role = lane_layout(skeleton, owners, group_by_role, expand, collapse)
+    its skeleton, without events; the page adds the bins of the window in view. A role's band, hovered, tells
+    its agents, events (`owner_events`: per lane owner) and when they were active."""
+    lanes, lane_of, group_by_role = lane_layout(skeleton, owners, group_by_role, expand, collapse, keep)
     spans = agent_spans(skeleton)
-    figure_traces = [_lifetime_trace(spans, lane_of), _concurrency_trace(spans)]
-    return {**_frame(trace_id, lanes, figure_traces, group_by_role), "mode": "bins", "n_events": n_events,
-            "lane_of": lane_of,
+    figure_traces = [_lifetime_trace(spans, lane_of), *_role_bands(lanes, lane_of, spans, owner_events or {}),
+                     _concurrency_trace(spans)]
+    return {**_frame(trace_id, lanes, lane_of, figure_traces, group_by_role), "mode": "bins", "n_events": n_events,
             "window": [min((t for t, _ in spans.values()), default=0), max((t for _, t in spans.values()), default=0)]}
 
 
-def _frame(trace_id: str, lanes: list[dict], figure_traces: list[dict], grouped: bool) -> dict:
-    """The figure around its traces: layout, lanes and their labels."""
+def _frame(trace_id: str, lanes: list[dict], lane_of: dict[str, int], figure_traces: list[dict], grouped: bool) -> dict:
+    """The figure around its traces: layout, lanes, their labels and each lane owner's lane (where find looks)."""
     alive = next(t for t in figure_traces if t["name"] == "agents alive")
     height = max(MIN_HEIGHT_PX, min(MAX_HEIGHT_PX, len(lanes) * LANE_PX + 220))
     layout = {
         "height": height,
-        "margin": {"l": 160, "r": 20, "t": 40, "b": 40},
+        "margin": {"l": 160, "r": 20, "t": 16, "b": 40},
         "hovermode": "closest",
         "dragmode": "zoom",
         "uirevision": trace_id,
-        "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "font": {"size": 11},
-                   "itemclick": "toggle", "itemdoubleclick": "toggleothers"},
+        # the page shows a one-row legend with a toggle per edge type above the plot (static/trace/legend.js):
+        # Plotly's own took five rows over a binned trace and pushed the plot below the fold
+        "showlegend": False,
         # "allow": labels are already short (LANE_LABEL_CHARS) and thinned; Plotly's default hides overflowing
         # ones by measuring every label's box, ~0.5 s of a first paint
         "xaxis": {"title": {"text": "t (s)"}, "zeroline": False, "anchor": "y2", "ticklabeloverflow": "allow"},
@@ -226,6 +234,7 @@ def _frame(trace_id: str, lanes: list[dict], figure_traces: list[dict], grouped:
     return {
         "figure": {"data": figure_traces, "layout": layout},
         "lanes": lanes,
+        "lane_of": lane_of,
         "lane_labels": [lane["label"] for lane in lanes],
         "label_px": LABEL_PX,
         "grouped": grouped,
@@ -246,11 +255,29 @@ def lane_rows(labels: list[str], first: int, last: int, max_rows: int) -> tuple[
     return row_of, row_y, row_names
 
 
-def bin_traces(bins: list[tuple], row_y: list[float], row_names: list[str], channel: str | None) -> list[dict]:
+def row_spans(row_of: list[int]) -> list[tuple[int, int]]:
+    """Each row's first and last lane (lane_rows' `row_of`): where a click on one of its bins zooms to."""
+    spans: dict[int, tuple[int, int]] = {}
+    for lane, row in enumerate(row_of):
+        spans[row] = (spans[row][0], lane) if row in spans else (lane, lane)
+    return [spans[row] for row in sorted(spans)]
+
+
+def bin_traces(bins: list[tuple], row_y: list[float], row_names: list[str], channel: str | None,
+               spans: list[tuple[int, int]] | None = None, grid: tuple[float, float, int] | None = None) -> list[dict]:
     """Bins (row, bucket, events, t_min, t_max, type, value) as marks: one trace per most common event type,
-    area by count; with a channel, one trace coloured by the bin's mean value (none: grey)."""
+    area by count; with a channel, one trace coloured by the bin's mean value (none: grey). Each mark's
+    customdata also holds its row's lanes (`spans`, from row_spans) and its bucket's time span (`grid`: the
+    window's t0, t1 and number of buckets), so that a click zooms to the bin."""
     if not bins:
         return []
+    t0, t1, buckets = grid or (0.0, 0.0, 1)
+    width = (t1 - t0) / buckets
+
+    def place(b: tuple) -> list:
+        first, last = spans[b[0]] if spans else (b[0], b[0])
+        return [b[2], b[3], b[4], b[5], first, last, t0 + b[1] * width, t0 + (b[1] + 1) * width]
+
     most = max(b[2] for b in bins)
 
     def size(n: int) -> float:
@@ -264,7 +291,7 @@ def bin_traces(bins: list[tuple], row_y: list[float], row_names: list[str], chan
     def marks(rows: list[tuple], name: str, marker: dict) -> dict:
         return {"type": SVG_SCATTER, "mode": "markers", "name": name,
                 "x": [(b[3] + b[4]) / 2 for b in rows], "y": [row_y[b[0]] for b in rows],
-                "customdata": [[b[2], b[3], b[4], b[5]] for b in rows], "text": [row_names[b[0]] for b in rows],
+                "customdata": [place(b) for b in rows], "text": [row_names[b[0]] for b in rows],
                 "hovertemplate": template, "marker": {**marker, "size": [size(b[2]) for b in rows]},
                 "meta": {"kind": "bins"}}
 
@@ -285,21 +312,77 @@ def bin_traces(bins: list[tuple], row_y: list[float], row_names: list[str], chan
             for kind in EVENT_TYPES if kind in by_type]
 
 
+# A bundle's line grows with the edges it stands for: (at most this many edges, width px, opacity).
+BUNDLE_CLASSES = ((1, 0.8, 0.35), (10, 1.6, 0.55), (100, 3.0, 0.7), (math.inf, 5.0, 0.8))
+
+
 def bundle_traces(bundles: list[tuple], row_y: list[float]) -> list[dict]:
-    """Edge bundles (type, source row, target row, edges, mean source t, mean target t) as one line trace per
-    edge type, a segment per bundle."""
-    return _line_traces((kind, src_t, row_y[src], dst_t, row_y[dst]) for kind, src, dst, _, src_t, dst_t in bundles)
+    """Edge bundles (type, source row, target row, edges, mean source t, mean target t) as line traces per edge
+    type and size class (BUNDLE_CLASSES): a segment per bundle, wider and darker the more edges it bundles."""
+    traces = []
+    low = 0
+    for high, width, opacity in BUNDLE_CLASSES:
+        lines = _line_traces((kind, src_t, row_y[src], dst_t, row_y[dst])
+                             for kind, src, dst, n, src_t, dst_t in bundles if low < n <= high)
+        for trace in lines:
+            trace["line"]["width"] = width
+            trace["opacity"] = opacity
+            trace["meta"]["least_edges"] = low + 1
+        traces += lines
+        low = high
+    return traces
 
 
 def exact_traces(events: list[dict], edges: list[dict], lane_of: dict[str, int]) -> tuple[list[dict], dict]:
     """A window's events (window_events rows) and edges (window_edges rows) drawn one by one, and where each
     event sits: {seq, id, x, y} lists for selection."""
+    events = [e for e in events if e["owner"] in lane_of]  # a focus leaves some lanes out
     x = [e["t"] for e in events]
     y = [lane_of[e["owner"]] for e in events]
     traces = _line_traces((e["type"], e["src_t"], lane_of[e["src_owner"]], e["dst_t"], lane_of[e["dst_owner"]])
-                          for e in edges)
+                          for e in edges if e["src_owner"] in lane_of and e["dst_owner"] in lane_of)
     traces += _event_traces(events, x, y, [e["seq"] for e in events])
     return traces, {"seq": [e["seq"] for e in events], "id": [e["id"] for e in events], "x": x, "y": y}
+
+
+def _role_bands(lanes: list[dict], lane_of: dict[str, int], spans: dict, owner_events: dict[str, int]) -> list[dict]:
+    """A grouped role's lane as a faint band over its agents' active time: hovering it tells how many agents,
+    events and which time the band covers, and how many are alive at most (a click on it names the role)."""
+    members: dict[int, list[str]] = defaultdict(list)
+    for owner, lane in lane_of.items():
+        if lanes[lane]["group"]:
+            members[lane].append(owner)
+    bands = []
+    for lane, owners in sorted(members.items()):
+        active = [spans[owner] for owner in owners if owner in spans]
+        if not active:
+            continue
+        lo, hi = min(a for a, _ in active), max(b for _, b in active)
+        _, alive = concurrency({owner: spans[owner] for owner in owners if owner in spans})
+        events = sum(owner_events.get(owner, 0) for owner in owners)
+        text = (f"<b>{escape(lanes[lane]['role'])}</b>: {lanes[lane]['agents']:,} agents · {events:,} events"
+                f"<br>active t {lo:.6g} – {hi:.6g} · at most {max(alive, default=0):,} alive at once"
+                "<br>click a bin to see its agents' lanes")
+        bands.append({"type": SVG_SCATTER, "mode": "lines", "name": f"role {lanes[lane]['role']}",
+                      "x": [lo, hi, hi, lo, lo], "y": [lane - 0.42, lane - 0.42, lane + 0.42, lane + 0.42, lane - 0.42],
+                      "fill": "toself", "fillcolor": "rgba(100,116,139,0.06)", "line": {"width": 0},
+                      "hoveron": "fills", "text": text, "hoverinfo": "text",
+                      "meta": {"kind": "role", "role": lanes[lane]["role"], "lane": lane}})
+    return bands
+
+
+def subtree(parents: dict[str, str | None], agent: str) -> frozenset[str]:
+    """An agent and every agent it spawned, directly or through others."""
+    children: dict[str | None, list[str]] = defaultdict(list)
+    for child, parent in parents.items():
+        children[parent].append(child)
+    found, stack = set(), [agent]
+    while stack:
+        node = stack.pop()
+        if node not in found:
+            found.add(node)
+            stack.extend(children.get(node, []))
+    return frozenset(found)
 
 
 def lane_label(agent: str) -> str:
@@ -334,7 +417,7 @@ def _lanes(order, roles, group_by_role, expand, parents, collapse):
     def own_lane(agent: str, role: str) -> None:
         lane_of[agent] = len(lanes)
         lanes.append({"label": label(agent), "role": role, "agents": 1 + folded[agent], "group": False,
-                      "folded": folded[agent]})
+                      "folded": folded[agent], "agent": agent})
 
     if not group_by_role:
         for agent in shown:
@@ -372,7 +455,7 @@ def _edge_traces(events, edges, x, y) -> list[dict]:
     index = {e["id"]: i for i, e in enumerate(events)}
     ends = ((edge["type"], index.get(edge["src"]), index.get(edge["dst"])) for edge in edges)
     return _line_traces((kind, x[src], y[src], x[dst], y[dst]) for kind, src, dst in ends
-                        if src is not None and dst is not None)
+                        if src is not None and dst is not None and y[src] is not None and y[dst] is not None)
 
 
 def _line_traces(lines) -> list[dict]:

@@ -10,6 +10,9 @@ from app.domain.figure import (
     exact_traces,
     lane_layout,
     lane_rows,
+    row_spans,
+    spawn_tree,
+    subtree,
 )
 from app.domain.overlays import event_channels
 from app.domain.taxonomy import COUNTERFACTUAL_SCORES, STOP_SCORES
@@ -31,47 +34,79 @@ ROW_PX = 6
 MAX_MARKS = 6000
 MAX_BUNDLES = 3000
 BUNDLE_BINS = 8  # an edge bundle spans this many bins: lines are fewer than marks
+# The edge budget: at most one bundle line per this many square pixels of plot (a 40 x 40 px cell), the heaviest
+# kept; a bundle's width tells how many edges it stands for (figure.BUNDLE_CLASSES), so fewer lines say as much.
+BUNDLE_AREA_PX = 1600
 DEFAULT_PX = (1200, 600)
+FOCUS_SHOWS = ("subtree", "talks")  # an agent's spawn subtree; the agents it exchanges edges with
+
+
+def edge_budget(px: tuple[int, int]) -> int:
+    """How many edge bundle lines a plot of `px` (width, height) pixels draws at most."""
+    return max(1, min(MAX_BUNDLES, px[0] * px[1] // BUNDLE_AREA_PX))
 
 
 def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | None, expand: frozenset[str],
-                px: tuple[int, int] = DEFAULT_PX, collapse: frozenset[str] = frozenset()) -> bytes | None:
+                px: tuple[int, int] = DEFAULT_PX, collapse: frozenset[str] = frozenset(),
+                focus: tuple[str, str] | None = None) -> bytes | None:
     """Serialized figure payload, or None for an unknown trace: every event (figure.build_figure) when the
     trace has at most LOD_ABOVE, else the overview (figure.build_overview) with the whole trace's bins, sized
-    for a plot of `px` (width, height) pixels; agents of `collapse` show their spawn subtrees on their lanes."""
+    for a plot of `px` (width, height) pixels; agents of `collapse` show their spawn subtrees on their lanes;
+    `focus` (agent, "subtree" or "talks") narrows the lanes to that agent's subtree or partners (focus_lanes).
+    ValueError when the focus names no agent of the trace."""
     version = trace_store.trace_version(db, trace_id)
     if version is None:
         return None
 
     n_events = trace_store.event_count(db, trace_id)
+    keep = focus_lanes(db, cache, trace_id, version, focus) if focus else None
 
     def build() -> bytes:
         if n_events > LOD_ABOVE:
-            skeleton, owners = _skeleton(db, cache, trace_id, version)
-            payload = build_overview(trace_id, skeleton, owners, n_events, group, expand, collapse)
+            skeleton, owners, owner_events = _skeleton(db, cache, trace_id, version)
+            payload = build_overview(trace_id, skeleton, owners, n_events, group, expand, collapse, keep, owner_events)
             t0, t1 = lod_store.time_span(db, trace_id)
-            payload.update(_window(db, cache, None, trace_id, version, (group, expand, collapse), t0, t1, None, px,
-                                   None))
+            payload.update(_window(db, cache, None, trace_id, version, (group, expand, collapse, keep), t0, t1, None,
+                                   px, None))
             return orjson.dumps(payload)
         trace = {"trace_id": trace_id, "events": trace_store.read_event_cores(db, trace_id),
                  "edges": trace_store.read_edges(db, trace_id)}
-        return orjson.dumps(build_figure(trace, group, expand, collapse))
+        return orjson.dumps(build_figure(trace, group, expand, collapse, keep))
 
     key_px = px if n_events > LOD_ABOVE else None  # a whole figure does not depend on the plot's size
-    return cache.get_or_build(("figure", trace_id, version, group, expand, collapse, key_px), build)
+    return cache.get_or_build(("figure", trace_id, version, group, expand, collapse, focus, key_px), build)
 
 
 def window_json(db: Database, cache: TraceCache, viewer: str | None, trace_id: str, group: bool | None,
                 expand: frozenset[str], t0: float, t1: float, lanes: tuple[float, float] | None, px: tuple[int, int],
-                channel: str | None, collapse: frozenset[str] = frozenset()) -> bytes | None:
+                channel: str | None, collapse: frozenset[str] = frozenset(),
+                focus: tuple[str, str] | None = None) -> bytes | None:
     """What a zoomed or panned view shows of [t0, t1] (and of the lanes in view): the events one by one when
     they are at most EXACT_LIMIT, else bins and edge bundles; coloured by `channel` (as `viewer` may see a
     human channel) when given."""
     version = trace_store.trace_version(db, trace_id)
     if version is None:
         return None
-    return orjson.dumps(_window(db, cache, viewer, trace_id, version, (group, expand, collapse), t0, t1, lanes, px,
-                                channel))
+    keep = focus_lanes(db, cache, trace_id, version, focus) if focus else None
+    return orjson.dumps(_window(db, cache, viewer, trace_id, version, (group, expand, collapse, keep), t0, t1, lanes,
+                                px, channel))
+
+
+def focus_lanes(db: Database, cache: TraceCache, trace_id: str, version, focus: tuple[str, str]) -> frozenset[str]:
+    """The lane owners a focus keeps: (agent, "subtree") the agent and every agent it spawned; (agent, "talks")
+    the agent and every lane owner at the other end of one of its edges. ValueError for an unknown agent."""
+    agent, show = focus
+
+    def build() -> frozenset[str]:
+        _, parents, _ = spawn_tree(_layout_events(db, cache, trace_id, version))
+        if agent not in parents:
+            raise ValueError(f"trace '{trace_id}' has no agent '{agent}'")
+        if show == "subtree":
+            return subtree(parents, agent)
+        ensure_lod(db, trace_id)
+        return frozenset({agent, *lod_store.talk_partners(db, trace_id, agent)})
+
+    return cache.get_or_build(("focus", trace_id, version, focus), build)
 
 
 def ensure_lod(db: Database, trace_id: str) -> None:
@@ -94,19 +129,28 @@ def prepare_lod(db: Database, trace_ids: list[str]) -> None:
             ensure_lod(db, trace_id)
 
 
-def _skeleton(db: Database, cache: TraceCache, trace_id: str, version) -> tuple[list[dict], list[str]]:
-    def build() -> tuple[list[dict], list[str]]:
+def _skeleton(db: Database, cache: TraceCache, trace_id: str, version) -> tuple[list[dict], list[str], dict]:
+    """The skeleton events, the lane owners and each owner's number of events."""
+    def build() -> tuple[list[dict], list[str], dict]:
         ensure_lod(db, trace_id)
-        return lod_store.skeleton_events(db, trace_id), lod_store.lane_owners(db, trace_id)
+        counts = lod_store.owner_event_counts(db, trace_id)
+        return lod_store.skeleton_events(db, trace_id), list(counts), counts
 
     return cache.get_or_build(("skeleton", trace_id, version), build)
+
+
+def _layout_events(db: Database, cache: TraceCache, trace_id: str, version) -> list[dict]:
+    """Events enough to lay out the spawn tree: the skeleton of a large trace, every event of a small one."""
+    if trace_store.event_count(db, trace_id) > LOD_ABOVE:
+        return _skeleton(db, cache, trace_id, version)[0]
+    return trace_store.read_event_cores(db, trace_id)
 
 
 def _window(db: Database, cache: TraceCache, viewer: str | None, trace_id: str, version, layout: tuple, t0: float,
             t1: float,
             lanes_in_view, px: tuple[int, int], channel: str | None) -> dict:
-    """`layout`: (group, expand, collapse) as lane_layout takes them."""
-    skeleton, owners = _skeleton(db, cache, trace_id, version)
+    """`layout`: (group, expand, collapse, keep) as lane_layout takes them."""
+    skeleton, owners, _ = _skeleton(db, cache, trace_id, version)
     lanes, lane_of, _ = lane_layout(skeleton, owners, *layout)
     values = overlay_channel(db, cache, viewer, trace_id, channel) if channel else None
     if channel and values is None:
@@ -119,16 +163,21 @@ def _window(db: Database, cache: TraceCache, viewer: str | None, trace_id: str, 
             events["values"] = [values[seq] for seq in events["seq"]]
         return {"mode": "exact", "traces": traces, "events": events, "count": count, "window": [t0, t1]}
     first, last = lanes_in_view or (0, len(lanes) - 1)
+    first = max(0, min(int(first), len(lanes) - 1))  # a view may have been of more lanes than drawn now
+    last = max(first, min(len(lanes) - 1, int(last)))
     labels = [lane["label"] for lane in lanes]
-    row_of, row_y, row_names = lane_rows(labels, max(0, int(first)), min(len(lanes) - 1, int(last)),
-                                         px[1] // ROW_PX)
+    row_of, row_y, row_names = lane_rows(labels, first, last, px[1] // ROW_PX)
     rows = {agent: row_of[lane] for agent, lane in lane_of.items()}
     buckets = max(1, min(px[0] // BIN_PX, MAX_MARKS // len(row_y)))
     numbers = None if values is None else {seq: v for seq, v in enumerate(values) if v is not None}
     bins = lod_store.event_bins(db, trace_id, rows, t0, t1, buckets, numbers)
-    bundles = lod_store.edge_bundles(db, trace_id, rows, t0, t1, max(1, buckets // BUNDLE_BINS), MAX_BUNDLES)
-    traces = bundle_traces(bundles, row_y) + bin_traces(bins, row_y, row_names, channel)
-    return {"mode": "bins", "traces": traces, "events": None, "count": count, "window": [t0, t1]}
+    budget = edge_budget(px)
+    bundles = lod_store.edge_bundles(db, trace_id, rows, t0, t1, max(1, buckets // BUNDLE_BINS), budget,
+                                     (row_of[first], row_of[last]) if lanes else None)
+    traces = bundle_traces(bundles, row_y) + bin_traces(bins, row_y, row_names, channel, row_spans(row_of),
+                                                        (t0, t1, buckets))
+    return {"mode": "bins", "traces": traces, "events": None, "count": count, "window": [t0, t1],
+            "edge_budget": budget}
 
 
 def channels(db: Database, cache: TraceCache, trace_id: str) -> dict[str, list] | None:

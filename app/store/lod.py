@@ -52,11 +52,21 @@ def skeleton_events(db: Database, trace_id: str) -> list[dict]:
     return [{k: v for k, v in zip(keys, row) if v is not None} for row in rows]
 
 
-def lane_owners(db: Database, trace_id: str) -> list[str]:
-    """Every lane owner (see EVENT_OWNERS) in order of its first event. Needs fill_lod."""
-    rows = db.execute("SELECT owner FROM lod_events WHERE trace_id = ? GROUP BY owner ORDER BY min(seq)",
+def owner_event_counts(db: Database, trace_id: str) -> dict[str, int]:
+    """Every lane owner (see EVENT_OWNERS) in order of its first event, with the number of events on its lane.
+    Needs fill_lod."""
+    rows = db.execute("SELECT owner, count(*) FROM lod_events WHERE trace_id = ? GROUP BY owner ORDER BY min(seq)",
                       [trace_id]).fetchall()
-    return [row[0] for row in rows]
+    return dict(rows)
+
+
+def talk_partners(db: Database, trace_id: str, agent: str) -> list[str]:
+    """The lane owners at the other end of an edge from or to an event on `agent`'s lane. Needs fill_lod."""
+    rows = db.execute("""
+        SELECT dst_owner FROM lod_edges WHERE trace_id = $trace AND src_owner = $agent
+        UNION SELECT src_owner FROM lod_edges WHERE trace_id = $trace AND dst_owner = $agent""",
+                      {"trace": trace_id, "agent": agent}).fetchall()
+    return sorted(row[0] for row in rows)
 
 
 def time_span(db: Database, trace_id: str) -> tuple[float, float]:
@@ -124,19 +134,22 @@ def event_bins(db: Database, trace_id: str, rows: dict[str, int], t0: float, t1:
 
 
 def edge_bundles(db: Database, trace_id: str, rows: dict[str, int], t0: float, t1: float, buckets: int,
-                 limit: int) -> list[tuple]:
+                 limit: int, in_view: tuple[int, int] | None = None) -> list[tuple]:
     """Edges leaving events of [t0, t1] bundled per (type, source row, target row, source time bucket): per
-    bundle its type, rows, edges, mean source and target t; the `limit` heaviest bundles. Needs fill_lod."""
+    bundle its type, rows, edges, mean source and target t; the `limit` heaviest bundles, of those with an end in
+    the rows `in_view` (first, last) when given. Needs fill_lod."""
+    first, last = in_view or (0, max(rows.values(), default=0))
     cur = db.cursor()
     with registered(cur, "lane_rows", owner=list(rows), row=pa.array(list(rows.values()), pa.int32())):
         return db.execute("""
             SELECT x.type, rs.row AS src_row, rd.row AS dst_row, count(*) AS edges, avg(x.src_t), avg(x.dst_t)
             FROM lod_edges x JOIN lane_rows rs ON rs.owner = x.src_owner JOIN lane_rows rd ON rd.owner = x.dst_owner
             WHERE x.trace_id = $trace AND x.src_t BETWEEN $t0 AND $t1
+              AND (rs.row BETWEEN $first AND $last OR rd.row BETWEEN $first AND $last)
             GROUP BY x.type, rs.row, rd.row, least(floor((x.src_t - $t0) / $width * $buckets), $buckets - 1)
             ORDER BY edges DESC LIMIT $limit""",
             {"trace": trace_id, "t0": t0, "t1": t1, "width": max(t1 - t0, 1e-12), "buckets": buckets,
-             "limit": limit}, cur=cur).fetchall()
+             "limit": limit, "first": first, "last": last}, cur=cur).fetchall()
 
 
 def window_events(db: Database, trace_id: str, t0: float, t1: float) -> list[dict]:

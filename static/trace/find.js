@@ -1,7 +1,9 @@
 // Find: a search box over agents, roles, tools and event ids. The server answers the suggestions (a trace may
 // have a million events); choosing one selects its first event in time order (an event id, that event) through
-// the page's own selection, which brings it into view and loads its panel. `/` focuses the box.
+// the page's own selection, which brings it into view and loads its panel; an agent gets its own lane shown and
+// marked first. `/` focuses the box.
 
+import {showAgent} from "./lanes.js";
 import {api, graph} from "./state.js";
 import {selectEvent} from "./workspace.js";
 
@@ -60,7 +62,9 @@ function ask() {
   return answered;
 }
 
-function choose(i) {
+// An agent is shown on its own lane first (lanes.js showAgent: its role expanded, a folded ancestor unfolded),
+// then its first event is selected.
+async function choose(i) {
   const item = items[i];
   if (!item) return;
   close();
@@ -68,6 +72,7 @@ function choose(i) {
   say(item.kind === "event" ? "event" : item.kind + " · " + item.events.toLocaleString()
       + " event" + (item.events === 1 ? "" : "s"));
   note.title = item.kind === "event" ? "" : "its first event in time order is selected";
+  if (item.kind === "agent") await showAgent(item.value);
   selectEvent(item.first_event);
 }
 

@@ -1,17 +1,23 @@
 // The interaction graph: draws the figure (and in LOD mode the window in view), marks the selected event and
 // keeps it in view, recolours markers by an overlay channel, and marks the critical path and audit findings.
 
-import {laneParams, renderLaneControls, thinLaneLabels} from "./lanes.js";
+import {applyEdgeToggles, edgeShown, initLegend, renderLegend} from "./legend.js";
+import {fitRange, foundLane, labelRoleBands, laneMarks, laneParams, laneTicks, rangeAround, renderLaneControls,
+        syncLaneScroll, thinLaneLabels} from "./lanes.js";
 import {locate, refineSoon, whereIs, windowNote} from "./lod.js";
 import {drawMinimap, showWindowOnMinimap} from "./minimap.js";
-import {api, graph, learnEvents, overlaySelect, panel, state, status} from "./state.js";
+import {api, graph, learnEvents, overlaySelect, panel, saveView, state, status, traceId, view} from "./state.js";
 import {bringWorkspaceIntoView, selectEvent} from "./workspace.js";
 
 const overlaySize = document.getElementById("overlay-size");
 const DIVERGING = [[0, "#b2182b"], [0.25, "#ef8a62"], [0.5, "#f7f7f7"], [0.75, "#67a9cf"], [1, "#2166ac"]];
 const NO_VALUE = "#c7ccd4";
-export const PLOT_CONFIG = {responsive: true, displaylogo: false, scrollZoom: true, modeBarButtonsToRemove: ["select2d", "lasso2d"]};
-
+export const PLOT_CONFIG = {responsive: true, displaylogo: false, scrollZoom: true, modeBarButtonsToRemove: ["select2d", "lasso2d"],
+                            toImageButtonOptions: {filename: traceId + "-graph"}};  // the camera: "Download plot as a png"
+// The plot is never taller than the window less this (the toolbar and legend row above it): its top and its
+// time axis are seen together; more lanes than fit, each labelled, are scrolled (lanes.js).
+const WINDOW_LEFT_PX = 150;
+const MIN_PLOT_PX = 420;
 let hoverOf = new Map();     // seq -> hover text (already escaped by the server)
 let eventTraces = [];        // indices of the per-type marker traces
 let overlayIdx = -1, greyIdx = -1, selectedIdx = -1, pathIdx = -1, findingsIdx = -1;
@@ -38,6 +44,7 @@ function figureUrl() {
 export function compose() {
   const data = state.payload.figure.data.map((trace) => (state.lod && trace.name === "agent lifetime" ? nearView(trace) : trace))
     .concat(state.lod && state.windowAnswer ? state.windowAnswer.traces : []);
+  applyEdgeToggles(data);
   eventTraces = [];
   data.forEach((trace, i) => {
     if (trace.meta && trace.meta.kind === "events") {
@@ -81,8 +88,23 @@ function nearView(trace) {
   return {...trace, x, y};
 }
 
-// `fitRole`: a role just expanded, whose lanes the view then fits (over the whole time axis).
-export async function draw(fitRole) {
+// The lanes a draw's view fits: a role just expanded (its first lanes, each labelled), a found agent's lane
+// (with its neighbours), or every lane (a focus just chosen); null: the reader's view is kept.
+function fittedRange(fit, layout) {
+  const lanes = state.payload.lanes;
+  if (fit.fitRole) {
+    const fitted = lanes.map((lane, i) => (lane.role === fit.fitRole && !lane.group ? i : -1)).filter((i) => i >= 0);
+    return fitted.length ? fitRange(fitted[0], fitted[fitted.length - 1], layout) : null;
+  }
+  if (fit.fitAgent) {
+    const lane = foundLane();
+    return lane === null ? null : rangeAround(lane, layout);
+  }
+  return fit.fitAll ? [lanes.length - 0.5, -0.5] : null;
+}
+
+// `fit`: what the view then shows (fittedRange; `xRange`: a time span, else the whole time axis).
+export async function draw(fit = {}) {
   status.textContent = "drawing…";
   const started = performance.now();
   const response = await fetch(figureUrl());
@@ -97,36 +119,49 @@ export async function draw(fitRole) {
   state.windowAnswer = state.lod ? {mode: "bins", traces: state.payload.traces, count: state.payload.count, window: state.payload.window} : null;
   if (!state.lod) learnEvents(state.payload.event_ids, state.payload.event_ids.map((_, seq) => seq), state.payload.positions.x, state.payload.positions.y);
   const layout = state.payload.figure.layout;
-  const fitted = state.payload.lanes.map((lane, i) => (lane.role === fitRole && !lane.group ? i : -1)).filter((i) => i >= 0);
-  if (fitted.length) {
+  const tall = layout.height;
+  layout.height = Math.min(tall, Math.max(MIN_PLOT_PX, window.innerHeight - WINDOW_LEFT_PX));
+  layout.shapes = laneMarks();
+  const range = fittedRange(fit, layout);
+  if (range) {
     // Fitted in the same draw (a relayout after it cost a second one): a new ui revision makes Plotly take
     // these ranges over the reader's zoom, which it otherwise keeps from draw to draw.
     uiRevision = layout.uirevision + "#fit" + (++fits);
-    layout.xaxis.autorange = true;
+    layout.xaxis.autorange = !fit.xRange;
+    if (fit.xRange) layout.xaxis.range = fit.xRange;
     layout.yaxis.autorange = false;  // the range runs down, as "reversed" would
-    layout.yaxis.range = [fitted[fitted.length - 1] + 0.5, fitted[0] - 0.5];
+    layout.yaxis.range = range;
+  }
+  if (range || layout.height < tall || layout.shapes.length) {  // the server's labels were thinned for its height
+    const lanesPx = (layout.height - layout.margin.t - layout.margin.b) * (layout.yaxis.domain[1] - layout.yaxis.domain[0]);
+    Object.assign(layout.yaxis, laneTicks(range || [state.payload.lanes.length - 0.5, -0.5], lanesPx));
   }
   if (uiRevision) layout.uirevision = uiRevision;
   await Plotly.react(graph, compose(), layout, PLOT_CONFIG);
-  if (fitted.length) {
-    thinLaneLabels();
-    if (state.lod) refineSoon();
-  }
+  if (range && state.lod) refineSoon();
+  saveView();
   graph.removeAllListeners && graph.removeAllListeners("plotly_click");
   graph.removeAllListeners && graph.removeAllListeners("plotly_relayout");
+  graph.removeAllListeners && graph.removeAllListeners("plotly_afterplot");
+  labelRoleBands();
+  graph.on("plotly_afterplot", labelRoleBands);
   drawMinimap();
   graph.on("plotly_relayout", (ev) => {
     if (Object.keys(ev).some((key) => key.startsWith("xaxis.range") || key === "xaxis.autorange")) showWindowOnMinimap();
     if (Object.keys(ev).some((key) => key.startsWith("yaxis.range") || key === "yaxis.autorange")) thinLaneLabels();
+    else if (Object.keys(ev).some((key) => key.startsWith("xaxis.range") || key === "xaxis.autorange")) syncLaneScroll();
     if (state.lod && Object.keys(ev).some((key) => key.startsWith("xaxis.range") || key.startsWith("yaxis.range")
                                            || key === "xaxis.autorange" || key === "yaxis.autorange")) refineSoon();
   });
   graph.on("plotly_click", (ev) => {
     const point = ev.points && ev.points[0];
+    if (point && point.data.meta && point.data.meta.kind === "bins") { zoomToBin(nearestBin(ev.event, point.customdata)); return; }
     if (!point || point.customdata === undefined || point.data.mode !== "markers" || !state.idOf.has(point.customdata)) return;
     selectEvent(state.idOf.get(nearestEvent(ev.event, point.customdata)));
   });
   renderLaneControls();
+  renderLegend(state.lod);
+  syncLaneScroll();
   if (overlaySelect.value) await applyOverlay(overlaySelect.value);
   showPath();
   showFindings();
@@ -143,11 +178,52 @@ export async function draw(fitRole) {
                            : "redrawn in " + ((painted - started) / 1000).toFixed(2) + " s";
   firstDraw = false;
   graph.dataset.drawnMs = Math.round(painted);  // since navigation start
+  graph.dataset.edgeBudget = (state.lod && state.payload.edge_budget) || "";
   graph.dataset.drawn = "true";
   // Lanes, not agents: a lane may be a tool, the user or a group of agents (the header counts agents).
   state.summary = (state.lod ? state.payload.n_events : state.payload.event_ids.length).toLocaleString() + " events · "
     + state.payload.lanes.length + " lanes";
   status.textContent = state.summary + " · " + timing + (state.lod ? " · " + windowNote() : "");
+}
+
+// A click on a bin zooms to its time bucket and its lanes; a bin of a role's group lane expands the role first.
+function zoomToBin(data) {
+  const [, , , , first, last, t0, t1] = data;
+  const lane = state.payload.lanes[first];
+  if (first === last && lane.group && lane.agents > 1) {
+    view.expanded.add(lane.role);
+    view.grouping = "role";
+    draw({fitRole: lane.role, xRange: [t0, t1]});
+    return;
+  }
+  Plotly.relayout(graph, {"xaxis.range": [t0, t1], "yaxis.range": [last + 0.5, first - 0.5]});
+}
+
+// The bin whose mark's centre is nearest the pointer (`data`, Plotly's pick, without one): marks of adjacent
+// bins overlap, and Plotly picks the one drawn on top.
+function nearestBin(pointer, data) {
+  const layout = graph._fullLayout;
+  if (!pointer || !layout) return data;
+  const xa = layout.xaxis, ya = layout.yaxis, box = graph.getBoundingClientRect();
+  const px = pointer.clientX - box.left - xa._offset, py = pointer.clientY - box.top - ya._offset;
+  let best = data, least = Infinity;
+  graph.data.forEach((trace) => {
+    if (!trace.meta || trace.meta.kind !== "bins" || trace.visible === false) return;
+    trace.customdata.forEach((c, k) => {
+      const dx = xa.l2p(trace.x[k]) - px, dy = ya.l2p(trace.y[k]) - py;
+      if (dx * dx + dy * dy < least) { least = dx * dx + dy * dy; best = c; }
+    });
+  });
+  return best;
+}
+
+// Edge toggles (legend.js) show or hide the edge traces drawn now.
+function restyleEdges() {
+  const indices = [], visible = [];
+  graph.data.forEach((trace, i) => {
+    if (trace.meta && trace.meta.kind === "edge") { indices.push(i); visible.push(edgeShown(trace.meta.edge_type)); }
+  });
+  if (indices.length) Plotly.restyle(graph, {visible}, indices);
 }
 
 // The event whose marker centre is nearest the pointer (`seq`, the one Plotly picked, when there is no pointer):
@@ -312,6 +388,7 @@ async function listChannelsLater() {
 }
 
 export function initGraph() {
+  initLegend(restyleEdges);
   overlaySelect.addEventListener("change", () => applyOverlay(overlaySelect.value));
   overlaySize.addEventListener("change", () => applyOverlay(overlaySelect.value));
   document.addEventListener("change", (ev) => {

@@ -6,7 +6,7 @@ import {laneParams} from "./lanes.js";
 import {api, graph, learnEvents, overlaySelect, state, status} from "./state.js";
 
 let refineTimer = null, refineAsked = 0;
-const located = new Map();  // event id -> [x, y] learnt from /locate
+const located = new Map();  // event id -> [t, lane owner] learnt from /locate (its lane depends on the layout)
 
 export function windowNote() {
   const windowAnswer = state.windowAnswer;
@@ -55,6 +55,7 @@ async function refine(asked) {
   }
   await new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
   graph.dataset.windowMode = state.windowAnswer.mode;
+  graph.dataset.edgeBudget = state.windowAnswer.edge_budget || "";  // bins: the most edge lines drawn
   graph.dataset.windowMs = Math.round(performance.now() - asked);
   status.textContent = state.summary + " · " + windowNote() + " · detail in "
     + ((performance.now() - asked) / 1000).toFixed(2) + " s";
@@ -70,14 +71,13 @@ export async function locate(ids) {
   wanted.forEach((id) => params.append("event", id));
   const response = await fetch(api + "/locate?" + params);
   if (!response.ok) return;
-  (await response.json()).items.forEach((item) => {
-    const lane = state.payload.lane_of[item.lane_owner];
-    located.set(item.event_id, [item.t, lane === undefined ? 0 : lane]);
-  });
+  (await response.json()).items.forEach((item) => { located.set(item.event_id, [item.t, item.lane_owner]); });
 }
 
+// Where an event is drawn now: undefined when not known yet, or when a focus leaves its lane out.
 export function whereIs(eventId) {
   const seq = state.seqOf.get(eventId);
   if (seq !== undefined) return state.posOf.get(seq);
-  return located.get(eventId);
+  const at = located.get(eventId), lane = at && state.payload.lane_of[at[1]];
+  return lane === undefined ? undefined : [at[0], lane];
 }

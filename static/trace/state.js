@@ -27,3 +27,40 @@ export function learnEvents(ids, seqs, xs, ys) {
   });
   state.timeOrder = null;
 }
+
+// What the reader has chosen to see, kept in the page's URL (a reload or a shared link shows the same graph):
+// lane grouping, expanded roles, folded subtrees, a focus on one agent's subtree or partners, the edge types shown.
+const VIEW_KEYS = ["group", "expand", "collapse", "focus", "show", "edges"];
+const query = new URLSearchParams(window.location.search);
+export const view = {
+  grouping: ["role", "agent"].includes(query.get("group")) ? query.get("group") : "auto",
+  expanded: new Set(query.getAll("expand")),
+  folded: new Set(query.getAll("collapse")),   // agents whose spawn subtrees show on their own lanes
+  focus: query.get("focus") ? {agent: query.get("focus"), show: query.get("show") === "talks" ? "talks" : "subtree"} : null,
+  edges: query.has("edges") ? new Set(query.get("edges").split(",").filter(Boolean)) : null,  // null: the default
+  found: null,                                 // the agent find showed last: its lane is marked
+};
+
+export function viewParams() {
+  const params = new URLSearchParams();
+  if (view.grouping !== "auto") params.set("group", view.grouping);
+  view.expanded.forEach((role) => params.append("expand", role));
+  view.folded.forEach((agent) => params.append("collapse", agent));
+  if (view.focus) { params.set("focus", view.focus.agent); params.set("show", view.focus.show); }
+  if (view.edges) params.set("edges", [...view.edges].join(","));
+  return params;
+}
+
+// The page's URL with the view as it is now, its other parameters (the selected event, a queue) kept.
+export function pageUrl(changes = {}) {
+  const params = new URLSearchParams(window.location.search);
+  VIEW_KEYS.forEach((key) => params.delete(key));
+  Object.entries(changes).forEach(([key, value]) => params.set(key, value));
+  viewParams().forEach((value, key) => params.append(key, value));
+  const text = params.toString();
+  return window.location.pathname + (text ? "?" + text : "");
+}
+
+export function saveView() {
+  history.replaceState(null, "", pageUrl() + window.location.hash);
+}

@@ -2,7 +2,7 @@
 // the side panel and marks it everywhere; keyboard labelling, the reviewer dialog and the label form's events.
 
 import {applyOverlay, highlight} from "./graph.js";
-import {graph, overlaySelect, panel, state, traceId} from "./state.js";
+import {graph, overlaySelect, pageUrl, panel, state, traceId} from "./state.js";
 
 const base = "/traces/" + encodeURIComponent(traceId);
 const queueId = new URLSearchParams(window.location.search).get("queue");
@@ -23,6 +23,11 @@ function eventUrl(eventId) {
   return base + "?event=" + encodeURIComponent(eventId) + (queueId ? "&queue=" + encodeURIComponent(queueId) : "");
 }
 
+// The address bar keeps the graph's view (state.js view) beside the selected event.
+function pageWithEvent(eventId) {
+  return pageUrl(queueId ? {event: eventId, queue: queueId} : {event: eventId});
+}
+
 // What every selection does (a marker, a table row, j/k/n, an edge link, a permalink): load the event
 // into the side panel (opening it when it is a drawer), mark it everywhere, keep it in view on the graph,
 // update the URL.
@@ -33,7 +38,7 @@ export function selectEvent(eventId) {
   markTableRow(eventId);
   panel.classList.add("open");
   bringWorkspaceIntoView();
-  history.replaceState(null, "", eventUrl(eventId));
+  history.replaceState(null, "", pageWithEvent(eventId));
   inspectorLoaded = htmx.ajax("GET", eventUrl(eventId), {target: "#event-inspector", swap: "outerHTML"});
   return inspectorLoaded;
 }
@@ -153,7 +158,7 @@ export function initWorkspace() {
     if (head && head.dataset.selectedEvent !== graph.dataset.selected) {
       graph.dataset.selected = head.dataset.selectedEvent;
       highlight(head.dataset.selectedEvent, true);
-      history.replaceState(null, "", eventUrl(head.dataset.selectedEvent));
+      history.replaceState(null, "", pageWithEvent(head.dataset.selectedEvent));
       panel.classList.add("open");
     }
     if (graph.dataset.selected) markTableRow(graph.dataset.selected);

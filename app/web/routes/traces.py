@@ -53,6 +53,9 @@ Grouping = Literal["auto", "role", "agent"]
 GROUPINGS = {"auto": None, "role": True, "agent": False}
 PlotWidth = Annotated[int, Query(ge=100, le=10000, description="the plot's width in pixels")]
 PlotHeight = Annotated[int, Query(ge=100, le=10000, description="the plot's height in pixels")]
+FocusAgent = Annotated[str | None, Query(max_length=1000, description="draw only this agent's lanes of `show`")]
+FocusShow = Annotated[Literal[graph.FOCUS_SHOWS], Query(
+    description="with `focus`: `subtree` (the agent and those it spawned) or `talks` (and those it has edges with)")]
 TRACE_SUMMARY = object_schema({
     "trace_id": TEXT, "task_id": TEXT, "system": MAYBE_TEXT, "topology": MAYBE_TEXT,
     "rewards": OBJECT, "costs": OBJECT, "metrics": {"type": ["object", "null"]}, "events": COUNT, "edges": COUNT,
@@ -179,12 +182,17 @@ def read_live_status(trace_id: str, db: DbDep):
         {"figure": OBJECT, "lanes": {"type": "array"}, "event_ids": TEXTS}, "figure"))})
 def read_figure(trace_id: TraceId, db: DbDep, cache: CacheDep, group: Grouping = "auto",
                 expand: list[str] = Query([]), collapse: list[str] = Query([]),
-                width: PlotWidth = graph.DEFAULT_PX[0], height: PlotHeight = graph.DEFAULT_PX[1]):
+                width: PlotWidth = graph.DEFAULT_PX[0], height: PlotHeight = graph.DEFAULT_PX[1],
+                focus: FocusAgent = None, show: FocusShow = "subtree"):
     """The interaction graph as a Plotly figure with its lane layout (built once, cached). `mode` "exact": every
     event, with `event_ids` and `positions`; "bins" (a trace of more than 5,000 events): the whole trace binned
-    for a plot of `width` x `height` pixels, which the page refines through `/window` as it zooms."""
-    body = graph.figure_json(db, cache, trace_id, GROUPINGS[group], frozenset(expand), (width, height),
-                             frozenset(collapse))
+    for a plot of `width` x `height` pixels, which the page refines through `/window` as it zooms. `focus`
+    narrows the lanes to an agent's subtree or partners (404 for an agent the trace lacks)."""
+    try:
+        body = graph.figure_json(db, cache, trace_id, GROUPINGS[group], frozenset(expand), (width, height),
+                                 frozenset(collapse), (focus, show) if focus else None)
+    except ValueError as exc:  # an unknown focus agent
+        raise HTTPException(404, str(exc)) from exc
     return Response(body, media_type="application/json")
 
 
@@ -196,7 +204,8 @@ def read_window(trace_id: TraceId, db: DbDep, cache: CacheDep, viewer: Viewer, t
                 group: Grouping = "auto", expand: list[str] = Query([]), collapse: list[str] = Query([]),
                 lane0: float | None = None,
                 lane1: float | None = None, width: PlotWidth = graph.DEFAULT_PX[0],
-                height: PlotHeight = graph.DEFAULT_PX[1], channel: str | None = None):
+                height: PlotHeight = graph.DEFAULT_PX[1], channel: str | None = None,
+                focus: FocusAgent = None, show: FocusShow = "subtree"):
     """What a zoomed view shows of the events with t in [t0, t1] (lanes lane0..lane1 in view): every event with
     its seq, id and position when they are at most 4,000 (`mode` "exact"), else bins per lane and time bucket and
     edge bundles (`mode` "bins"); coloured by the overlay `channel` when given."""
@@ -205,8 +214,8 @@ def read_window(trace_id: TraceId, db: DbDep, cache: CacheDep, viewer: Viewer, t
     lanes = None if lane0 is None or lane1 is None else (min(lane0, lane1), max(lane0, lane1))
     try:
         body = graph.window_json(db, cache, viewer, trace_id, GROUPINGS[group], frozenset(expand), t0, t1, lanes,
-                                 (width, height), channel, frozenset(collapse))
-    except ValueError as exc:  # an unknown computed channel
+                                 (width, height), channel, frozenset(collapse), (focus, show) if focus else None)
+    except ValueError as exc:  # an unknown computed channel or focus agent
         raise HTTPException(404, str(exc)) from exc
     return Response(body, media_type="application/json")
 
