@@ -139,3 +139,16 @@ def test_audit_findings_are_grouped_by_rule_and_mark_the_graph(page, live_server
         return trace && trace.visible ? trace.x.length : 0;
     }""")
     assert marked == len(json.loads(finding.get_attribute("data-events")))
+
+
+def test_the_credit_panel_says_what_keeps_the_correlation_from_being_computed(page, live_server, ingest):
+    trace = json.loads((SAMPLES / "planner_executor_critic.json").read_text()) | {"trace_id": "flat-credit"}
+    ingest(trace)
+    for event in trace["events"][:3]:  # three events, one human credit for all: nothing varies to correlate
+        assert httpx.post(f"{live_server}/api/annotations", json={
+            "trace_id": "flat-credit", "event_id": event["id"], "reviewer": "ada", "credit": 0.5}).status_code == 201
+    open_trace(page, live_server, "flat-credit")
+    page.locator("#credit-panel").scroll_into_view_if_needed()
+    panel = page.locator("section#credit-panel")
+    expect(panel).to_contain_text("not defined over the 3 events with human credit: their human mean credit")
+    expect(panel).not_to_contain_text("needs two or more")

@@ -239,6 +239,9 @@ def read_credit_panel(request: Request, trace_id: TraceId, db: DbDep, cache: Cac
                               for unit in ("agent", "role")}
         if human:
             pairs = [(c, h, e["id"]) for c, h, e in zip(values, human, trace["events"]) if h is not None]
+            # what keeps a correlation from being computed over two or more pairs: a side that does not vary
+            context["constant"] = [side for side, k in (("human mean credit", 1), ("computed credit", 0))
+                                   if len({p[k] for p in pairs if p[0] is not None}) == 1]
             context["figures"]["human-vs-computed"] = charts.scatter(
                 "human mean credit vs computed", [p[0] for p in pairs], [p[1] for p in pairs],
                 f"computed ({context['rule']} × {channel})", "human mean", names=[p[2] for p in pairs])
