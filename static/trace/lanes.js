@@ -217,10 +217,13 @@ function fold(agent) {
 
 export function initLanes() {
   document.addEventListener("click", (ev) => {
-    const button = ev.target.closest("button[data-fold]");
+    const button = ev.target.closest("button[data-fold], button[data-focus]");
     if (!button) return;
-    ev.preventDefault();  // a button inside <summary>: fold, do not open or close the branch
-    fold(button.dataset.fold);
+    ev.preventDefault();  // a button inside <summary>: fold or focus, do not open or close the branch
+    if (button.dataset.fold) { fold(button.dataset.fold); return; }
+    view.found = button.dataset.focus;
+    graph.closest(".workspace").scrollIntoView({block: "start"});
+    focusOn({agent: button.dataset.focus, show: "subtree"});
   });
   groupBox.addEventListener("change", () => {
     view.grouping = groupBox.checked ? "role" : "agent";

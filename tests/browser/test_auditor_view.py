@@ -178,3 +178,25 @@ def test_find_shows_the_agents_own_lane_then_who_it_talks_to(page, live_server, 
     shot(page, "talks")
     page.locator("#agent-focus button", has_text="all lanes").click()
     expect(page).not_to_have_url(re.compile(r"focus="), timeout=30_000)
+
+
+def test_only_a_subtree_from_the_spawn_tree_narrows_the_lanes_and_the_url_keeps_it(page, live_server, ingest):
+    from browser.conftest import REPO
+    trace_id = ingest(REPO / "sample_traces" / "hierarchical.json")[0]
+    open_as(page, live_server, trace_id, reviewer=None)
+    status = page.locator("#graph-status")
+    lanes_before = int(status.inner_text().split(" lanes")[0].split("· ")[-1])
+    button = page.locator(".tree button[data-focus]").nth(1)  # a sub-agent that spawned others
+    agent = button.get_attribute("data-focus")
+    button.click()
+    expect(page).to_have_url(re.compile(rf"[?&]focus={re.escape(agent)}&show=subtree"), timeout=30_000)
+    expect(page.locator("#agent-focus button[data-show=subtree]")).to_have_attribute("aria-pressed", "true")
+    page.wait_for_function("(n) => !document.getElementById('graph-status').textContent.includes(n + ' lanes')",
+                           arg=lanes_before)
+    narrowed = int(status.inner_text().split(" lanes")[0].split("· ")[-1])
+    assert 1 < narrowed < lanes_before
+    labels = page.evaluate("document.getElementById('graph')._fullLayout.yaxis.ticktext")
+    assert labels[0] == f"<b>{agent}</b>", labels  # the subtree's root first, marked
+    page.reload()
+    page.wait_for_selector('#graph[data-drawn="true"]', state="attached")
+    expect(status).to_contain_text(f"{narrowed} lanes")
