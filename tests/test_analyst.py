@@ -78,3 +78,30 @@ def test_the_worker_ends_with_a_server_killed_outright(tmp_path):
     while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not Path(f"/proc/{worker}").exists() or "zombie" in Path(f"/proc/{worker}/status").read_text()
+
+
+def odd_trace() -> dict:
+    """Keys in an order of their own, properties beside the columns, a time a double cannot hold exactly."""
+    trace = make_trace("odd-keys")
+    first = trace["events"][0]
+    trace["events"][0] = {"agent": first["agent"], "note": {"nested": [1, 2]}, **first, "t": 2**60}
+    for e in trace["events"][1:]:
+        e["t"] += 2**60
+    return trace
+
+
+def test_stored_traces_travel_as_tables_and_are_rebuilt_and_analysed_by_the_worker(db, monkeypatch):
+    """The background re-analysis sends stored traces as Arrow tables (in slices), the worker rebuilds them as
+    read_trace does and analyses them: this process builds no event dict."""
+    from app.store import traces as trace_store
+    from app.store.writes import store_traces
+
+    monkeypatch.setattr(analyst, "PIECE_EVENTS", 7)
+    sent = traces() + [odd_trace()]
+    store_traces(db, sent)
+    ids = [trace["trace_id"] for trace in sent]
+    tables = trace_store.read_trace_tables(db, ids)
+    assert trace_store.traces_from_tables(*tables) == [trace_store.read_trace(db, i) for i in sorted(ids)]
+    assert analyst.analyse_tables(*tables) == expected([trace_store.read_trace(db, i) for i in ids])
+    monkeypatch.setattr(analyst, "_worker", lambda: (_ for _ in ()).throw(OSError("no processes here")))
+    assert analyst.analyse_tables(*tables) == expected(sent)

@@ -117,15 +117,15 @@ def test_the_server_analyses_stale_traces_again_in_the_background_and_pages_say_
     db.execute("UPDATE trace_metrics SET analysis_version = 0, warnings = 7")
     db.close()
     gate, analysed = threading.Event(), []
-    reference = analyst.analyse_traces
+    reference = analyst.analyse_tables
 
-    def waiting(traces):  # the pass waits after its first batch, so a page can be seen meanwhile
-        analysed.extend(trace["trace_id"] for trace in traces)
+    def waiting(heads, events, edges):  # the pass waits after its first batch, so a page can be seen meanwhile
+        analysed.extend(head["trace_id"] for head in heads)
         if len(analysed) == 2:
             gate.wait(30)
-        return reference(traces)
+        return reference(heads, events, edges)
 
-    monkeypatch.setattr(analyst, "analyse_traces", waiting)
+    monkeypatch.setattr(analyst, "analyse_tables", waiting)
     monkeypatch.setattr(analysis, "REANALYSIS_BATCH", 1)
     restarted = create_app(settings)
     try:

@@ -68,8 +68,8 @@ def ensure_all(db: Database, batch: int = REANALYSIS_BATCH, progress=None,
         if stop is not None and stop.is_set():
             break
         chunk = stale[start:start + batch]
-        traces = [trace for row in chunk if (trace := trace_store.read_trace(db, row["trace_id"])) is not None]
-        analysis_store.replace_analyses(db, analyst.analyse_traces(traces),
+        tables = trace_store.read_trace_tables(db, [row["trace_id"] for row in chunk])
+        analysis_store.replace_analyses(db, analyst.analyse_tables(*tables),
                                         {row["trace_id"]: row["ingested_at"] for row in chunk})
         done = start + len(chunk)
         if progress:

@@ -4,7 +4,8 @@ Why a process: the analysis (app/domain/analysis.py) is Python from end to end, 
 it would hold the GIL every other request needs, so a million-event trace's analysis would stall every label save
 for its whole length, and a request of 1,000 rollouts would analyse on the core that parses and stores it. In a
 process of its own it runs on the other core while the server goes on. Traces travel to it in pieces of at most
-PIECE_EVENTS events, so no single pickling holds the GIL for long either. When the worker cannot be had (it died,
+PIECE_EVENTS events, so no single pickling holds the GIL for long either; stored traces analysed again travel as
+the Arrow tables DuckDB reads them into, and the worker rebuilds them (analyse_tables). When the worker cannot be had (it died,
 or processes cannot be started here), the analysis runs in the calling thread: slower for others, never lost.
 """
 
@@ -17,7 +18,10 @@ import uuid
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+import pyarrow as pa
+
 from app.domain.analysis import analyse
+from app.store.traces import traces_from_tables
 
 PIECE_EVENTS = 20_000  # events (and as many edges) per piece sent to the worker
 PARENT_CHECK_S = 1.0  # how often the worker looks whether the server that started it is still there
@@ -25,12 +29,30 @@ log = logging.getLogger("orchestrace")
 
 _lock = threading.Lock()
 _pool: ProcessPoolExecutor | None = None
-_received: dict[str, list[dict]] = {}  # in the worker: traces arriving piece by piece, by request
+_received: dict[str, list | dict] = {}  # in the worker: traces (or tables) arriving piece by piece, by request
 
 
 def analyse_traces(traces: list[dict]) -> dict[str, dict]:
     """{trace id: analyse(trace)} of every trace, made in the worker process (or here, failing that)."""
     return start(traces)()
+
+
+def analyse_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> dict[str, dict]:
+    """analyse_traces of stored traces given as read_trace_tables reads them: the worker rebuilds the traces from
+    the tables as well, so this process neither builds an event dict nor holds the GIL for it (the tables travel
+    in slices of PIECE_EVENTS rows: pickling Arrow copies buffers)."""
+    try:
+        pool = _worker()
+        key = uuid.uuid4().hex
+        futures = [pool.submit(_receive_table, key, "heads", heads)]
+        for name, table in (("events", events), ("edges", edges)):
+            futures += [pool.submit(_receive_table, key, name, table.slice(lo, PIECE_EVENTS))
+                        for lo in range(0, table.num_rows, PIECE_EVENTS)]
+        futures.append(pool.submit(_analyse_tables_received, key))
+        return futures[-1].result()
+    except (BrokenProcessPool, OSError, RuntimeError) as exc:
+        _discard(exc)
+        return _here(traces_from_tables(heads, events, edges))
 
 
 def start(traces: list[dict]):
@@ -98,6 +120,17 @@ def _receive(key: str, traces: list[dict], name: str | None = None, items: list 
 
 def _analyse_received(key: str) -> dict[str, dict]:
     return _here(_received.pop(key))
+
+
+def _receive_table(key: str, name: str, part) -> None:
+    """In the worker: the heads, or a slice of the events or edges table, of a read_trace_tables batch."""
+    _received.setdefault(key, {"heads": [], "events": [], "edges": []})[name].append(part)
+
+
+def _analyse_tables_received(key: str) -> dict[str, dict]:
+    parts = _received.pop(key)
+    heads = [head for chunk in parts["heads"] for head in chunk]
+    return _here(traces_from_tables(heads, *(pa.concat_tables(parts[name]) for name in ("events", "edges"))))
 
 
 def _worker() -> ProcessPoolExecutor:

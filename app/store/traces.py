@@ -6,6 +6,9 @@ import json
 import math
 from dataclasses import dataclass
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from app.domain.audit import RULES
 from app.domain.jsontext import loads
 from app.store.db import Database, iso_utc
@@ -287,21 +290,25 @@ def trace_exists(db: Database, trace_id: str) -> bool:
     return db.scalar("SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id]) > 0
 
 
+HEAD_SELECT = "SELECT trace_id, task_id, system, topology, rewards, costs, metrics FROM traces"
+
+
 def read_trace(db: Database, trace_id: str) -> dict | None:
     """The trace as ingested: same keys, values, events and edges in their original order."""
-    head = db.fetchone(
-        "SELECT trace_id, task_id, system, topology, rewards, costs, metrics FROM traces WHERE trace_id = ?",
-        [trace_id],
-    )
+    head = db.fetchone(HEAD_SELECT + " WHERE trace_id = ?", [trace_id])
     if head is None:
         return None
+    with paused_gc():  # millions of new dicts, no cycles (see gcpause)
+        return _assemble(head, read_events(db, trace_id), read_edges(db, trace_id))
+
+
+def _assemble(head: dict, events: list[dict], edges: list[dict]) -> dict:
+    """A trace as ingested from its `traces` row and its rebuilt events and edges, keys in the format's order."""
     trace = {"trace_id": head["trace_id"], "task_id": head["task_id"]}
     for key in ("system", "topology"):
         if head[key] is not None:
             trace[key] = head[key]
-    with paused_gc():  # millions of new dicts, no cycles (see gcpause)
-        trace["events"] = read_events(db, trace_id)
-        trace["edges"] = read_edges(db, trace_id)
+    trace["events"], trace["edges"] = events, edges
     trace["rewards"] = json.loads(head["rewards"])
     trace["costs"] = json.loads(head["costs"])
     if head["metrics"] is not None:
@@ -309,12 +316,48 @@ def read_trace(db: Database, trace_id: str) -> dict | None:
     return trace
 
 
+def read_trace_tables(db: Database, trace_ids: list[str]) -> tuple[list[dict], pa.Table, pa.Table]:
+    """The traces' rows, and all their events and edges as Arrow tables in (trace, position) order: what
+    traces_from_tables rebuilds them from, in another process, without this one building a dict per event (the
+    server's re-analysis: reading a million events as dicts held the GIL every other request needs for seconds)."""
+    ids = sorted(trace_ids)
+    heads = db.fetchall(HEAD_SELECT + " WHERE trace_id IN (SELECT unnest(?)) ORDER BY trace_id", [ids])
+    events = db.arrow(f"SELECT trace_id, {EVENT_COLUMNS} FROM events WHERE trace_id IN (SELECT unnest(?)) "
+                      "ORDER BY trace_id, seq", [ids])
+    edges = db.arrow("SELECT trace_id, src, dst, type FROM edges WHERE trace_id IN (SELECT unnest(?)) "
+                     "ORDER BY trace_id, seq", [ids])
+    return heads, events, edges
+
+
+def traces_from_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> list[dict]:
+    """The traces as read_trace rebuilds them, from read_trace_tables' rows and tables."""
+    event_rows, edge_rows = _by_trace(events), _by_trace(edges)
+    orders: dict[str, list[str]] = {}
+    with paused_gc():
+        return [_assemble(head, [_rebuild(row, orders) for row in event_rows.get(head["trace_id"], [])],
+                          [{"src": src, "dst": dst, "type": type_}
+                           for src, dst, type_ in edge_rows.get(head["trace_id"], [])])
+                for head in heads]
+
+
+def _by_trace(table: pa.Table) -> dict[str, list[tuple]]:
+    """A table's rows (its columns but the first, trace_id) grouped by trace, in order."""
+    if not table.num_rows:
+        return {}
+    columns = [column.to_pylist() for column in table.columns[1:]]
+    rows = list(zip(*columns))
+    runs = pc.run_end_encode(table.column(0).combine_chunks())
+    out, start = {}, 0
+    for trace_id, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist()):
+        out[trace_id] = rows[start:end]
+        start = end
+    return out
+
+
 # The key order is JSON text, parsed once per distinct order (see _rebuild): events share a few orders.
-EVENT_SELECT = """
-    SELECT event_id, t, t_is_int, type, agent, role, from_agent, to_agent, tool, content_ref, trusted,
-           extra, key_order
-    FROM events
-"""
+EVENT_COLUMNS = """event_id, t, t_is_int, type, agent, role, from_agent, to_agent, tool, content_ref, trusted,
+           extra, key_order"""
+EVENT_SELECT = f"SELECT {EVENT_COLUMNS} FROM events"
 
 
 def _rebuild(row: tuple, orders: dict[str, list[str]]) -> dict:
