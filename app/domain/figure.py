@@ -333,14 +333,19 @@ def bundle_traces(bundles: list[tuple], row_y: list[float]) -> list[dict]:
     return traces
 
 
-def exact_traces(events: list[dict], edges: list[dict], lane_of: dict[str, int]) -> tuple[list[dict], dict]:
+def exact_traces(events: list[dict], edges: list[dict], lane_of: dict[str, int],
+                 lanes_in_view: tuple[float, float] | None = None) -> tuple[list[dict], dict]:
     """A window's events (window_events rows) and edges (window_edges rows) drawn one by one, and where each
-    event sits: {seq, id, x, y} lists for selection."""
+    event sits: {seq, id, x, y} lists for selection. Given the lanes in view (first, last), only edges with an
+    end on one of them: the others only cross the view, by the thousand over a wide role."""
     events = [e for e in events if e["owner"] in lane_of]  # a focus leaves some lanes out
     x = [e["t"] for e in events]
     y = [lane_of[e["owner"]] for e in events]
-    traces = _line_traces((e["type"], e["src_t"], lane_of[e["src_owner"]], e["dst_t"], lane_of[e["dst_owner"]])
-                          for e in edges if e["src_owner"] in lane_of and e["dst_owner"] in lane_of)
+    first, last = lanes_in_view or (-math.inf, math.inf)
+    ends = ((e, lane_of.get(e["src_owner"]), lane_of.get(e["dst_owner"])) for e in edges)
+    traces = _line_traces((e["type"], e["src_t"], src, e["dst_t"], dst) for e, src, dst in ends
+                          if src is not None and dst is not None
+                          and (first - 0.5 <= src <= last + 0.5 or first - 0.5 <= dst <= last + 0.5))
     traces += _event_traces(events, x, y, [e["seq"] for e in events])
     return traces, {"seq": [e["seq"] for e in events], "id": [e["id"] for e in events], "x": x, "y": y}
 

@@ -158,7 +158,7 @@ def _window(db: Database, cache: TraceCache, viewer: str | None, trace_id: str, 
     count = lod_store.window_count(db, trace_id, t0, t1)
     if count <= EXACT_LIMIT:
         traces, events = exact_traces(lod_store.window_events(db, trace_id, t0, t1),
-                                      lod_store.window_edges(db, trace_id, t0, t1), lane_of)
+                                      lod_store.window_edges(db, trace_id, t0, t1), lane_of, lanes_in_view)
         if values is not None:
             events["values"] = [values[seq] for seq in events["seq"]]
         return {"mode": "exact", "traces": traces, "events": events, "count": count, "window": [t0, t1]}

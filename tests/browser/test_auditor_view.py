@@ -166,6 +166,13 @@ def test_find_shows_the_agents_own_lane_then_who_it_talks_to(page, live_server, 
         return {value: i < 0 ? null : ya.tickvals[i], range: ya.range, shapes: gd._fullLayout.shapes.length}; }""", agent)
     assert lane["value"] is not None, lane  # its own lane, labelled in bold
     assert min(lane["range"]) < lane["value"] < max(lane["range"]) and lane["shapes"] == 1, lane
+    crossing = page.evaluate("""() => { const gd = document.getElementById("graph"), [a, b] = gd._fullLayout.yaxis.range;
+        const lo = Math.min(a, b), hi = Math.max(a, b), inView = (y) => y >= lo && y <= hi;
+        let n = 0;
+        gd.data.filter((t) => t.meta && t.meta.kind === "edge").forEach((t) => {
+            for (let i = 0; i + 1 < t.y.length; i += 3) if (!inView(t.y[i]) && !inView(t.y[i + 1])) n += 1; });
+        return n; }""")
+    assert crossing == 0  # an edge drawn one by one has an end on a lane in view
     expect(page).to_have_url(re.compile(rf"[?&]expand={LARGEST_ROLE}"))
     expect(page.locator("#agent-focus")).to_contain_text(agent)
     shot(page, "found")
