@@ -52,8 +52,8 @@ export function renderLegend(lod) {
   notes.textContent = lod
     ? "Binned: a mark is the events of a lane (or band of lanes) in a time bucket, its area by their number, its "
       + "colour the most common type; click one to zoom to it. An edge line bundles edges between two rows: the "
-      + "wider and darker, the more edges (1, up to 10, up to 100, more). Grey bars: agent lifetimes; a role's "
-      + "band tells its agents and events on hover."
+      + "wider and darker, the more edges (1, up to 10, up to 100, more). Grey bars: agent lifetimes; hover a role's "
+      + "label (or its band, away from marks) for its agents, events and active time."
     : "Each mark is an event; lines are edges; grey bars are agent lifetimes.";
   marks.replaceChildren(list, notes);
 }
