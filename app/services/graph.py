@@ -66,8 +66,9 @@ def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | No
             skeleton, owners, owner_events = _skeleton(db, cache, trace_id, version)
             payload = build_overview(trace_id, skeleton, owners, n_events, group, expand, collapse, keep, owner_events)
             t0, t1 = lod_store.time_span(db, trace_id)
-            payload.update(_window(db, cache, None, trace_id, version, (group, expand, collapse, keep), t0, t1, None,
-                                   px, None))
+            window = _window(db, cache, None, trace_id, version, (group, expand, collapse, keep), t0, t1, None, px, None)
+            # the frame stays "bins"; its first window may be drawn event by event when a focus keeps few events
+            payload.update(window, mode="bins", window_mode=window["mode"])
             return orjson.dumps(payload)
         trace = {"trace_id": trace_id, "events": trace_store.read_event_cores(db, trace_id),
                  "edges": trace_store.read_edges(db, trace_id)}
@@ -155,9 +156,10 @@ def _window(db: Database, cache: TraceCache, viewer: str | None, trace_id: str, 
     values = overlay_channel(db, cache, viewer, trace_id, channel) if channel else None
     if channel and values is None:
         raise ValueError(f"trace '{trace_id}' has no numeric channel '{channel}'")
-    count = lod_store.window_count(db, trace_id, t0, t1)
+    kept = None if layout[3] is None else list(lane_of)  # a focus: only its lanes' events count and are drawn
+    count = lod_store.window_count(db, trace_id, t0, t1, kept)
     if count <= EXACT_LIMIT:
-        traces, events = exact_traces(lod_store.window_events(db, trace_id, t0, t1),
+        traces, events = exact_traces(lod_store.window_events(db, trace_id, t0, t1, kept),
                                       lod_store.window_edges(db, trace_id, t0, t1), lane_of, lanes_in_view)
         if values is not None:
             events["values"] = [values[seq] for seq in events["seq"]]

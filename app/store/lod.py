@@ -73,9 +73,17 @@ def time_span(db: Database, trace_id: str) -> tuple[float, float]:
     return db.execute("SELECT min(t), max(t) FROM events WHERE trace_id = ?", [trace_id]).fetchone()
 
 
-def window_count(db: Database, trace_id: str, t0: float, t1: float) -> int:
-    """How many events fall in [t0, t1]. Needs fill_lod."""
-    return db.scalar("SELECT count(*) FROM lod_events WHERE trace_id = ? AND t BETWEEN ? AND ?", [trace_id, t0, t1])
+def window_count(db: Database, trace_id: str, t0: float, t1: float, owners: list[str] | None = None) -> int:
+    """How many events fall in [t0, t1] (on the lanes of `owners` only, when given). Needs fill_lod."""
+    if owners is None:
+        return db.scalar("SELECT count(*) FROM lod_events WHERE trace_id = ? AND t BETWEEN ? AND ?",
+                         [trace_id, t0, t1])
+    cur = db.cursor()
+    with registered(cur, "kept_owners", owner=owners):
+        return db.execute("""
+            SELECT count(*) FROM lod_events WHERE trace_id = $trace AND t BETWEEN $t0 AND $t1
+            AND owner IN (SELECT owner FROM kept_owners)""", {"trace": trace_id, "t0": t0, "t1": t1},
+            cur=cur).fetchone()[0]
 
 
 LOD_KEPT = "SELECT count(*) FROM (SELECT 1 FROM lod_events WHERE trace_id = ? LIMIT 1)"
@@ -152,15 +160,24 @@ def edge_bundles(db: Database, trace_id: str, rows: dict[str, int], t0: float, t
              "limit": limit, "first": first, "last": last}, cur=cur).fetchall()
 
 
-def window_events(db: Database, trace_id: str, t0: float, t1: float) -> list[dict]:
-    """The events of [t0, t1] with their lane owner and seq, in trace order (a window small enough to draw).
-    Needs fill_lod."""
-    return db.fetchall("""
-        SELECT o.seq, o.owner, e.event_id AS id, e.t, e.type, e.agent, e.role, e.tool, e.content_ref, e.trusted
-        FROM (SELECT seq, owner FROM lod_events WHERE trace_id = $trace AND t BETWEEN $t0 AND $t1) o
-        JOIN (SELECT * FROM events WHERE trace_id = $trace AND t BETWEEN $t0 AND $t1) e USING (seq)
-        ORDER BY o.seq""",
-        {"trace": trace_id, "t0": t0, "t1": t1})
+WINDOW_EVENTS = """
+    SELECT o.seq, o.owner, e.event_id AS id, e.t, e.type, e.agent, e.role, e.tool, e.content_ref, e.trusted
+    FROM (SELECT seq, owner FROM lod_events WHERE trace_id = $trace AND t BETWEEN $t0 AND $t1 {kept}) o
+    JOIN (SELECT * FROM events WHERE trace_id = $trace AND t BETWEEN $t0 AND $t1) e USING (seq)
+    ORDER BY o.seq"""
+
+
+def window_events(db: Database, trace_id: str, t0: float, t1: float, owners: list[str] | None = None) -> list[dict]:
+    """The events of [t0, t1] (on the lanes of `owners` only, when given) with their lane owner and seq, in trace
+    order (a window small enough to draw). Needs fill_lod."""
+    params = {"trace": trace_id, "t0": t0, "t1": t1}
+    if owners is None:
+        return db.fetchall(WINDOW_EVENTS.format(kept=""), params)
+    cur = db.cursor()
+    with registered(cur, "kept_owners", owner=owners):
+        rows = db.execute(WINDOW_EVENTS.format(kept="AND owner IN (SELECT owner FROM kept_owners)"), params, cur=cur)
+        keys = [column[0] for column in rows.description]
+        return [dict(zip(keys, row)) for row in rows.fetchall()]
 
 
 def window_edges(db: Database, trace_id: str, t0: float, t1: float) -> list[dict]:

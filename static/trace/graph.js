@@ -116,7 +116,12 @@ export async function draw(fit = {}) {
   state.payload = await response.json();
   state.lod = state.payload.mode === "bins";
   state.seqOf = new Map(); state.idOf = new Map(); state.posOf = new Map(); hoverOf = new Map();
-  state.windowAnswer = state.lod ? {mode: "bins", traces: state.payload.traces, count: state.payload.count, window: state.payload.window} : null;
+  state.windowAnswer = state.lod ? {mode: state.payload.window_mode, traces: state.payload.traces, events: state.payload.events,
+                                     count: state.payload.count, window: state.payload.window} : null;
+  if (state.lod && state.windowAnswer.mode === "exact") {  // a focus on few lanes: their events, one by one
+    const e = state.windowAnswer.events;
+    learnEvents(e.id, e.seq, e.x, e.y);
+  }
   if (!state.lod) learnEvents(state.payload.event_ids, state.payload.event_ids.map((_, seq) => seq), state.payload.positions.x, state.payload.positions.y);
   const layout = state.payload.figure.layout;
   const tall = layout.height;

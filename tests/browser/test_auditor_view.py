@@ -179,6 +179,7 @@ def test_find_shows_the_agents_own_lane_then_who_it_talks_to(page, live_server, 
     page.locator("#agent-focus button[data-show=talks]").click()
     expect(page.locator("#agent-focus button[data-show=talks]")).to_have_attribute("aria-pressed", "true", timeout=30_000)
     expect(page).to_have_url(re.compile(rf"[?&]focus={agent}&show=talks"))
+    expect(page.locator("#graph-status")).to_contain_text("each drawn")  # its few lanes' events, one by one
     labels = page.evaluate("document.getElementById('graph')._fullLayout.yaxis.ticktext")
     assert 2 <= len(labels) < 20 and any(agent in label for label in labels), labels
     assert any(label.startswith("manager-") for label in labels), labels  # the manager that spawned it
