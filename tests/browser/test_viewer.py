@@ -184,7 +184,7 @@ def test_filter_list_by_text_and_topology(page, live_server, ingest):
 def test_injected_strings_stay_text(page, live_server, ingest, csp):
     """Every string of the trace is a payload; with the CSP off, escaping alone must keep them inert."""
     ingest(INJECTION)
-    page.goto(live_server + "/")
+    page.goto(live_server + "/?reward=" + quote("<b>team</b>"))  # its channel a column, among the module's traces
     row = page.locator('#trace-table tr[data-trace-id="injection-001"]')
     expect(row).to_be_visible()
     expect(row).to_contain_text(SCRIPT)
