@@ -377,15 +377,17 @@ def test_make_demo_installs_only_what_serving_needs_and_takes_the_port_asked():
         pytest.skip("make is not installed")
     root = Path(__file__).resolve().parent.parent
 
+    clean = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # under make test
+
     def dry(*args, env=None) -> str:
-        return subprocess.run([make, "-n", "-B", *args], cwd=root, capture_output=True, text=True, check=True,
-                              env=env).stdout
+        return subprocess.run([make, "-n", "-B", "--no-print-directory", *args], cwd=root, capture_output=True,
+                              text=True, check=True, env=env or clean).stdout
 
     plan = dry("demo")
     assert "pip install" in plan and "[test]" not in plan and "harbor" not in plan
     assert plan.strip().splitlines()[-1].endswith("--port 8000")
     assert dry("demo", "PORT=8100").strip().splitlines()[-1].endswith("--port 8100")
-    assert dry("demo", env=os.environ | {"ORCHESTRACE_PORT": "8123"}).strip().splitlines()[-1].endswith("--port 8123")
+    assert dry("demo", env=clean | {"ORCHESTRACE_PORT": "8123"}).strip().splitlines()[-1].endswith("--port 8123")
     assert "[test]" in dry("install")
 
 

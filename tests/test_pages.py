@@ -12,6 +12,8 @@ from fastapi.testclient import TestClient
 from app.domain.figure import build_figure, concurrency, spawn_tree
 from app.main import create_app
 from app.services import accounts
+
+ROOT = Path(__file__).resolve().parent.parent
 from app.settings import Settings
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
@@ -223,9 +225,14 @@ def test_hover_text_and_labels_are_escaped():
     trace["events"][0]["agent"] = "<script>x()</script>"
     trace["events"][0]["content_ref"] = "<img src=x onerror=y()>"
     figure = build_figure(trace)
-    text = json.dumps(figure)
-    assert "<script>" not in text and "<img" not in text
-    assert "&lt;script&gt;" in text
+    drawn = json.dumps([figure["figure"], figure["lane_labels"], [lane["label"] for lane in figure["lanes"]]])
+    assert "<script>" not in drawn and "<img" not in drawn  # what plotly renders as HTML: hover text, labels
+    assert "&lt;script&gt;" in drawn
+    # The raw name stays only where the page matches agents (find, focus): as data it never writes as HTML
+    assert figure["lanes"][figure["lane_of"]["<script>x()</script>"]]["agent"] == "<script>x()</script>"
+    scripts = [path for path in (ROOT / "static").rglob("*.js") if "vendor" not in path.parts]
+    assert scripts and not [p.name for p in scripts if re.search(r"innerHTML|insertAdjacentHTML|outerHTML\s*=",
+                                                               p.read_text())]
 
 
 def test_concurrency_counts_agents_alive_at_once():
