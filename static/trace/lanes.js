@@ -231,6 +231,8 @@ export function initLanes() {
     draw();
   });
   if (scroller) scroller.addEventListener("scroll", scrollLanes);
-  window.addEventListener("resize", syncLaneScroll);
+  // after plotly's own responsive resize, which sizes the plot area the scrollbar sits beside
+  let resized = null;
+  window.addEventListener("resize", () => { clearTimeout(resized); resized = setTimeout(syncLaneScroll, 300); });
   saveView();
 }

@@ -148,9 +148,16 @@ def test_expanding_the_largest_role_labels_every_lane_in_view_within_the_edge_bu
     assert_within_budget(page)
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s['width']}x{s['height']}")
-def test_find_shows_the_agents_own_lane_then_who_it_talks_to(page, live_server, big, size):
-    page.set_viewport_size(size)
+def shot_at_both_sizes(page, name: str) -> None:
+    """The screenshot at each size, the view kept (a second load of the 100,000-event trace costs ~20 s)."""
+    for size in (SIZES[1], SIZES[0]):  # back at the size the test runs at
+        page.set_viewport_size(size)
+        page.wait_for_timeout(800)  # plotly's responsive relayout
+        shot(page, name)
+
+
+def test_find_shows_the_agents_own_lane_then_who_it_talks_to(page, live_server, big):
+    page.set_viewport_size(SIZES[0])
     open_as(page, live_server, BIG)
     agent = "executor-101"
     items = httpx.get(f"{live_server}/api/traces/{BIG}/search", params={"q": agent}).json()["items"]
@@ -175,7 +182,7 @@ def test_find_shows_the_agents_own_lane_then_who_it_talks_to(page, live_server, 
     assert crossing == 0  # an edge drawn one by one has an end on a lane in view
     expect(page).to_have_url(re.compile(rf"[?&]expand={LARGEST_ROLE}"))
     expect(page.locator("#agent-focus")).to_contain_text(agent)
-    shot(page, "found")
+    shot_at_both_sizes(page, "found")
     page.locator("#agent-focus button[data-show=talks]").click()
     expect(page.locator("#agent-focus button[data-show=talks]")).to_have_attribute("aria-pressed", "true", timeout=30_000)
     expect(page).to_have_url(re.compile(rf"[?&]focus={agent}&show=talks"))
