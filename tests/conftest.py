@@ -137,6 +137,28 @@ def db(app) -> Database:
     return app.state.db
 
 
+LAB_PASSWORD = "correct horse battery staple"
+
+
+@contextmanager
+def lab_clients(tmp_path, roles: dict[str, str]):
+    """A server that requires accounts, with a user of each name and role, and a client per user sending their
+    token; closed after."""
+    from app.services import accounts
+
+    app = create_app(Settings(db=tmp_path / "lab.duckdb", auth="required"))
+    clients = {}
+    for name, role in roles.items():
+        accounts.add_user(app.state.db, name, role, LAB_PASSWORD)
+        token = accounts.create_token(app.state.db, name, "test")
+        clients[name] = TestClient(app, base_url=BASE_URL, headers={"Authorization": f"Bearer {token}"})
+    try:
+        yield clients
+    finally:
+        app.state.live.close()
+        app.state.db.close()
+
+
 def post_json(client, payload, **params):
     return client.post("/api/traces", content=json.dumps(payload), params=params,
                        headers={"Content-Type": "application/json"})

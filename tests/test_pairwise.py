@@ -5,15 +5,10 @@ the choice, an admin adjudicates a disputed pair, and the preference export pars
 import json
 
 import pytest
-from conftest import BASE_URL, make_trace, post_json
-from fastapi.testclient import TestClient
+from conftest import lab_clients, make_trace, post_json
 
 from app.domain import preference
-from app.main import create_app
-from app.services import accounts
-from app.settings import Settings
 
-PASSWORD = "correct horse battery staple"
 # Rollouts by task: three of `sum`, two of `pair`, one of `solo` (a group of one compares nothing). The answer of
 # each is its last aggregate's; r3's keeps none, so the export names it by its id.
 ROLLOUTS = {"r1": ("sum", {"summary": "the sum is 42"}), "r2": ("sum", {"content": {"output": "42, I think"}}),
@@ -31,18 +26,10 @@ def rollout(trace_id: str) -> dict:
 @pytest.fixture
 def lab(tmp_path):
     """An admin and two reviewers, each with a client sending their token, over six rollouts of three tasks."""
-    app = create_app(Settings(db=tmp_path / "lab.duckdb", auth="required"))
-    for name, role in (("ada", "admin"), ("rita", "reviewer"), ("rob", "reviewer")):
-        accounts.add_user(app.state.db, name, role, PASSWORD)
-    clients = {}
-    for name in ("ada", "rita", "rob"):
-        token = accounts.create_token(app.state.db, name, "test")
-        clients[name] = TestClient(app, base_url=BASE_URL, headers={"Authorization": f"Bearer {token}"})
-    for trace_id in ROLLOUTS:
-        assert post_json(clients["ada"], rollout(trace_id)).status_code == 201
-    yield clients
-    app.state.live.close()
-    app.state.db.close()
+    with lab_clients(tmp_path, {"ada": "admin", "rita": "reviewer", "rob": "reviewer"}) as clients:
+        for trace_id in ROLLOUTS:
+            assert post_json(clients["ada"], rollout(trace_id)).status_code == 201
+        yield clients
 
 
 def make_queue(client, **changes):

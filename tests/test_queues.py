@@ -2,31 +2,16 @@
 label through `next` with overlap and blindness, progress and agreement follow, and an admin adjudicates."""
 
 import pytest
-from conftest import BASE_URL, make_trace, post_json
-from fastapi.testclient import TestClient
-
-from app.main import create_app
-from app.services import accounts
-from app.settings import Settings
-
-PASSWORD = "correct horse battery staple"
+from conftest import lab_clients, make_trace, post_json
 
 
 @pytest.fixture
 def lab(tmp_path):
     """An admin and two reviewers, each with a client sending their token, over two small traces."""
-    app = create_app(Settings(db=tmp_path / "lab.duckdb", auth="required"))
-    for name, role in (("ada", "admin"), ("rita", "reviewer"), ("rob", "reviewer")):
-        accounts.add_user(app.state.db, name, role, PASSWORD)
-    clients = {}
-    for name in ("ada", "rita", "rob"):
-        token = accounts.create_token(app.state.db, name, "test")
-        clients[name] = TestClient(app, base_url=BASE_URL, headers={"Authorization": f"Bearer {token}"})
-    for trace_id in ("q1", "q2"):
-        assert post_json(clients["ada"], make_trace(trace_id)).status_code == 201
-    yield clients
-    app.state.live.close()
-    app.state.db.close()
+    with lab_clients(tmp_path, {"ada": "admin", "rita": "reviewer", "rob": "reviewer"}) as clients:
+        for trace_id in ("q1", "q2"):
+            assert post_json(clients["ada"], make_trace(trace_id)).status_code == 201
+        yield clients
 
 
 def make_queue(client, **changes):

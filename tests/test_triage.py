@@ -6,12 +6,7 @@ import copy
 import re
 
 import pytest
-from conftest import BASE_URL, csrf_token, make_trace, post_json
-from fastapi.testclient import TestClient
-
-from app.main import create_app
-from app.services import accounts
-from app.settings import Settings
+from conftest import csrf_token, lab_clients, make_trace, post_json
 
 
 def broken() -> dict:
@@ -81,27 +76,20 @@ def test_a_mark_is_checked_field_by_field(client):
 
 @pytest.fixture
 def lab(tmp_path):
-    app = create_app(Settings(db=tmp_path / "lab.duckdb", auth="required"))
-    tokens = {}
-    for name, role in {"vic": "viewer", "rita": "reviewer", "ada": "admin"}.items():
-        accounts.add_user(app.state.db, name, role, "correct horse battery")
-        tokens[name] = {"Authorization": f"Bearer {accounts.create_token(app.state.db, name, 'test')}"}
-    with TestClient(app, base_url=BASE_URL) as client:
-        yield client, tokens
+    with lab_clients(tmp_path, {"vic": "viewer", "rita": "reviewer", "ada": "admin"}) as clients:
+        yield clients
 
 
 def test_reviewers_and_admins_mark_viewers_read(lab):
-    client, tokens = lab
-    assert client.post("/api/traces", json=broken(), headers=tokens["ada"]).status_code == 201
-    found = client.get("/api/traces/audited/findings", headers=tokens["vic"]).json()["findings"]
+    assert post_json(lab["ada"], broken()).status_code == 201
+    found = lab["vic"].get("/api/traces/audited/findings").json()["findings"]
     url = f"/api/traces/audited/findings/{found[0]['id']}/mark"
-    assert client.post(url, json={"mark": "reviewed"}, headers=tokens["vic"]).status_code == 403
-    by_rita = client.post(url, json={"mark": "reviewed"}, headers=tokens["rita"])
+    assert lab["vic"].post(url, json={"mark": "reviewed"}).status_code == 403
+    by_rita = lab["rita"].post(url, json={"mark": "reviewed"})
     assert by_rita.status_code == 201 and by_rita.json()["mark"]["by"] == "rita"
-    by_ada = client.post(url, json={"mark": "accepted_risk"}, headers=tokens["ada"])
+    by_ada = lab["ada"].post(url, json={"mark": "accepted_risk"})
     assert by_ada.status_code == 201 and by_ada.json()["mark"]["by"] == "ada"
-    impostor = client.post(url, json={"mark": "reviewed", "reviewer": "ada"}, headers=tokens["rita"])
-    assert impostor.status_code == 403
+    assert lab["rita"].post(url, json={"mark": "reviewed", "reviewer": "ada"}).status_code == 403  # not as another
 
 
 def test_the_page_groups_by_rule_and_agent_and_marks_a_whole_group(client):
