@@ -4,24 +4,23 @@ from fastapi import APIRouter, Query, Request
 
 from app.services import diff as diff_service
 from app.web.access import AnyViewer
-from app.web.apidoc import COUNT, NUMBER, OBJECT, READ_REFUSALS, TEXT, TEXTS, object_schema, reply
+from app.web.apidoc import COUNT, MAYBE_TEXT, NUMBER, OBJECT, READ_REFUSALS, TEXT, TEXTS, object_schema, reply
 from app.web.deps import CacheDep, DbDep
 from app.web.render import is_htmx, render
 
 router = APIRouter()
 
-MAYBE_ID = {"type": ["string", "null"]}
-OP = object_schema({"op": {"enum": ["same", "changed", "only_a", "only_b"]}, "a": MAYBE_ID, "b": MAYBE_ID},
+OP = object_schema({"op": {"enum": ["same", "changed", "only_a", "only_b"]}, "a": MAYBE_TEXT, "b": MAYBE_TEXT},
                    "op", "a", "b")
 DIFF = object_schema({
     "a": TEXT, "b": TEXT,
     "agents": object_schema({"only_a": TEXTS, "only_b": TEXTS, "both": {"type": "array", "items": object_schema(
         {"a": TEXT, "b": TEXT, "by": {"enum": ["name", "tree"]}}, "a", "b", "by")}}, "only_a", "only_b", "both"),
     "lanes": {"type": "array", "items": object_schema({
-        "agent": TEXT, "agent_a": MAYBE_ID, "agent_b": MAYBE_ID,
+        "agent": TEXT, "agent_a": MAYBE_TEXT, "agent_b": MAYBE_TEXT,
         "match": {"enum": ["name", "tree", "only_a", "only_b"]}, "ops": {"type": "array", "items": OP}},
         "agent", "ops")},
-    "first_divergence": object_schema({"a": MAYBE_ID, "b": MAYBE_ID}, "a", "b"),
+    "first_divergence": object_schema({"a": MAYBE_TEXT, "b": MAYBE_TEXT}, "a", "b"),
     "summary": object_schema({"agents_a": COUNT, "agents_b": COUNT, "matched_by_name": COUNT,
                               "matched_by_tree": COUNT, "only_a": COUNT, "only_b": COUNT, "steps": OBJECT,
                               "similarity": NUMBER, "identical": {"type": "boolean"}}),

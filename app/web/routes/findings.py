@@ -14,6 +14,7 @@ from app.web.access import AnyViewer, Reviewer
 from app.web.apidoc import (
     COUNT,
     FIELD_ERROR,
+    MAYBE_TEXT,
     NOT_JSON,
     READ_REFUSALS,
     TEXT,
@@ -30,7 +31,6 @@ from app.web.security import acting_reviewer
 
 router = APIRouter()
 
-MAYBE_TEXT = {"type": ["string", "null"]}
 MARK = {"type": ["object", "null"], "properties": {"mark": {"enum": list(MARKS)}, "note": TEXT, "by": MAYBE_TEXT,
                                                    "at": TEXT}}
 FINDING = object_schema({"id": TEXT, "rule": TEXT, "severity": {"enum": list(SEVERITIES)}, "agent": MAYBE_TEXT,
