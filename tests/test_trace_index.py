@@ -9,6 +9,7 @@ from conftest import make_trace, post_json
 
 from app.domain.audit import audit
 from app.services import analysis
+from app.store import traces as trace_store
 from app.store.db import Database
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
@@ -85,3 +86,25 @@ def test_the_migration_fills_the_rows_of_the_traces_already_stored(client, db):
     db.execute("DELETE FROM schema_migrations WHERE version = 21")
     assert db.migrate(MIGRATIONS) == ["0021_typed_corpus_index.sql"]
     assert stored_index(db) == expected_index(traces)
+
+
+def test_the_list_columns_migration_copies_each_traces_json(client, db):
+    traces = [late("a", metrics={"task_success": 0.5}), make_trace("b", rewards={"team": 1, "x": 0.125})]
+    post_json(client, traces)
+    db.execute("CREATE TABLE measures_0023 AS SELECT * EXCLUDE (rewards_json, costs_json, metrics_json) "
+               "FROM trace_measures")  # the table as 0021 made it
+    db.execute("DROP TABLE trace_measures")
+    db.execute("ALTER TABLE measures_0023 RENAME TO trace_measures")
+    db.execute("DELETE FROM schema_migrations WHERE version = 24")
+    assert db.migrate(MIGRATIONS) == ["0024_trace_list_columns.sql"]
+    assert stored_index(db) == expected_index(traces)
+    assert db.execute("SELECT trace_id, rewards_json, costs_json, metrics_json FROM trace_measures ORDER BY 1")\
+        .fetchall() == db.execute("SELECT trace_id, rewards, costs, metrics FROM traces ORDER BY 1").fetchall()
+
+
+def test_a_page_of_the_list_says_what_each_traces_summary_says(client, db):
+    post_json(client, [late("a", rewards={"team": 0.5}), make_trace("b", rewards={"team": 2, "x": 0.125}),
+                       make_trace("c", costs={"tokens": 2**60, "wall_clock_s": 1.5}, metrics={"steps": 3})])
+    items, total = trace_store.list_traces(db, sort="-reward:team")
+    assert (total, [item["trace_id"] for item in items]) == (3, ["b", "c", "a"])
+    assert items == [trace_store.read_trace_summary(db, item["trace_id"]) for item in items]

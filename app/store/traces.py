@@ -29,16 +29,14 @@ TRACE_SORTS = ("trace_id", "task_id", "system", "topology", "events", "edges", "
                "ingested_at", "critical_path_steps", "parallelism_speedup", "max_concurrency", "errors", "warnings")
 
 
-TRACE_COLUMNS = """
-    t.trace_id, task_id, system, topology, rewards, costs, t.metrics,
-    n_events AS events, n_edges AS edges, n_agents AS agents, tokens, wall_clock_s, t.ingested_at"""
-METRIC_COLUMNS = "m.critical_path_steps, m.parallelism_speedup, m.max_concurrency, m.errors, m.warnings"
-TRACE_SUMMARY_COLUMNS = TRACE_COLUMNS + ", " + METRIC_COLUMNS + " "
-
-
-# Stored analysis columns, present once a trace has been analysed (analysis.ensure_analysis).
-METRICS_JOIN = " LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id AND m.ingested_at = t.ingested_at "
-TRACE_FROM = " FROM traces t" + METRICS_JOIN
+# A trace's summary: its row and its stored analysis (present once analysed), as a page of the list shows it.
+TRACE_SUMMARY = """
+    SELECT t.trace_id, task_id, system, topology, rewards, costs, t.metrics, n_events AS events, n_edges AS edges,
+           n_agents AS agents, tokens, wall_clock_s, t.ingested_at, m.critical_path_steps, m.parallelism_speedup,
+           m.max_concurrency, m.errors, m.warnings
+    FROM traces t LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id AND m.ingested_at = t.ingested_at
+    WHERE t.trace_id = ?
+"""
 
 
 REWARD_SORT_PREFIX = "reward:"
@@ -59,20 +57,21 @@ class TraceFilters:
     ranges: tuple[tuple[str, float | None, float | None], ...] = ()
 
 
-# What the corpus pages filter, sort and chart on, kept typed by index_traces so that no view reads every trace's
+# What the corpus pages filter, sort, show and chart on, kept typed by index_traces so that no view reads every trace's
 # rewards JSON or every finding, or joins every trace to its analysis: a row per trace with its sort keys (the
-# analysis's NULL until it is stored), its rewards and its findings by rule (the list filters and sorts, a chart pairs
-# two measures of a trace and the audit page reads a trace's counts, in one row), and each reward channel's value as a
-# row (a range of a channel, sorted by it, reads that channel's rows alone).
+# analysis's NULL until it is stored), its rewards and its findings by rule (the list filters, sorts and shows a page
+# from it alone, a chart pairs two measures of a trace and the audit page reads a trace's counts, in one row), and each
+# reward channel's value as a row (a channel's extent reads that channel's rows alone).
 INDEX_TABLES = ("trace_measures", "trace_rewards")
-# The same SQL filled the tables for the traces stored before them (migrations/0021).
+# The same SQL filled the tables for the traces stored before them (migrations/0021, 0024).
 INDEX_MEASURES = """
     INSERT INTO trace_measures
     SELECT t.trace_id, t.task_id, t.system, t.topology, t.n_events, t.n_edges, t.n_agents, t.tokens, t.wall_clock_s,
            t.ingested_at, m.critical_path_steps, m.parallelism_speedup, m.max_concurrency, m.errors, m.warnings,
            m.infos, TRY_CAST(t.rewards AS MAP(VARCHAR, DOUBLE)),
-           CASE WHEN m.trace_id IS NOT NULL THEN coalesce(f.rules, MAP {}::MAP(VARCHAR, INTEGER)) END
-    FROM traces t""" + METRICS_JOIN + """
+           CASE WHEN m.trace_id IS NOT NULL THEN coalesce(f.rules, MAP {}::MAP(VARCHAR, INTEGER)) END,
+           t.rewards, t.costs, t.metrics
+    FROM traces t LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id AND m.ingested_at = t.ingested_at
     LEFT JOIN (SELECT trace_id, map(list(rule ORDER BY rule), list(n ORDER BY rule)) AS rules
                FROM (SELECT trace_id, rule, count(*)::INTEGER AS n FROM audit_findings
                      WHERE trace_id IN (SELECT trace_id FROM indexed_ids) GROUP BY ALL)
@@ -99,7 +98,7 @@ def index_traces(cur, trace_ids: list[str]) -> None:
         execute(cur, INDEX_REWARDS)
 
 
-# The filters on a trace's own row of trace_measures (`x`).
+# The filters on a trace's row of trace_measures (`x`).
 TRACE_FILTER = """
     WHERE (?::VARCHAR IS NULL OR x.topology = ?)
       AND (?::VARCHAR IS NULL OR x.system = ?)
@@ -108,56 +107,27 @@ TRACE_FILTER = """
            OR contains(lower(x.system), lower(?)))
       AND (?::VARCHAR IS NULL OR map_contains(x.rules, ?))
 """
-# The traces with a channel's reward in a range, with it as `value`.
-REWARD_ROWS = "(SELECT trace_id, value FROM trace_rewards WHERE channel = ?{bounds})"
 
 
 def _where(filters: TraceFilters) -> tuple[str, list]:
-    """The WHERE clause of the filters on a trace's row ("" when none filters) and its parameters (a range's key is
-    a column's name, never user text)."""
-    ranges = [(key, low, high) for key, low, high in filters.ranges if not key.startswith(REWARD_SORT_PREFIX)]
+    """The WHERE clause of the filters on a trace's row ("" when none filters) and its parameters: a range's key is
+    a column's name, never user text; a reward range's channel is read from the row's map of rewards (which has the
+    channels index_traces made rows of, with the same values)."""
     texts = (filters.topology, filters.system, filters.task, filters.q, filters.finding)
-    if not ranges and all(text is None for text in texts):
+    if not filters.ranges and all(text is None for text in texts):
         return "", []
     sql, params = TRACE_FILTER, [value for value, uses in zip(texts, (2, 2, 2, 4, 2)) for _ in range(uses)]
-    for key, low, high in ranges:
+    for key, low, high in filters.ranges:
+        channel = key.removeprefix(REWARD_SORT_PREFIX) if key.startswith(REWARD_SORT_PREFIX) else None
+        value, value_params = ("x.rewards[?]", [channel]) if channel is not None else (f"x.{key}", [])
         if low is None and high is None:  # no bound: the traces with the value at all
-            sql += f" AND x.{key} IS NOT NULL"
+            sql += f" AND {value} IS NOT NULL"
+            params += value_params
         for bound, comparison in ((low, ">="), (high, "<")):
             if bound is not None:
-                sql += f" AND x.{key} {comparison} ?"
-                params.append(bound)
+                sql += f" AND {value} {comparison} ?"
+                params += value_params + [bound]
     return sql, params
-
-
-def _hits(filters: TraceFilters, key: str) -> tuple[str, list]:
-    """The SELECT of the traces matching the filters with their sort key (`trace_id`, `sort_key`; `key` from
-    parse_sort) and its parameters, from the traces' rows of trace_measures (`x`) and a relation of the traces in
-    each reward range, joined; a reward range alone, sorted by its channel or the id, reads that channel's rows
-    alone."""
-    ranged, relations = [], []  # the reward ranges' keys, and their relations (SQL, parameters) in that order
-    for name, low, high in filters.ranges:
-        if name.startswith(REWARD_SORT_PREFIX):
-            bounds = [(bound, comparison) for bound, comparison in ((low, ">="), (high, "<")) if bound is not None]
-            ranged.append(name)
-            relations.append((REWARD_ROWS.format(bounds="".join(f" AND value {c} ?" for _, c in bounds)),
-                              [name.removeprefix(REWARD_SORT_PREFIX)] + [bound for bound, _ in bounds]))
-    where, params = _where(filters)
-    named = list(enumerate(relations))
-    if where or key not in ("trace_id", *ranged) or not relations:
-        base, sql, sql_params = "x", " FROM trace_measures x", []
-    else:  # the first range is the base
-        base, sql, sql_params, named = "r0", f" FROM {relations[0][0]} r0", list(relations[0][1]), named[1:]
-    for n, (relation, relation_params) in named:
-        sql += f" JOIN {relation} r{n} ON r{n}.trace_id = {base}.trace_id"
-        sql_params += relation_params
-    if key in ranged:  # the range's rows hold the value
-        sort_key, sort_params = f"r{ranged.index(key)}.value", []
-    elif key.startswith(REWARD_SORT_PREFIX):
-        sort_key, sort_params = "x.rewards[?]", [key.removeprefix(REWARD_SORT_PREFIX)]
-    else:
-        sort_key, sort_params = f"{base}.{key}", []
-    return f"SELECT {base}.trace_id, {sort_key} AS sort_key{sql}{where}", sort_params + sql_params + params
 
 
 def parse_filters(topology=None, system=None, task=None, q=None, finding=None, ranges=()) -> TraceFilters:
@@ -206,17 +176,19 @@ def _summary(row: dict) -> dict:
     return row
 
 
-# One page of the list and how many traces match, in one statement so that the filters run once: the matching traces'
-# ids and sort keys are kept (`hits`), counted, and cut to the page; only then are the page's columns read and its
-# stored analysis joined (a join of every trace to its analysis costs more than the rest of the list). An empty page
-# is one row of NULLs with the count.
+# One page of the list and how many traces match, in one statement (one snapshot), both from the traces' rows of
+# trace_measures alone: DuckDB sorts the matching rows' keys and then fetches the page's rows only (its late
+# materialization of a top-N over one table), where a join of the page's ids to other tables scanned them whole. An
+# empty page is one row of NULLs with the count.
 TRACE_PAGE = """
-    WITH hits AS MATERIALIZED ({hits}),
-    page AS (SELECT trace_id, sort_key FROM hits ORDER BY sort_key {order} NULLS LAST, trace_id LIMIT ? OFFSET ?)
     SELECT c.total, p.* EXCLUDE (sort_key)
-    FROM (SELECT count(*) AS total FROM hits) c
-    LEFT JOIN (SELECT {columns}, page.sort_key, {metrics} FROM page JOIN traces t ON t.trace_id = page.trace_id{join}) p
-           ON true
+    FROM (SELECT count(*) AS total FROM trace_measures x{where}) c
+    LEFT JOIN (SELECT x.trace_id, x.task_id, x.system, x.topology, x.rewards_json AS rewards, x.costs_json AS costs,
+                      x.metrics_json AS metrics, x.events, x.edges, x.agents, x.tokens, x.wall_clock_s, x.ingested_at,
+                      x.critical_path_steps, x.parallelism_speedup, x.max_concurrency, x.errors, x.warnings,
+                      {sort_key} AS sort_key
+               FROM trace_measures x{where}
+               ORDER BY sort_key {order} NULLS LAST, x.trace_id LIMIT ? OFFSET ?) p ON true
     ORDER BY p.sort_key {order} NULLS LAST, p.trace_id
 """
 
@@ -225,10 +197,14 @@ def list_traces(db: Database, filters: TraceFilters = TraceFilters(), sort="trac
                 limit=50, offset=0) -> tuple[list[dict], int]:
     """One page of trace summaries and the number of traces matching the filters (see parse_sort)."""
     key, descending = parse_sort(sort)
-    hits, params = _hits(filters, key)
+    where, params = _where(filters)
+    if key.startswith(REWARD_SORT_PREFIX):
+        sort_key, sort_params = "x.rewards[?]", [key.removeprefix(REWARD_SORT_PREFIX)]
+    else:
+        sort_key, sort_params = f"x.{key}", []
     order = "DESC" if descending else "ASC"
-    rows = db.fetchall(TRACE_PAGE.format(hits=hits, order=order, columns=TRACE_COLUMNS, metrics=METRIC_COLUMNS,
-                                         join=METRICS_JOIN), params + [limit, offset])
+    rows = db.fetchall(TRACE_PAGE.format(where=where, sort_key=sort_key, order=order),
+                       params + sort_params + params + [limit, offset])
     total = rows[0]["total"]  # on every row; an empty page is one row of NULLs
     for row in rows:
         del row["total"]
@@ -236,7 +212,7 @@ def list_traces(db: Database, filters: TraceFilters = TraceFilters(), sort="trac
 
 
 def read_trace_summary(db: Database, trace_id: str) -> dict | None:
-    row = db.fetchone("SELECT" + TRACE_SUMMARY_COLUMNS + TRACE_FROM + "WHERE t.trace_id = ?", [trace_id])
+    row = db.fetchone(TRACE_SUMMARY, [trace_id])
     return _summary(row) if row else None
 
 
