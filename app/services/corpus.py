@@ -15,6 +15,11 @@ def reward_channels(db: Database, cache: TraceCache) -> list[str]:
                               lambda: trace_store.reward_channels(db))
 
 
+def trace_facets(db: Database, cache: TraceCache) -> dict:
+    """The systems and topologies across stored traces (read once per corpus version)."""
+    return cache.get_or_build(("trace facets", trace_store.corpus_version(db)), lambda: trace_store.trace_facets(db))
+
+
 def with_analyses(db: Database, cache: TraceCache, name: str, build: Callable[[], object]):
     """What `build` makes of the traces and their stored analyses (the dashboard's figures, the audit's totals by
     rule), kept per version of both."""

@@ -97,13 +97,15 @@ def measure_bins(db: Database, keys: list[str], plots: list[tuple]) -> list[dict
 
 def counts_by(db: Database, column: str) -> list[dict]:
     """Traces per value of `column` (system or topology: a constant, never user text), most first."""
-    return db.fetchall(f"SELECT {column} AS value, count(*) AS n FROM traces GROUP BY ALL ORDER BY n DESC, value")
+    return db.fetchall(f"SELECT {column} AS value, count(*) AS n FROM trace_measures GROUP BY ALL "
+                       "ORDER BY n DESC, value")
 
 
 # Sort keys of the audit table besides a rule's name (its findings in the trace).
 AUDIT_SORTS = {"trace_id": "trace_id", "error": "errors", "warning": "warnings", "info": "infos"}
-# The audited traces: those with a stored analysis, whose `rules` are never NULL.
-AUDIT_PAGE = "SELECT trace_id, errors, warnings, infos, rules FROM trace_measures WHERE rules IS NOT NULL " \
+# The audited traces: those with a stored analysis, whose severity totals (and `rules`) are never NULL; told by a
+# total, a column of integers, rather than by the maps (testing every trace's map read them all).
+AUDIT_PAGE = "SELECT trace_id, errors, warnings, infos, rules FROM trace_measures WHERE errors IS NOT NULL " \
              "ORDER BY {key} {order}, trace_id {order} LIMIT ? OFFSET ?"
 
 
@@ -116,7 +118,7 @@ def audit_page(db: Database, sort: str, limit: int, offset: int) -> tuple[list[d
     rows = db.fetchall(AUDIT_PAGE.format(key=AUDIT_SORTS.get(key, "coalesce(rules[?], 0)"), order=order),
                        rule + [limit, offset])
     return ([{"trace_id": r["trace_id"], "error": r["errors"], "warning": r["warnings"], "info": r["infos"],
-              "rules": r["rules"]} for r in rows], db.scalar("SELECT count(rules) FROM trace_measures"))
+              "rules": r["rules"]} for r in rows], db.scalar("SELECT count(errors) FROM trace_measures"))
 
 
 RULE_COUNTS = "(SELECT unnest(map_keys(rules)) AS rule, unnest(map_values(rules)) AS n FROM trace_measures)"

@@ -10,6 +10,7 @@ from app.web.access import AnyViewer
 from app.web.apidoc import COUNT, INVALID, OBJECT, READ_REFUSALS, TEXT, TEXTS, object_schema, reply
 from app.web.deps import DbDep
 from app.web.render import render
+from app.web.responses import JsonBody
 
 router = APIRouter(tags=["ingest log"])
 
@@ -38,7 +39,7 @@ def read_ingest_log(db: DbDep, endpoint: str | None = None, trace_id: str | None
     """Receipts, newest first: what came, what was used, duplicates, what was skipped and why; each names at most
     100 traces per list (`created_count` and the others say how many in all: the receipt's route names every one)."""
     items, total = log_store.list_ingest_log(db, limit, offset, endpoint, trace_id, outcome, API_TRACES_SHOWN)
-    return {"items": items, "total": total}
+    return JsonBody({"items": items, "total": total})  # JSON values already: no encoder walks thousands of ids
 
 
 @router.get("/api/ingest-log/{receipt_id}", dependencies=[AnyViewer], responses=READ_REFUSALS | {
@@ -48,7 +49,7 @@ def read_receipt(receipt_id: str, db: DbDep):
     receipt = log_store.read_receipt(db, receipt_id)
     if receipt is None:
         raise HTTPException(404, f"no receipt with id '{receipt_id}'")
-    return receipt
+    return JsonBody(receipt)
 
 
 @router.get("/ingest-log", dependencies=[AnyViewer], include_in_schema=False)

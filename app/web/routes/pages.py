@@ -80,7 +80,7 @@ def trace_list_context(db, cache, asked: dict, sort, page, reviewer=None) -> dic
             "filtered": filters != trace_store.TraceFilters(), "rules": AUDIT_RULES,
             "ranges": [{"text": text, "key": key, "low": low, "high": high, "others": texts[:i] + texts[i + 1:]}
                        for i, (text, (key, low, high)) in enumerate(zip(texts, filters.ranges))],
-            "facets": trace_store.trace_facets(db) | {"reward_channels": channels},
+            "facets": corpus.trace_facets(db, cache) | {"reward_channels": channels},
             "shown_channels": shown_channels(channels, asked.get("rewards") or [], items, sort),
             "labelled": label_store.label_progress(db, reviewer, ids),
             "receiving": live_store.receiving_trace_ids(db, ids)}
