@@ -134,10 +134,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=DEFAULT_N, help="rollouts in all")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_N:,} rollouts")
+    parser.add_argument("--keep", type=Path, help="a folder to leave the store in (to profile pages on it again "
+                                                  "without ingesting N rollouts anew); a temporary one by default")
     args = parser.parse_args()
     n = QUICK_N if args.quick else args.n
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url = start_server(Path(tmp) / "corpus.duckdb")
+        folder = args.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        proc, url = start_server(folder / "corpus.duckdb")
         try:
             seconds, events = ingest_upto(url, 0, SMALL_N)
             label(url)
