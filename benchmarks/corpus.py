@@ -22,9 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.ingest import get, post, start_server  # noqa: E402
-
 from app.domain.generate import generate_swarm  # noqa: E402
+from benchmarks.ingest import get, post, start_server  # noqa: E402
 
 DEFAULT_N = 100_000
 QUICK_N = 3_000
