@@ -105,3 +105,14 @@ def test_stored_traces_travel_as_tables_and_are_rebuilt_and_analysed_by_the_work
     assert analyst.analyse_tables(*tables) == expected([trace_store.read_trace(db, i) for i in ids])
     monkeypatch.setattr(analyst, "_worker", lambda: (_ for _ in ()).throw(OSError("no processes here")))
     assert analyst.analyse_tables(*tables) == expected(sent)
+
+
+def test_pieces_travel_as_json_text_unless_it_might_read_back_otherwise():
+    sent = traces()  # make_trace's has a null
+    assert isinstance(analyst._packed(sent), bytes)
+    assert analyst._unpacked(analyst._packed(sent)) == sent
+    for odd in (2**70, float("nan"), float("inf"), "\ud800"):
+        trace = make_trace("odd-value")
+        trace["events"][0]["note"] = odd
+        assert analyst._packed([trace])[0] is trace  # pickled as it is
+        assert analyst.analyse_traces([trace]) == expected([trace])

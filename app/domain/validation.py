@@ -321,7 +321,7 @@ def _plain(events: list[dict]) -> bool:
         return False
     finally:
         inner[0] = None
-    return b"null" not in written or _finite_throughout(list(chain.from_iterable(map(dict.values, events))))
+    return b"null" not in written or finite_throughout(list(chain.from_iterable(map(dict.values, events))))
 
 
 def _wrapping() -> tuple[list, list]:
@@ -337,7 +337,7 @@ def _wrapping() -> tuple[list, list]:
         return outer, inner
 
 
-def _finite_throughout(values: list) -> bool:
+def finite_throughout(values: list) -> bool:
     """True when every float in these values, and in all they hold, is finite: a level at a time."""
     while values:
         types = list(map(type, values))

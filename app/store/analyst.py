@@ -4,8 +4,10 @@ Why a process: the analysis (app/domain/analysis.py) is Python from end to end, 
 it would hold the GIL every other request needs, so a million-event trace's analysis would stall every label save
 for its whole length, and a request of 1,000 rollouts would analyse on the core that parses and stores it. In a
 process of its own it runs on the other core while the server goes on. Traces travel to it in pieces of at most
-PIECE_EVENTS events, so no single pickling holds the GIL for long either; stored traces analysed again travel as
-the Arrow tables DuckDB reads them into, and the worker rebuilds them (analyse_tables). When the worker cannot be had (it died,
+PIECE_EVENTS events, so no single pickling holds the GIL for long either; a piece goes as its JSON text, which
+orjson writes ten times faster than pickle writes the dicts (1,000 rollouts: 45 ms against 0.5 s of the server's
+core), and msgspec reads back in the worker. Stored traces analysed again travel as the Arrow tables DuckDB reads
+them into, and the worker rebuilds them (analyse_tables). When the worker cannot be had (it died,
 or processes cannot be started here), the analysis runs in the calling thread: slower for others, never lost.
 """
 
@@ -18,18 +20,23 @@ import uuid
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+import msgspec
+import orjson
 import pyarrow as pa
 
 from app.domain.analysis import analyse
+from app.domain.validation import finite_throughout
 from app.store.traces import traces_from_tables
 
 PIECE_EVENTS = 20_000  # events (and as many edges) per piece sent to the worker
+_JSON_NULL = b"null"  # in a piece's text: maybe a float that is not finite (see _packed)
 PARENT_CHECK_S = 1.0  # how often the worker looks whether the server that started it is still there
 log = logging.getLogger("orchestrace")
 
 _lock = threading.Lock()
 _pool: ProcessPoolExecutor | None = None
 _received: dict[str, list | dict] = {}  # in the worker: traces (or tables) arriving piece by piece, by request
+_DECODER = msgspec.json.Decoder()
 
 
 def analyse_traces(traces: list[dict]) -> dict[str, dict]:
@@ -87,7 +94,7 @@ def _send(traces: list[dict]) -> list[Future]:
     def flush() -> None:
         nonlocal batch, size
         if batch:
-            futures.append(pool.submit(_receive, key, batch))
+            futures.append(pool.submit(_receive, key, _packed(batch)))
         batch, size = [], 0
 
     for trace in traces:
@@ -99,7 +106,7 @@ def _send(traces: list[dict]) -> list[Future]:
             for name in ("events", "edges"):
                 items = trace[name]
                 for lo in range(0, len(items), PIECE_EVENTS):
-                    futures.append(pool.submit(_receive, key, [], name, items[lo:lo + PIECE_EVENTS]))
+                    futures.append(pool.submit(_receive, key, [], name, _packed(items[lo:lo + PIECE_EVENTS])))
             continue
         if size + n > PIECE_EVENTS:
             flush()
@@ -110,12 +117,27 @@ def _send(traces: list[dict]) -> list[Future]:
     return futures
 
 
-def _receive(key: str, traces: list[dict], name: str | None = None, items: list | None = None) -> None:
+def _packed(items: list) -> bytes | list:
+    """The items as JSON text, or as they are (pickled) when that text would not read back equal: orjson refuses
+    integers past 64 bits, lone surrogates and nesting past its depth, and writes a float that is not finite as
+    null (searched for only when the text has a null)."""
+    try:
+        text = orjson.dumps(items)
+    except orjson.JSONEncodeError:
+        return items
+    return items if _JSON_NULL in text and not finite_throughout(items) else text
+
+
+def _unpacked(items: bytes | list) -> list:
+    return _DECODER.decode(items) if isinstance(items, bytes) else items
+
+
+def _receive(key: str, traces: bytes | list[dict], name: str | None = None, items: bytes | list | None = None) -> None:
     """In the worker: whole traces, or more `name` items (events, edges) of the last trace received."""
     received = _received.setdefault(key, [])
-    received += traces
+    received += _unpacked(traces)
     if name is not None:
-        received[-1][name].extend(items)
+        received[-1][name].extend(_unpacked(items))
 
 
 def _analyse_received(key: str) -> dict[str, dict]:
