@@ -232,6 +232,39 @@ def test_a_trace_without_its_root_span_is_built_once_batches_pause_and_stays_rec
     assert client.get("/api/traces/nope/live").status_code == 404
 
 
+def test_a_run_still_receiving_is_rebuilt_no_sooner_than_its_last_build_allows(client, app, monkeypatch):
+    """A run exporting for an hour is not rebuilt whole after each batch (work growing with the square of its
+    length): a rebuild waits REBUILD_SPACING times the last build's length; the build after the root span does not."""
+    monkeypatch.setattr("app.services.live.BUILD_DELAY_S", 0.05)
+    monkeypatch.setattr("app.services.live.REBUILD_SPACING", 10_000)
+    live = LiveTraces(app.state.db)
+    builds = []
+    build = live.build
+    monkeypatch.setattr(live, "build", lambda *key: builds.append(key) or build(*key))
+
+    def built(n: int) -> None:
+        deadline = time.monotonic() + 10
+        while len(builds) < n or live._busy:
+            assert time.monotonic() < deadline, f"build {n} never ran"
+            time.sleep(0.02)
+
+    doc = json.loads(OTLP.read_text())
+    spans = sorted(spans_of(doc), key=lambda s: int(s["endTimeUnixNano"]))
+    third = len(spans) // 3
+    try:
+        live.receive_otlp(keeping(doc, spans[:third]), Receipt("POST /v1/traces", "otlp/json", "spans"))
+        built(1)
+        live.receive_otlp(keeping(doc, spans[third:2 * third]), Receipt("POST /v1/traces", "otlp/json", "spans"))
+        time.sleep(0.5)
+        assert len(builds) == 1
+        live.receive_otlp(keeping(doc, spans[2 * third:]), Receipt("POST /v1/traces", "otlp/json", "spans"))
+        built(2)
+    finally:
+        live.close()
+    assert builds[0] == builds[1]
+    assert client.get(f"/api/traces/{whole()['trace_id']}").json() == whole()
+
+
 def test_the_decompressed_size_is_what_the_limit_applies_to(tmp_path):
     from fastapi.testclient import TestClient
 

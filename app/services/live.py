@@ -5,7 +5,8 @@ Each batch keeps only the spans (or SDK records) not received before, as one par
 retried batch adds nothing. A trace is built from its parts, and stored replacing its previous version,
 by one builder thread: at once when its root span arrives (the run has ended), otherwise once batches
 pause for `BUILD_DELAY_S`, so a long stream of batches costs one build, not one per batch, and no
-exporter waits for a build (a large one would pass its timeout). Until its root span arrives a trace
+exporter waits for a build (a large one would pass its timeout). A run still receiving is rebuilt whole, so its
+rebuilds are spaced by REBUILD_SPACING times the last one's length. Until its root span arrives a trace
 is "receiving"; until the build after it, "building".
 
 Builds keep the content the spans carried unless the server's content policy (`ORCHESTRACE_CONTENT`) is `hash`.
@@ -52,6 +53,14 @@ OTLP, AGENTS = "otlp", "openai_agents"
 # own): held under this source until a run of those agents is built, which takes them in.
 CREATED = "otlp_created"
 BUILD_DELAY_S = 1.0
+# A rebuild of a run still receiving starts no sooner after the last one ended than this many times as long as that
+# one took. An exporter sending every few seconds (the BatchSpanProcessor's 5 s) would otherwise set off a build of
+# the whole run so far after each batch: work growing with the square of the run's length, and builds back to back
+# once one takes longer than the pause between batches. Spaced, rebuilds take at most 1 / (1 + REBUILD_SPACING) of the
+# builder's time, the run's view lagging by about that many build times. The build once its root span arrives waits
+# for nothing.
+REBUILD_SPACING = 4
+SPACED_TRACES = 1000  # traces whose next rebuild's earliest start is kept, the latest built
 # A file store's server is its only writer, so it keeps the ids received for the traces batches came for
 # lately, and a batch need not look them up in the database (3-4 ms a batch). On a lake, other instances
 # add ids too: every batch looks them up.
@@ -93,6 +102,8 @@ class LiveTraces:
         self.content_policy = content_policy
         self._due: dict[tuple[str, str], float] = {}  # trace -> when to build it (monotonic seconds)
         self._asked: dict[tuple[str, str], float] = {}  # trace -> when a batch last asked for its build
+        self._spaced: set[tuple[str, str]] = set()  # traces whose due build is a rebuild while receiving
+        self._not_before: OrderedDict[tuple[str, str], float] = OrderedDict()  # trace -> its next rebuild's start
         self._busy = 0  # builds running
         self._seen: OrderedDict[tuple[str, str], set[str]] | None = None if db.is_lake else OrderedDict()
         self._read: OrderedDict[tuple[str, str], list[list]] | None = None if db.is_lake else OrderedDict()
@@ -492,11 +503,29 @@ class LiveTraces:
             self._forget_read([(source, source_trace) for source_trace in source_traces])
 
     def _schedule(self, key: tuple[str, str], delay: float) -> None:
-        """Build `key` after `delay` seconds without further batches of it (0: as soon as the builder can)."""
+        """Build `key` after `delay` seconds without further batches of it, and not before REBUILD_SPACING allows
+        (0: as soon as the builder can)."""
         with self._changed:
             now = time.monotonic()
-            self._due[key], self._asked[key] = now + delay, now
+            if delay:
+                self._spaced.add(key)
+                self._due[key] = max(now + delay, self._not_before.get(key, now))
+            else:
+                self._spaced.discard(key)
+                self._due[key] = now
+            self._asked[key] = now
             self._changed.notify_all()
+
+    def _space(self, key: tuple[str, str], began: float) -> None:
+        """After a build of `key` that began at `began`: when its next rebuild may start, and a rebuild that a batch
+        asked for meanwhile moved to then. Under `_changed`."""
+        ended = time.monotonic()
+        self._not_before[key] = ended + REBUILD_SPACING * (ended - began)
+        self._not_before.move_to_end(key)
+        while len(self._not_before) > SPACED_TRACES:
+            self._not_before.popitem(last=False)
+        if key in self._due and key in self._spaced:
+            self._due[key] = max(self._due[key], self._not_before[key])
 
     def _settled(self, source: str, members: list[str], started: float) -> None:
         """Drop the builds still due of the other live traces of a run just built, asked for before it read their
@@ -507,6 +536,7 @@ class LiveTraces:
                 if key in self._due and self._asked.get(key, started) < started:
                     del self._due[key]
                     self._asked.pop(key, None)
+                    self._spaced.discard(key)
 
     def _work(self) -> None:
         """The builder thread: builds each trace when it is due, one at a time."""
@@ -520,15 +550,18 @@ class LiveTraces:
                     if ready:
                         key = min(ready, key=self._due.__getitem__)
                         del self._due[key]
+                        self._spaced.discard(key)
                         self._busy += 1
                         break
                     self._changed.wait(min(self._due.values()) - now if self._due else None)
+            began = time.monotonic()
             try:
                 self.build(*key)
             except Exception:  # even marking it failed failed (the database): the builder goes on, the log says why
                 log.exception("building live trace %s/%s failed", *key)
             finally:
                 with self._changed:
+                    self._space(key, began)
                     self._busy -= 1
                     self._changed.notify_all()
 
