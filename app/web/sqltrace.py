@@ -4,26 +4,46 @@ with their number and total time, and a page lists them, each with its time, at 
 
 import html
 
-from fastapi import Request
+from starlette.datastructures import Headers, QueryParams
 from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.store.sql import traced_statements
 
 TRACE_PARAM = "_trace"
 
 
-async def sql_trace(request: Request, call_next):
-    if not request.app.state.settings.trace_sql or request.query_params.get(TRACE_PARAM) != "1":
-        return await call_next(request)
-    with traced_statements() as statements:
-        response = await call_next(request)
-        body = b"".join([chunk async for chunk in response.body_iterator])
-    total = sum(ms for _, _, ms in statements)
-    headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
-    headers["Server-Timing"] = f'sql;dur={total:.1f};desc="{len(statements)} statements"'
-    if response.media_type == "text/html" or headers.get("content-type", "").startswith("text/html"):
-        body = body.replace(b"</body>", _listing(statements).encode() + b"</body>", 1)
-    return Response(body, status_code=response.status_code, headers=headers)
+class SQLTrace:
+    """Plain ASGI, not a BaseHTTPMiddleware (a task and a stream per request): every other request passes straight
+    through, an exporter's batches too."""
+
+    def __init__(self, app: ASGIApp, enabled: bool):
+        self.app = app
+        self.enabled = enabled
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.enabled or scope["type"] != "http" or \
+                QueryParams(scope["query_string"]).get(TRACE_PARAM) != "1":
+            await self.app(scope, receive, send)
+            return
+        head: Message = {}
+        chunks: list[bytes] = []
+
+        async def keep(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                head.update(message)
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+
+        with traced_statements() as statements:
+            await self.app(scope, receive, keep)
+        body = b"".join(chunks)
+        total = sum(ms for _, _, ms in statements)
+        headers = {k: v for k, v in Headers(raw=head["headers"]).items() if k.lower() != "content-length"}
+        headers["Server-Timing"] = f'sql;dur={total:.1f};desc="{len(statements)} statements"'
+        if headers.get("content-type", "").startswith("text/html"):
+            body = body.replace(b"</body>", _listing(statements).encode() + b"</body>", 1)
+        await Response(body, status_code=head["status"], headers=headers)(scope, receive, send)
 
 
 def _listing(statements: list) -> str:
