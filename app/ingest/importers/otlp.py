@@ -499,9 +499,11 @@ def _read_span(raw, where: tuple[str, int], odd_kinds: Counter, ids: dict[int, d
         parent = raw.get("parentSpanId")
         parent_id = _decode_id(parent, SPAN_ID_BYTES, "parentSpanId", ids) if parent else None
         start, end = raw.get("startTimeUnixNano"), raw.get("endTimeUnixNano")
-        # The common case, decimal strings, without a call.
-        start = int(start) if type(start) is str and start.isdecimal() else _timestamp(start, "startTimeUnixNano")
-        end = int(end) if type(end) is str and end.isdecimal() else _timestamp(end, "endTimeUnixNano")
+        # The common cases without a call: decimal strings (OTLP/JSON), integers (as protobuf decodes them).
+        if type(start) is not int or start < 0:
+            start = int(start) if type(start) is str and start.isdecimal() else _timestamp(start, "startTimeUnixNano")
+        if type(end) is not int or end < 0:
+            end = int(end) if type(end) is str and end.isdecimal() else _timestamp(end, "endTimeUnixNano")
         if end < start:
             raise ValueError(f"endTimeUnixNano {end} is before startTimeUnixNano {start}")
         name = raw.get("name", "")
