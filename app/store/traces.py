@@ -61,7 +61,7 @@ class TraceFilters:
 # rewards JSON or every finding, or joins every trace to its analysis: a row per trace with its sort keys (the
 # analysis's NULL until it is stored), its rewards and its findings by rule (the list filters, sorts and shows a page
 # from it alone, a chart pairs two measures of a trace and the audit page reads a trace's counts, in one row), and each
-# reward channel's value as a row (a channel's extent reads that channel's rows alone).
+# reward channel's value as a row (a range of a channel, or its extent, reads that channel's rows alone).
 INDEX_TABLES = ("trace_measures", "trace_rewards")
 # The same SQL filled the tables for the traces stored before them (migrations/0021, 0024).
 INDEX_MEASURES = """
@@ -109,25 +109,56 @@ TRACE_FILTER = """
 """
 
 
+# The traces with a channel's reward in a range, with it as `value`.
+REWARD_ROWS = "(SELECT trace_id, value FROM trace_rewards WHERE channel = ?{bounds})"
+
+
 def _where(filters: TraceFilters) -> tuple[str, list]:
-    """The WHERE clause of the filters on a trace's row ("" when none filters) and its parameters: a range's key is
-    a column's name, never user text; a reward range's channel is read from the row's map of rewards (which has the
-    channels index_traces made rows of, with the same values)."""
+    """The WHERE clause of the filters on a trace's row ("" when none filters) and its parameters (a range's key is
+    a column's name, never user text)."""
+    ranges = [(key, low, high) for key, low, high in filters.ranges if not key.startswith(REWARD_SORT_PREFIX)]
     texts = (filters.topology, filters.system, filters.task, filters.q, filters.finding)
-    if not filters.ranges and all(text is None for text in texts):
+    if not ranges and all(text is None for text in texts):
         return "", []
     sql, params = TRACE_FILTER, [value for value, uses in zip(texts, (2, 2, 2, 4, 2)) for _ in range(uses)]
-    for key, low, high in filters.ranges:
-        channel = key.removeprefix(REWARD_SORT_PREFIX) if key.startswith(REWARD_SORT_PREFIX) else None
-        value, value_params = ("x.rewards[?]", [channel]) if channel is not None else (f"x.{key}", [])
+    for key, low, high in ranges:
         if low is None and high is None:  # no bound: the traces with the value at all
-            sql += f" AND {value} IS NOT NULL"
-            params += value_params
+            sql += f" AND x.{key} IS NOT NULL"
         for bound, comparison in ((low, ">="), (high, "<")):
             if bound is not None:
-                sql += f" AND {value} {comparison} ?"
-                params += value_params + [bound]
+                sql += f" AND x.{key} {comparison} ?"
+                params.append(bound)
     return sql, params
+
+
+def _hits(filters: TraceFilters, key: str) -> tuple[str, list]:
+    """The SELECT of the traces matching the filters with their sort key (`trace_id`, `sort_key`; `key` from
+    parse_sort) and its parameters, from the traces' rows of trace_measures (`x`) and a relation of the traces in
+    each reward range, joined; a reward range alone, sorted by its channel or the id, reads that channel's rows
+    alone."""
+    ranged, relations = [], []  # the reward ranges' keys, and their relations (SQL, parameters) in that order
+    for name, low, high in filters.ranges:
+        if name.startswith(REWARD_SORT_PREFIX):
+            bounds = [(bound, comparison) for bound, comparison in ((low, ">="), (high, "<")) if bound is not None]
+            ranged.append(name)
+            relations.append((REWARD_ROWS.format(bounds="".join(f" AND value {c} ?" for _, c in bounds)),
+                              [name.removeprefix(REWARD_SORT_PREFIX)] + [bound for bound, _ in bounds]))
+    where, params = _where(filters)
+    named = list(enumerate(relations))
+    if where or key not in ("trace_id", *ranged) or not relations:
+        base, sql, sql_params = "x", " FROM trace_measures x", []
+    else:  # the first range is the base
+        base, sql, sql_params, named = "r0", f" FROM {relations[0][0]} r0", list(relations[0][1]), named[1:]
+    for n, (relation, relation_params) in named:
+        sql += f" JOIN {relation} r{n} ON r{n}.trace_id = {base}.trace_id"
+        sql_params += relation_params
+    if key in ranged:  # the range's rows hold the value
+        sort_key, sort_params = f"r{ranged.index(key)}.value", []
+    elif key.startswith(REWARD_SORT_PREFIX):
+        sort_key, sort_params = "x.rewards[?]", [key.removeprefix(REWARD_SORT_PREFIX)]
+    else:
+        sort_key, sort_params = f"{base}.{key}", []
+    return f"SELECT {base}.trace_id, {sort_key} AS sort_key{sql}{where}", sort_params + sql_params + params
 
 
 def parse_filters(topology=None, system=None, task=None, q=None, finding=None, ranges=()) -> TraceFilters:
@@ -176,19 +207,30 @@ def _summary(row: dict) -> dict:
     return row
 
 
-# One page of the list and how many traces match, in one statement (one snapshot), both from the traces' rows of
+# The page's columns, all on the trace's row of trace_measures (`x`).
+PAGE_COLUMNS = """x.trace_id, x.task_id, x.system, x.topology, x.rewards_json AS rewards, x.costs_json AS costs,
+    x.metrics_json AS metrics, x.events, x.edges, x.agents, x.tokens, x.wall_clock_s, x.ingested_at,
+    x.critical_path_steps, x.parallelism_speedup, x.max_concurrency, x.errors, x.warnings"""
+# One page of the list and how many traces match, in one statement (one snapshot), from the traces' rows of
 # trace_measures alone: DuckDB sorts the matching rows' keys and then fetches the page's rows only (its late
-# materialization of a top-N over one table), where a join of the page's ids to other tables scanned them whole. An
-# empty page is one row of NULLs with the count.
+# materialization of a top-N over one table), where a join of the page's ids to another table scans it. An empty page
+# is one row of NULLs with the count.
 TRACE_PAGE = """
     SELECT c.total, p.* EXCLUDE (sort_key)
     FROM (SELECT count(*) AS total FROM trace_measures x{where}) c
-    LEFT JOIN (SELECT x.trace_id, x.task_id, x.system, x.topology, x.rewards_json AS rewards, x.costs_json AS costs,
-                      x.metrics_json AS metrics, x.events, x.edges, x.agents, x.tokens, x.wall_clock_s, x.ingested_at,
-                      x.critical_path_steps, x.parallelism_speedup, x.max_concurrency, x.errors, x.warnings,
-                      {sort_key} AS sort_key
-               FROM trace_measures x{where}
+    LEFT JOIN (SELECT {columns}, {sort_key} AS sort_key FROM trace_measures x{where}
                ORDER BY sort_key {order} NULLS LAST, x.trace_id LIMIT ? OFFSET ?) p ON true
+    ORDER BY p.sort_key {order} NULLS LAST, p.trace_id
+"""
+# The same when a reward range filters: the matching traces' ids and sort keys (`hits`, the channels' reward rows
+# joined: cheaper than reading every trace's map of rewards twice) are kept, counted and cut to the page, whose rows
+# are then read from trace_measures.
+RANGED_PAGE = """
+    WITH hits AS MATERIALIZED ({hits}),
+    page AS (SELECT trace_id, sort_key FROM hits ORDER BY sort_key {order} NULLS LAST, trace_id LIMIT ? OFFSET ?)
+    SELECT c.total, p.* EXCLUDE (sort_key)
+    FROM (SELECT count(*) AS total FROM hits) c
+    LEFT JOIN (SELECT {columns}, page.sort_key FROM page JOIN trace_measures x ON x.trace_id = page.trace_id) p ON true
     ORDER BY p.sort_key {order} NULLS LAST, p.trace_id
 """
 
@@ -197,14 +239,17 @@ def list_traces(db: Database, filters: TraceFilters = TraceFilters(), sort="trac
                 limit=50, offset=0) -> tuple[list[dict], int]:
     """One page of trace summaries and the number of traces matching the filters (see parse_sort)."""
     key, descending = parse_sort(sort)
-    where, params = _where(filters)
-    if key.startswith(REWARD_SORT_PREFIX):
-        sort_key, sort_params = "x.rewards[?]", [key.removeprefix(REWARD_SORT_PREFIX)]
-    else:
-        sort_key, sort_params = f"x.{key}", []
     order = "DESC" if descending else "ASC"
-    rows = db.fetchall(TRACE_PAGE.format(where=where, sort_key=sort_key, order=order),
-                       params + sort_params + params + [limit, offset])
+    if any(name.startswith(REWARD_SORT_PREFIX) for name, _, _ in filters.ranges):
+        hits, params = _hits(filters, key)
+        sql, params = RANGED_PAGE.format(hits=hits, order=order, columns=PAGE_COLUMNS), params + [limit, offset]
+    else:
+        where, where_params = _where(filters)
+        sort_key, sort_params = (("x.rewards[?]", [key.removeprefix(REWARD_SORT_PREFIX)])
+                                 if key.startswith(REWARD_SORT_PREFIX) else (f"x.{key}", []))
+        sql = TRACE_PAGE.format(where=where, columns=PAGE_COLUMNS, sort_key=sort_key, order=order)
+        params = where_params + sort_params + where_params + [limit, offset]
+    rows = db.fetchall(sql, params)
     total = rows[0]["total"]  # on every row; an empty page is one row of NULLs
     for row in rows:
         del row["total"]
