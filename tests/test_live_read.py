@@ -4,14 +4,18 @@ run as its exporter sent it; parts the store would not give back as read are bui
 
 import copy
 import shutil
+from datetime import datetime
 
 import pytest
 from test_framework_fixtures import OTLP_FIXTURES, batches
+from test_store_schema import migrated_before
 
 from app.ingest.importers.otlp_protobuf import decode_request
 from app.ingest.log import Receipt
 from app.services import live as live_service
 from app.services.live import LiveTraces
+from app.settings import Settings
+from app.store import live as live_store
 from app.store import traces as trace_store
 from app.store.db import Database
 
@@ -111,3 +115,17 @@ def test_a_retried_batch_and_a_build_between_batches_keep_the_trace_whole(tmp_pa
         assert {trace_id: trace_store.read_trace(db, trace_id) for trace_id in whole} == whole
     finally:
         db.close()
+
+
+def test_parts_stored_before_0025_read_as_they_were_beside_compressed_ones(tmp_path):
+    """Migration 0025 stores a part's JSON text compressed; one stored before it is read as the text it was."""
+    db = migrated_before(tmp_path / "old.duckdb", "0025")
+    old = '{"resourceSpans": [], "name": "caf\u00e9"}'
+    db.execute("INSERT INTO live_parts VALUES ('otlp', 'ab', '2026-11-01 10:00:00', ?)", [old])
+    assert "0025_live_parts_packed.sql" in db.migrate(Settings().migrations_dir)
+    new = '{"resourceSpans":[' + ",".join(['{"name":"\u00fc \U0001f600"}'] * 50) + "]}"
+    db.write(lambda cur: live_store.insert_part(cur, "otlp", "ab", datetime(2026, 11, 1, 10, 0, 1), new))
+    assert db.execute("SELECT octet_length(body) FROM live_parts ORDER BY received_at").fetchall()[1][0] < len(new)
+    assert live_store.live_parts(db, "otlp", "ab") == [old, new]
+    assert live_store.live_parts_of_source(db, "otlp") == [("ab", old), ("ab", new)]
+    db.close()

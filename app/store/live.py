@@ -1,7 +1,7 @@
 """Live traces SQL: what exporters have sent of a run still arriving (its parts and items), and its build
 status. Functions taking `cur` run inside the caller's write transaction."""
 
-
+import zlib
 
 from app.domain.jsontext import dumps, loads
 from app.store.db import Database
@@ -31,17 +31,28 @@ def live_trace(cur, source: str, source_trace: str) -> dict | None:
     return None if row is None else dict(zip([d[0] for d in cur.description], row))
 
 
+# Parts are stored zlib-compressed at this level (migration 0025): the fastest, a 300 KB part in some 2 ms, a sixth
+# of its size, which its insert and the commit's flush no longer write.
+PACK_LEVEL = 1
+ZLIB_FIRST_BYTE = b"x"  # what zlib data starts with; a part stored before 0025 is JSON text, '{' or '['
+
+
+def _unpacked(body: bytes) -> str:
+    return (zlib.decompress(body) if body[:1] == ZLIB_FIRST_BYTE else body).decode()
+
+
 def live_parts(db: Database, source: str, source_trace: str) -> list[str]:
     """The JSON bodies of a live trace's parts, in the order they arrived."""
     rows = db.execute("SELECT body FROM live_parts WHERE source = ? AND source_trace_id = ? ORDER BY received_at",
                       [source, source_trace]).fetchall()
-    return [row[0] for row in rows]
+    return [_unpacked(row[0]) for row in rows]
 
 
 def live_parts_of_source(db: Database, source: str) -> list[tuple[str, str]]:
     """(source trace id, JSON body) of every part held under a source, in the order they arrived."""
-    return db.execute("SELECT source_trace_id, body FROM live_parts WHERE source = ? ORDER BY received_at",
+    rows = db.execute("SELECT source_trace_id, body FROM live_parts WHERE source = ? ORDER BY received_at",
                       [source]).fetchall()
+    return [(source_trace, _unpacked(body)) for source_trace, body in rows]
 
 
 def live_traces_unbuilt(db: Database) -> list[tuple[str, str]]:
@@ -77,8 +88,9 @@ def receiving_trace_ids(db: Database, trace_ids: list[str]) -> set[str]:
 
 
 def insert_part(cur, source: str, source_trace: str, received_at, body: str) -> None:
-    """Keep one batch's new items of a live trace as sent (JSON text)."""
-    execute(cur, "INSERT INTO live_parts VALUES (?, ?, ?, ?)", [source, source_trace, received_at, body])
+    """Keep one batch's new items of a live trace as sent (JSON text, stored compressed)."""
+    execute(cur, "INSERT INTO live_parts VALUES (?, ?, ?, ?)",
+            [source, source_trace, received_at, zlib.compress(body.encode(), PACK_LEVEL)])
 
 
 def insert_items(cur, source: str, source_trace: str, item_ids: list[str]) -> None:
