@@ -56,5 +56,5 @@ def insert(cur, receipt: Receipt) -> None:
         "id": uuid.uuid4().hex[:16], "received_at": utc_now(), "endpoint": receipt.endpoint, "format": receipt.format,
         "unit": receipt.unit, "received": receipt.received, "used": receipt.used, "duplicates": receipt.duplicates,
         "skipped": receipt.skipped_count, "reasons": json.dumps(receipt.reasons()),
-        "created": json.dumps(receipt.created), "extended": json.dumps(receipt.extended),
-        "repeated": json.dumps(receipt.repeated), "status": receipt.status, "error": receipt.error})
+        "created": receipt.created, "extended": receipt.extended, "repeated": receipt.repeated,
+        "status": receipt.status, "error": receipt.error})
