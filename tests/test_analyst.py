@@ -116,3 +116,15 @@ def test_pieces_travel_as_json_text_unless_it_might_read_back_otherwise():
         trace["events"][0]["note"] = odd
         assert analyst._packed([trace])[0] is trace  # pickled as it is
         assert analyst.analyse_traces([trace]) == expected([trace])
+
+
+def test_a_waiting_server_analyses_the_pieces_the_worker_has_not_begun(monkeypatch):
+    monkeypatch.setattr(analyst, "SHARE_EVENTS", 7)  # a piece per trace
+    sent = traces() * 3
+    for k, trace in enumerate(sent):
+        sent[k] = trace | {"trace_id": f"{trace['trace_id']}-{k}"}
+    analyst._worker().submit(time.sleep, 2)  # the worker is busy
+    here = []
+    monkeypatch.setattr(analyst, "_here", lambda batch: here.extend(batch) or {t["trace_id"]: analyse(t) for t in batch})
+    assert analyst.start(sent)() == expected(sent)
+    assert 0 < len(here) < len(sent)  # the last pieces here, the first ones (queued already) by the worker

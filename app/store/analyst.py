@@ -6,8 +6,11 @@ for its whole length, and a request of 1,000 rollouts would analyse on the core 
 process of its own it runs on the other core while the server goes on. Traces travel to it in pieces of at most
 PIECE_EVENTS events, so no single pickling holds the GIL for long either; a piece goes as its JSON text, which
 orjson writes ten times faster than pickle writes the dicts (1,000 rollouts: 45 ms against 0.5 s of the server's
-core), and msgspec reads back in the worker. Stored traces analysed again travel as the Arrow tables DuckDB reads
-them into, and the worker rebuilds them (analyse_tables). When the worker cannot be had (it died,
+core), and msgspec reads back in the worker. A server that has stored all else of a request and still waits takes
+back the pieces of whole traces the worker has not begun and analyses them itself: its core is idle by then (1,000
+rollouts waited about a third of their time for the worker), and a piece holds the GIL no longer than the request's
+own parsing. Stored traces analysed again travel as the Arrow tables DuckDB reads them into, and the worker rebuilds
+them (analyse_tables). When the worker cannot be had (it died,
 or processes cannot be started here), the analysis runs in the calling thread: slower for others, never lost.
 """
 
@@ -29,6 +32,9 @@ from app.domain.validation import finite_throughout
 from app.store.traces import traces_from_tables
 
 PIECE_EVENTS = 20_000  # events (and as many edges) per piece sent to the worker
+# Events and edges of whole traces analysed as one task: small enough that the worker and the server, sharing the
+# last pieces of a request, end close together; large enough that a task's round trip costs little beside it.
+SHARE_EVENTS = 2_000
 _JSON_NULL = b"null"  # in a piece's text: maybe a float that is not finite (see _packed)
 PARENT_CHECK_S = 1.0  # how often the worker looks whether the server that started it is still there
 log = logging.getLogger("orchestrace")
@@ -63,19 +69,31 @@ def analyse_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> dict
 
 
 def start(traces: list[dict]):
-    """Send the traces to the worker now; the returned function waits for their analyses."""
+    """Send the traces to the worker now; the returned function waits for their analyses. Called when this thread
+    has nothing else to do for the request, it first takes back the pieces the worker has not begun, the last
+    first, and analyses them here meanwhile (see _send)."""
     try:
-        futures = _send(traces)
+        pieces, rest = _send(traces)
     except (BrokenProcessPool, OSError, RuntimeError) as exc:
         _discard(exc)
         return lambda: _here(traces)
 
     def wait() -> dict[str, dict]:
+        analyses: dict[str, dict] = {}
         try:
-            return futures[-1].result()
+            for future, batch in reversed(pieces):
+                if not future.cancel():  # begun, or queued for the worker: so are all before it
+                    break
+                analyses |= _here(batch)
+            for future, _ in pieces:
+                if not future.cancelled():
+                    analyses |= future.result()
+            if rest:
+                analyses |= rest[-1].result()
         except BrokenProcessPool as exc:
             _discard(exc)
             return _here(traces)
+        return {trace["trace_id"]: analyses[trace["trace_id"]] for trace in traces}
 
     return wait
 
@@ -84,37 +102,39 @@ def _here(traces: list[dict]) -> dict[str, dict]:
     return {trace["trace_id"]: analyse(trace) for trace in traces}
 
 
-def _send(traces: list[dict]) -> list[Future]:
-    """Submit the traces in pieces of about PIECE_EVENTS events and edges: whole traces together, a larger trace
-    alone in slices, which the worker puts back together in order (one worker takes its tasks as they were sent)."""
+def _send(traces: list[dict]) -> tuple[list[tuple[Future, list[dict]]], list[Future]]:
+    """Submit the traces: whole ones together in pieces of about SHARE_EVENTS events and edges, each analysed as
+    one task (so that a piece the worker has not begun can be taken back), and a trace larger than PIECE_EVENTS
+    alone in slices, which the worker puts back together in order (one worker takes its tasks as they were sent)
+    and analyses last. Returns the pieces' futures with their traces, and the other futures."""
     pool = _worker()
     key = uuid.uuid4().hex
-    futures, batch, size = [], [], 0
+    pieces, rest, batch, size = [], [], [], 0
 
     def flush() -> None:
         nonlocal batch, size
         if batch:
-            futures.append(pool.submit(_receive, key, _packed(batch)))
+            pieces.append((pool.submit(_analyse_piece, _packed(batch)), batch))
         batch, size = [], 0
 
     for trace in traces:
         n = len(trace["events"]) + len(trace["edges"])
         if n > PIECE_EVENTS:
-            flush()
             head = {name: value for name, value in trace.items() if name not in ("events", "edges")}
-            futures.append(pool.submit(_receive, key, [head | {"events": [], "edges": []}]))
+            rest.append(pool.submit(_receive, key, [head | {"events": [], "edges": []}]))
             for name in ("events", "edges"):
                 items = trace[name]
                 for lo in range(0, len(items), PIECE_EVENTS):
-                    futures.append(pool.submit(_receive, key, [], name, _packed(items[lo:lo + PIECE_EVENTS])))
+                    rest.append(pool.submit(_receive, key, [], name, _packed(items[lo:lo + PIECE_EVENTS])))
             continue
-        if size + n > PIECE_EVENTS:
+        if size + n > SHARE_EVENTS:
             flush()
         batch.append(trace)
         size += n
     flush()
-    futures.append(pool.submit(_analyse_received, key))
-    return futures
+    if rest:
+        rest.append(pool.submit(_analyse_received, key))
+    return pieces, rest
 
 
 def _packed(items: list) -> bytes | list:
@@ -138,6 +158,10 @@ def _receive(key: str, traces: bytes | list[dict], name: str | None = None, item
     received += _unpacked(traces)
     if name is not None:
         received[-1][name].extend(_unpacked(items))
+
+
+def _analyse_piece(traces: bytes | list[dict]) -> dict[str, dict]:
+    return _here(_unpacked(traces))
 
 
 def _analyse_received(key: str) -> dict[str, dict]:
