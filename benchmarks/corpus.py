@@ -135,7 +135,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_N:,} rollouts")
     parser.add_argument("--keep", type=Path, help="a folder to leave the store in (to profile pages on it again "
                                                   "without ingesting N rollouts anew); a temporary one by default")
+    parser.add_argument("--again", type=Path, help="only time the pages at N again, on the store a run left in this "
+                                                   "folder (--keep): a first view is then the server's first")
     args = parser.parse_args()
+    if args.again:
+        return time_again(args.again)
     n = QUICK_N if args.quick else args.n
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
@@ -164,6 +168,25 @@ def main() -> None:
         ratio = statistics.median(big["again"]) / statistics.median(s["again"])
         print(f"{name:22} {ms(s['first']):>12} {ms(big['first']):>11} {big['first'] / s['first']:>10.1f}x "
               f"{spread(s['again']):>16} {spread(big['again']):>18} {ratio:>10.1f}x")
+
+
+def time_again(folder: Path) -> None:
+    """The pages timed again on a store a run kept (its migrations applied), with its newest queue (the sample of
+    the whole corpus); at N only: compare with a run's figures at 500."""
+    proc, url = start_server(folder / "corpus.duckdb")
+    try:
+        with urllib.request.urlopen(url + "/api/queues", timeout=PAGE_TIMEOUT_S) as response:
+            queue = json.loads(response.read())["queues"][0]["id"]  # newest first
+        with urllib.request.urlopen(url + "/api/traces?limit=1", timeout=PAGE_TIMEOUT_S) as response:
+            n = json.loads(response.read())["total"]
+        times = time_pages(url, queue)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    print(f"the pages again on the {n:,} rollouts kept in {folder}")
+    print(f"{'page':22} {'first at N':>11} {'again at N':>18}")
+    for name, page in times.items():
+        print(f"{name:22} {ms(page['first']):>11} {spread(page['again']):>18}")
 
 
 if __name__ == "__main__":
