@@ -265,6 +265,33 @@ def test_a_run_still_receiving_is_rebuilt_no_sooner_than_its_last_build_allows(c
     assert client.get(f"/api/traces/{whole()['trace_id']}").json() == whole()
 
 
+def test_a_batch_received_while_a_build_runs_leaves_the_trace_building_until_the_next(client, app, monkeypatch):
+    """A build holds the batches received before it read them: the root span arriving during it does not make the
+    trace complete with that build's stored trace, which lacks it."""
+    live = LiveTraces(app.state.db)
+    monkeypatch.setattr(live, "_schedule", lambda key, delay: None)  # builds run here, one by one
+    first, second = split(json.loads(OTLP.read_text()))
+    trace_id = whole()["trace_id"]
+    imported = live._import
+
+    def importing_while_the_root_span_arrives(*args):
+        result = imported(*args)
+        live.receive_otlp(copy.deepcopy(second), Receipt("POST /v1/traces", "otlp/json", "spans"))
+        return result
+
+    try:
+        live.receive_otlp(copy.deepcopy(first), Receipt("POST /v1/traces", "otlp/json", "spans"))
+        monkeypatch.setattr(live, "_import", importing_while_the_root_span_arrives)
+        live.build("otlp", trace_id.removeprefix("otlp-"))
+        assert live_store.live_status(app.state.db, trace_id)["status"] == "building"
+        monkeypatch.setattr(live, "_import", imported)
+        live.build("otlp", trace_id.removeprefix("otlp-"))
+        assert live_store.live_status(app.state.db, trace_id)["status"] == "complete"
+    finally:
+        live.close()
+    assert client.get(f"/api/traces/{trace_id}").json() == whole()
+
+
 def test_the_decompressed_size_is_what_the_limit_applies_to(tmp_path):
     from fastapi.testclient import TestClient
 

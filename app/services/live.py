@@ -248,7 +248,6 @@ class LiveTraces:
         received before their spawn into their root's trace."""
         if not may_replace:
             self._refuse_replacing(groups)
-        now = _now()
 
         def receive_group(cur, source: str, incoming: dict[str, _Incoming], build: bool, tally: Receipt,
                           due: dict[tuple[str, str], float], added: dict[tuple[str, str], list[str]],
@@ -312,6 +311,7 @@ class LiveTraces:
         # Parts of one trace sent to two instances at once: each takes in only the items the other has not.
         locks = [("live", source, source_trace) for source, incoming, _ in groups for source_trace in incoming]
         with self._seen_lock:
+            now = _now()  # under the lock a build reads under: a batch it does not hold is received after it read
             try:
                 tally, due, added, read, moved = self.db.write(receive, locks + [
                     ("live", cli_telemetry.CODEX, thread) for pair in adopt for thread in pair])
@@ -424,6 +424,9 @@ class LiveTraces:
         members = live_store.run_members(self.db, source, source_trace, RUN_MEMBERS) if source == OTLP \
             else [source_trace]
         with self._seen_lock:  # what the parts committed so far hold, if every member's spans were kept
+            # Marked built as of now: a batch committed while it builds leaves the trace building (it was marked
+            # complete, its stored trace lacking that batch, until the next build)
+            read_at = _now()
             read = self._forget_read([(source, member) for member in members])
         parts = None if read else self._parts(source, members)
         if not read and not parts:
@@ -433,7 +436,7 @@ class LiveTraces:
 
         def built(cur, *_) -> None:
             for member in members:
-                self._mark_built(cur, source, member, error, warnings)
+                self._mark_built(cur, source, member, error, warnings, read_at)
             if stored is not None and len(members) > 1:
                 live_store.set_live_trace_id(cur, source, members, stored)
 
@@ -461,8 +464,10 @@ class LiveTraces:
         return error
 
     @staticmethod
-    def _mark_built(cur, source: str, source_trace: str, error: str | None, warnings: list[str]) -> None:
-        live_store.mark_built(cur, source, source_trace, _now(), error, dumps(warnings))
+    def _mark_built(cur, source: str, source_trace: str, error: str | None, warnings: list[str],
+                    read_at=None) -> None:
+        """Note a build of the batches received before `read_at` (a failed build: all of them)."""
+        live_store.mark_built(cur, source, source_trace, read_at or _now(), error, dumps(warnings))
 
     def _parts(self, source: str, members: list[str]) -> list[str]:
         return [body for member in members for body in live_store.live_parts(self.db, source, member)]
