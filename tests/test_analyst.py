@@ -119,7 +119,7 @@ def test_pieces_travel_as_json_text_unless_it_might_read_back_otherwise():
 
 
 def test_a_waiting_server_analyses_the_pieces_the_worker_has_not_begun(monkeypatch):
-    monkeypatch.setattr(analyst, "SHARE_EVENTS", 7)  # a piece per trace
+    monkeypatch.setattr(analyst, "SHARE_EVENTS", 60)  # a piece per trace; the traces of 300 events are larger
     sent = traces() * 3
     for k, trace in enumerate(sent):
         sent[k] = trace | {"trace_id": f"{trace['trace_id']}-{k}"}
@@ -128,3 +128,4 @@ def test_a_waiting_server_analyses_the_pieces_the_worker_has_not_begun(monkeypat
     monkeypatch.setattr(analyst, "_here", lambda batch: here.extend(batch) or {t["trace_id"]: analyse(t) for t in batch})
     assert analyst.start(sent)() == expected(sent)
     assert 0 < len(here) < len(sent)  # the last pieces here, the first ones (queued already) by the worker
+    assert all(len(t["events"]) + len(t["edges"]) <= analyst.SHARE_EVENTS for t in here)  # larger ones: the worker's

@@ -7,11 +7,12 @@ process of its own it runs on the other core while the server goes on. Traces tr
 PIECE_EVENTS events, so no single pickling holds the GIL for long either; a piece goes as its JSON text, which
 orjson writes ten times faster than pickle writes the dicts (1,000 rollouts: 45 ms against 0.5 s of the server's
 core), and msgspec reads back in the worker. A server that has stored all else of a request and still waits takes
-back the pieces of whole traces the worker has not begun and analyses them itself: its core is idle by then (1,000
-rollouts waited about a third of their time for the worker), and a piece holds the GIL no longer than the request's
-own parsing. Stored traces analysed again travel as the Arrow tables DuckDB reads them into, and the worker rebuilds
-them (analyse_tables). When the worker cannot be had (it died,
-or processes cannot be started here), the analysis runs in the calling thread: slower for others, never lost.
+back the pieces of whole traces the worker has not begun (of SHARE_EVENTS at most: a larger trace is left to the
+worker) and analyses them itself: its core is idle by then (1,000 rollouts waited about a third of their time for
+the worker), and such a piece holds the GIL no longer than the request's own parsing. Stored traces analysed again
+travel as the Arrow tables DuckDB reads them into, and the worker rebuilds them (analyse_tables). When the worker
+cannot be had (it died, or processes cannot be started here), the analysis runs in the calling thread: slower for
+others, never lost.
 """
 
 import logging
@@ -81,11 +82,13 @@ def start(traces: list[dict]):
     def wait() -> dict[str, dict]:
         analyses: dict[str, dict] = {}
         try:
-            for future, batch in reversed(pieces):
+            for future, batch, size in reversed(pieces):
+                if size > SHARE_EVENTS:  # one trace this large: left to the worker
+                    continue
                 if not future.cancel():  # begun, or queued for the worker: so are all before it
                     break
                 analyses |= _here(batch)
-            for future, _ in pieces:
+            for future, _, _ in pieces:
                 if not future.cancelled():
                     analyses |= future.result()
             if rest:
@@ -102,11 +105,11 @@ def _here(traces: list[dict]) -> dict[str, dict]:
     return {trace["trace_id"]: analyse(trace) for trace in traces}
 
 
-def _send(traces: list[dict]) -> tuple[list[tuple[Future, list[dict]]], list[Future]]:
+def _send(traces: list[dict]) -> tuple[list[tuple[Future, list[dict], int]], list[Future]]:
     """Submit the traces: whole ones together in pieces of about SHARE_EVENTS events and edges, each analysed as
     one task (so that a piece the worker has not begun can be taken back), and a trace larger than PIECE_EVENTS
     alone in slices, which the worker puts back together in order (one worker takes its tasks as they were sent)
-    and analyses last. Returns the pieces' futures with their traces, and the other futures."""
+    and analyses last. Returns the pieces' futures with their traces and sizes, and the other futures."""
     pool = _worker()
     key = uuid.uuid4().hex
     pieces, rest, batch, size = [], [], [], 0
@@ -114,7 +117,7 @@ def _send(traces: list[dict]) -> tuple[list[tuple[Future, list[dict]]], list[Fut
     def flush() -> None:
         nonlocal batch, size
         if batch:
-            pieces.append((pool.submit(_analyse_piece, _packed(batch)), batch))
+            pieces.append((pool.submit(_analyse_piece, _packed(batch)), batch, size))
         batch, size = [], 0
 
     for trace in traces:
