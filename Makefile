@@ -2,6 +2,9 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+# uv installs the packages: pip asks the package index about each one after the other (some three minutes of round
+# trips on a new machine), uv all at once (a quarter of a minute). pip itself stays in the venv: tests build a wheel.
+UV := $(VENV)/bin/uv pip install --quiet --python $(PY)
 CKSUM := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 SERVING := $(VENV)/.serving-$(CKSUM)
 STAMP := $(VENV)/.installed-$(CKSUM)
@@ -10,16 +13,19 @@ PORT ?= $(or $(ORCHESTRACE_PORT),8000)
 
 .PHONY: demo test test-lake install chromium postgres bench clean
 
-# What serving needs, and nothing else: `make demo` on a new machine waits for no test tool. --no-compile: pip would
-# byte-compile every module of every package (half the install's time); Python compiles those it imports.
+# What serving needs, and nothing else: `make demo` on a new machine waits for no test tool. Nothing is byte-compiled
+# here (every module of every package would be); Python compiles those it imports.
 $(SERVING): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) --no-compile -e .
+	test -x $(VENV)/bin/uv || $(PIP) uv
+	$(UV) -e .
 	touch $(SERVING)
 
+# The tests start many processes, each importing the packages: every package is byte-compiled once here, as pip
+# does it (a file that does not compile is left to fail where it is imported).
 $(STAMP): $(SERVING)
-	$(PIP) --upgrade pip
-	$(PIP) -e '.[test]'
+	$(UV) -e '.[test]'
+	$(PY) -m compileall -qq -j 0 $(VENV)/lib || true
 	# harbor's ATIF models, which the ATIF tests validate exports with: harbor needs Python >= 3.12 to run, its models
 	# only pydantic, so they are installed without its dependencies (the tests skip with a reason without them)
 	$(PIP) --no-deps --ignore-requires-python harbor==0.25.0
