@@ -33,6 +33,12 @@ def test_the_worker_analyses_as_the_server_would():
     assert analyst.analyse_traces(sent) == expected(sent)
 
 
+def test_the_worker_yields_the_processor_to_the_server():
+    """A background analysis must not slow reviewers' requests on a machine of few cores: the worker runs at a
+    lower priority than the server that started it."""
+    assert analyst._worker().submit(os.nice, 0).result() == min(19, os.nice(0) + analyst.WORKER_NICENESS)  # 19: the lowest
+
+
 def test_large_requests_travel_in_pieces_and_are_put_back_together(monkeypatch):
     monkeypatch.setattr(analyst, "PIECE_EVENTS", 7)  # every trace here is several pieces
     sent = traces()

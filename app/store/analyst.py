@@ -42,6 +42,7 @@ log = logging.getLogger("orchestrace")
 
 _lock = threading.Lock()
 _pool: ProcessPoolExecutor | None = None
+WORKER_NICENESS = 10  # added to the server's: the worker runs when the server's requests leave a core free
 _received: dict[str, list | dict] = {}  # in the worker: traces (or tables) arriving piece by piece, by request
 _DECODER = msgspec.json.Decoder()
 
@@ -194,7 +195,10 @@ def _worker() -> ProcessPoolExecutor:
 
 def _follow(parent: int) -> None:
     """In the worker: end with the server that started it, even one killed with no chance to stop its pool (a
-    server's process exit stops it too; one worker serves every app the process makes, as tests make many)."""
+    server's process exit stops it too; one worker serves every app the process makes, as tests make many).
+    It yields the processor to the server (WORKER_NICENESS): a background analysis of a large trace takes a core
+    for seconds, and on a machine of two, reviewers' saves waited for it."""
+    os.nice(WORKER_NICENESS)
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_CHECK_S)
