@@ -17,8 +17,8 @@ from browser.test_lane_labels import assert_apart, label_boxes
 from browser.test_workspace import expect_workspace, open_as
 
 BIG = "auditor-swarm"
-# What the view does depends on the agents, not on the events past binning (LOD_ABOVE): tests/browser/test_lod.py
-# opens 100,000 of them; 30,000 take a third of the time here.
+# What the view does depends on the agents, not on the events past binning (LOD_ABOVE); 100,000 events took three
+# times as long here.
 EVENTS = 30_000
 SIZES = [{"width": 1440, "height": 900}, {"width": 1280, "height": 800}]
 LARGEST_ROLE = "executor"  # generate_swarm(1000, EVENTS)'s most numerous role

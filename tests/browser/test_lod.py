@@ -1,4 +1,4 @@
-"""A 100,000-event trace in Chromium (issue 15): the first view is bins, fewer marks than the plot has pixels; a
+"""A large trace in Chromium (issue 15): the first view is bins, fewer marks than the plot has pixels; a
 zoom into a narrow window draws its events one by one and a click selects one; the find box brings an agent's
 first event into view and selects it."""
 
@@ -7,14 +7,19 @@ import pytest
 from playwright.sync_api import expect
 
 from app.domain.generate import generate_swarm
+from app.services.graph import MAX_MARKS
 from browser.test_workspace import expect_workspace, open_as
 
 BIG = "big-lod"
+# Six times past binning (graph.LOD_ABOVE) and five times the marks a view may draw (graph.MAX_MARKS): what is drawn
+# no longer grows with the trace there (benchmarks/render.py times 100,000 and 1,000,000); 100,000 took three times as
+# long here.
+EVENTS = 30_000
 
 
 @pytest.fixture(scope="module")
 def big(live_server):
-    trace = generate_swarm(1000, 100_000, seed=11)
+    trace = generate_swarm(1000, EVENTS, seed=11)
     trace["trace_id"] = BIG
     response = httpx.post(f"{live_server}/api/traces", json=trace, params={"replace": "true"}, timeout=120)
     assert response.status_code == 201, response.text
@@ -40,12 +45,12 @@ def zoom_to(page, share: float, width: float) -> None:
     page.wait_for_function("() => document.getElementById('graph').dataset.windowMs !== undefined", timeout=30_000)
 
 
-def test_the_overview_of_a_hundred_thousand_events_draws_fewer_marks_than_pixels(page, live_server, big):
+def test_the_overview_of_a_large_trace_draws_fewer_marks_than_pixels(page, live_server, big):
     open_as(page, live_server, BIG, reviewer=None)
-    expect(page.locator("#graph-status")).to_contain_text("100,000 events")
+    expect(page.locator("#graph-status")).to_contain_text(f"{EVENTS:,} events")
     expect(page.locator("#graph-status")).to_contain_text("binned")
     drawn = drawn_marks(page)
-    assert 0 < drawn["marks"] < drawn["pixels"] / 16, drawn
+    assert 0 < drawn["marks"] <= MAX_MARKS and drawn["marks"] < drawn["pixels"] / 16, drawn
     # the overlay channels are listed after the graph; colouring by one colours the bins by their mean
     option = page.locator("#overlay-select option", has_text="reward (")
     expect(option).to_have_count(1)
