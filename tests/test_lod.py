@@ -149,6 +149,42 @@ def test_a_replaced_trace_is_binned_anew(client, db):
     assert db.scalar("SELECT count(*) FROM lod_edges WHERE trace_id = 'lod'") == 0
 
 
+def test_lanes_are_read_before_the_write_and_again_inside_it_only_for_a_trace_replaced_meanwhile(client, db,
+                                                                                                 monkeypatch):
+    """Reading the lanes of a large trace takes seconds at a million events: under the write lock, every save
+    waited for it. They are read first, and kept in the write unless the trace changed in between."""
+    kept_as_read = []
+    fill = lod_store.fill_lod
+    monkeypatch.setattr(lod_store, "fill_lod", lambda cur, trace_id, rows=None: (
+        kept_as_read.append(rows is not None), fill(cur, trace_id, rows))[1])
+    trace = lod_trace()
+    stored(client, db, trace)
+    assert kept_as_read == [True]
+    owners = dict(db.execute("SELECT seq, owner FROM lod_events WHERE trace_id = 'lod'").fetchall())
+    assert [owners[i] for i in range(10)] == lane_agents(trace["events"], trace["edges"])
+    assert db.scalar("SELECT count(*) FROM lod_edges WHERE trace_id = 'lod'") == len(trace["edges"])
+
+    replaced = lod_trace()
+    replaced["events"][4]["agent"] = "other-tool"
+    replaced["edges"] = replaced["edges"][:1]  # the tool's answer is on its own lane now
+    read = lod_store.lod_rows
+
+    def replaced_after_the_read(db_, trace_id):
+        rows = read(db_, trace_id)
+        assert post_json(client, replaced, replace="true").status_code == 201
+        return rows
+
+    assert post_json(client, trace, replace="true").status_code == 201
+    db.execute("DELETE FROM lod_events WHERE trace_id = 'lod'")  # as if the ingest had not kept them yet
+    db.execute("DELETE FROM lod_edges WHERE trace_id = 'lod'")
+    monkeypatch.setattr(lod_store, "lod_rows", replaced_after_the_read)
+    graph.ensure_lod(db, "lod")
+    assert kept_as_read[-1] is False  # read again inside the write: the first read was of the old trace
+    owners = dict(db.execute("SELECT seq, owner FROM lod_events WHERE trace_id = 'lod'").fetchall())
+    assert [owners[i] for i in range(10)] == lane_agents(replaced["events"], replaced["edges"])
+    assert db.scalar("SELECT count(*) FROM lod_edges WHERE trace_id = 'lod'") == 1
+
+
 @pytest.mark.parametrize("lanes, band", [(7, 1), (1000, 8)])
 def test_rows_band_lanes_only_when_they_outnumber_the_rows(lanes, band):
     from app.domain.figure import lane_rows

@@ -111,13 +111,17 @@ def focus_lanes(db: Database, cache: TraceCache, trace_id: str, version, focus: 
 
 
 def ensure_lod(db: Database, trace_id: str) -> None:
-    """Keep each event's and edge's lanes (lod_store.fill_lod) the first time a trace is viewed by window."""
+    """Keep each event's and edge's lanes (lod_store.fill_lod) the first time a trace is viewed by window: read
+    before the write (lod_store.lod_rows), read again inside it only if the trace was replaced meanwhile."""
     if lod_store.lod_ready(db, trace_id):
         return
+    version = trace_store.trace_version(db, trace_id)
+    rows = lod_store.lod_rows(db, trace_id)
 
     def fill(cur) -> None:
         if not lod_store.lod_ready_in(cur, trace_id):  # another request may have filled it meanwhile
-            lod_store.fill_lod(cur, trace_id)
+            same = trace_store.trace_version_in(cur, trace_id) == version
+            lod_store.fill_lod(cur, trace_id, rows if same else None)
 
     db.write(fill, trace_locks([trace_id]))  # one instance fills it; another then finds it kept
 

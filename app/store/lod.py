@@ -99,19 +99,31 @@ def lod_ready_in(cur, trace_id: str) -> bool:
     return execute(cur, LOD_KEPT, [trace_id]).fetchone()[0] > 0
 
 
-def fill_lod(cur, trace_id: str) -> None:
-    """Keep the lane owner of every event and both ends of every edge of a trace, inside a write transaction."""
-    execute(cur, f"INSERT INTO lod_events SELECT $trace, seq, t, type, owner FROM ({EVENT_OWNERS})",
-                {"trace": trace_id})
-    execute(cur, """
-        WITH ends AS (
-            SELECT e.event_id, o.t, o.owner
-            FROM (SELECT seq, event_id FROM events WHERE trace_id = $trace) e
-            JOIN (SELECT seq, t, owner FROM lod_events WHERE trace_id = $trace) o USING (seq))
-        INSERT INTO lod_edges
-        SELECT $trace, x.type, s.t, s.owner, d.t, d.owner
-        FROM (SELECT type, src, dst FROM edges WHERE trace_id = $trace) x
-        JOIN ends s ON s.event_id = x.src JOIN ends d ON d.event_id = x.dst""", {"trace": trace_id})
+# What fill_lod keeps: each event's lane, and both ends' times and lanes of each edge between events.
+LOD_EVENT_ROWS = f"SELECT seq, t, type, owner FROM ({EVENT_OWNERS})"
+LOD_EDGE_ROWS = f"""
+    WITH ends AS (SELECT event_id, t, owner FROM ({EVENT_OWNERS}))
+    SELECT x.type, s.t AS src_t, s.owner AS src_owner, d.t AS dst_t, d.owner AS dst_owner
+    FROM (SELECT type, src, dst FROM edges WHERE trace_id = $trace) x
+    JOIN ends s ON s.event_id = x.src JOIN ends d ON d.event_id = x.dst"""
+
+
+def lod_rows(db: Database, trace_id: str) -> tuple[pa.Table, pa.Table]:
+    """The rows fill_lod keeps (events', edges'), read on the committed store, outside any write: their joins over
+    every event and edge take a third of a second at 100,000 events, seconds at a million, and under the write
+    lock every other write (a reviewer's save) would wait for them."""
+    return tuple(db.arrow(sql, {"trace": trace_id}) for sql in (LOD_EVENT_ROWS, LOD_EDGE_ROWS))
+
+
+def fill_lod(cur, trace_id: str, rows: tuple[pa.Table, pa.Table] | None = None) -> None:
+    """Keep the lane owner of every event and both ends of every edge of a trace, inside a write transaction: the
+    `rows` lod_rows read of this very version of the trace, else read here."""
+    events, edges = rows or tuple(execute(cur, sql, {"trace": trace_id}).to_arrow_table()
+                                  for sql in (LOD_EVENT_ROWS, LOD_EDGE_ROWS))
+    for table, rows_of in (("lod_events", events), ("lod_edges", edges)):
+        with registered(cur, "lod_rows", **{name: rows_of.column(name).combine_chunks()
+                                             for name in rows_of.column_names}):
+            execute(cur, f"INSERT INTO {table} SELECT $trace, * FROM lod_rows", {"trace": trace_id})
 
 
 def event_bins(db: Database, trace_id: str, rows: dict[str, int], t0: float, t1: float, buckets: int,

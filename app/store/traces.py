@@ -266,10 +266,18 @@ def trace_ids(db: Database) -> list[str]:
     return [row[0] for row in db.execute("SELECT trace_id FROM traces ORDER BY trace_id").fetchall()]
 
 
+TRACE_VERSION = "SELECT ingested_at FROM traces WHERE trace_id = ?"
+
+
 def trace_version(db: Database, trace_id: str):
     """The trace's ingest time: what every cache of a trace's figure, graph or analysis is keyed on (a new
     ingest of the same id is a new version); None when the trace does not exist."""
-    return db.scalar("SELECT ingested_at FROM traces WHERE trace_id = ?", [trace_id])
+    return db.scalar(TRACE_VERSION, [trace_id])
+
+
+def trace_version_in(cur, trace_id: str):
+    """trace_version inside a write transaction."""
+    return (execute(cur, TRACE_VERSION, [trace_id]).fetchone() or (None,))[0]
 
 
 def event_count(db: Database, trace_id: str) -> int:
