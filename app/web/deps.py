@@ -1,4 +1,6 @@
-"""Dependency aliases shared by the routers."""
+"""Dependency aliases shared by the routers. Those that only read the request are `async def`: FastAPI runs a plain
+`def` dependency in its thread pool, a hop per dependency and request that waits for a free thread when the pool is
+busy with the database (an exporter's batches, reviewers' saves)."""
 
 from typing import Annotated
 
@@ -13,11 +15,11 @@ from app.store.db import Database
 from app.web.browser import reviewer_of
 
 
-def get_db(request: Request) -> Database:
+async def get_db(request: Request) -> Database:
     return request.app.state.db
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
@@ -25,14 +27,14 @@ DbDep = Annotated[Database, Depends(get_db)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
-def get_cache(request: Request) -> TraceCache:
+async def get_cache(request: Request) -> TraceCache:
     return request.app.state.cache
 
 
 CacheDep = Annotated[TraceCache, Depends(get_cache)]
 
 
-def get_live(request: Request) -> LiveTraces:
+async def get_live(request: Request) -> LiveTraces:
     return request.app.state.live
 
 
@@ -49,7 +51,7 @@ def existing_trace(trace_id: str, db: DbDep) -> str:
 TraceId = Annotated[str, Depends(existing_trace)]
 
 
-def label_viewer(request: Request) -> str | None:
+async def label_viewer(request: Request) -> str | None:
     """Whose eyes label reads are for: the reviewer asking (blind review queues hide others' labels from them)."""
     return reviewer_of(request)
 
