@@ -63,8 +63,10 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
-    """On a lake, run only the tests whose store is the `settings` fixture's: the others open files of their own
-    and would only repeat the file run."""
+    """The files marked `heavy` first (pytest-xdist hands out files in this order: one taken last would run alone
+    at the end while the other core idles). On a lake, run only the tests whose store is the `settings` fixture's:
+    the others open files of their own and would only repeat the file run."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)  # stable: files stay whole, in order
     if config.getoption("--store") != "lake":
         return
     on_lake = {item: "settings" in getattr(item, "fixturenames", ()) for item in items}

@@ -14,6 +14,8 @@ from app.main import create_app
 from app.services import accounts
 from app.settings import Settings
 
+pytestmark = pytest.mark.heavy
+
 PASSWORD = "correct horse battery staple"
 # What the other reviewer and the admin wrote on the queue's items: none of it may reach the blind reviewer.
 SECRET_NOTE, SECRET_TAG, SECRET_CREDIT = "SECRET-bob-note", "SECRET-bob-tag", -0.4321

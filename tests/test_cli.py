@@ -21,6 +21,8 @@ from app.store import ingest_log as log_store
 from app.store import traces as trace_store
 from app.store.db import Database
 
+pytestmark = pytest.mark.heavy
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HOLDER_CODE = ("import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); con.execute('CREATE TABLE IF NOT EXISTS "
                "held (x INT)'); print('ok', flush=True); time.sleep(60)")

@@ -12,9 +12,12 @@ import json
 import threading
 from collections import Counter, defaultdict
 
+import pytest
 from conftest import make_trace, running_server
 
 from app.domain.taxonomy import PAPER_COLUMNS, PAPER_FIELDS
+
+pytestmark = pytest.mark.heavy
 
 CLIENTS = 50
 TRACES = ("c0", "c1", "c2")

@@ -22,6 +22,8 @@ from app.services import analysis as analysis_service
 from app.services import labels, queues
 from app.settings import Settings
 
+pytestmark = pytest.mark.heavy
+
 ROLLOUTS = 3_000
 AGENTS = 3  # team members of each rollout
 REQUEST = 1_000

@@ -26,6 +26,8 @@ from app.ingest.importers.openai_agents import import_agents
 from app.ingest.importers.otlp import import_otlp
 from app.ingest.importers.otlp_protobuf import decode_request
 
+pytestmark = pytest.mark.heavy
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 ATIF = FIXTURES / "atif"
 EXPECTED = json.loads((ATIF / "expected.json").read_text())

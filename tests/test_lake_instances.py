@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import free_port, make_trace, wait_until_up
 
+pytestmark = pytest.mark.heavy
+
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 60
 SAVES_PER_INSTANCE = 10

@@ -27,6 +27,8 @@ from app.store.db import Database
 from app.store.writes import store_traces
 from app.web.security import SESSION_COOKIE, session_cookie_value
 
+pytestmark = pytest.mark.heavy
+
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = "sample-centralized-001"
 PASSWORD = "correct horse battery staple"

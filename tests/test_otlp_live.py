@@ -13,6 +13,8 @@ import urllib.request
 
 import pytest
 
+pytestmark = pytest.mark.heavy
+
 pytest.importorskip("pydantic_ai", reason="pydantic-ai-slim emits GenAI spans offline with TestModel")
 pytest.importorskip("opentelemetry.sdk", reason="opentelemetry-sdk records and batches the spans")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter",

@@ -37,6 +37,8 @@ from app.domain.validation import (
     validate_traces,
 )
 
+pytestmark = pytest.mark.heavy
+
 PROPERTY_SETTINGS = settings(max_examples=100, deadline=None)
 SAMPLES = sorted((Path(__file__).resolve().parent.parent / "sample_traces").glob("*.json"))
 # Rules JSON Schema cannot express (or neither schema states: a trace id usable in URLs and file names); only

@@ -25,6 +25,8 @@ from packaging.utils import canonicalize_name
 
 from app.store.db import Database, MigrationsMissing
 
+pytestmark = pytest.mark.heavy
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA_FOLDERS = ("templates", "static", "migrations", "sample_traces")
 INSTALL_TIMEOUT_S = 600
