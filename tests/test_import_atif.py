@@ -362,7 +362,7 @@ def test_every_stored_trace_exports_atif_harbor_validates_and_imports_back(name)
     assert back["costs"]["tool_calls"] == sum(e["type"] == "tool_call" for e in trace["events"])
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(valid_traces())
 def test_any_valid_trace_exports_atif_harbor_validates_and_imports_back(trace):
     document = json.loads(json.dumps(to_atif(trace)))
