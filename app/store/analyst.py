@@ -199,6 +199,7 @@ def _follow(parent: int) -> None:
     It yields the processor to the server (WORKER_NICENESS): a background analysis of a large trace takes a core
     for seconds, and on a machine of two, reviewers' saves waited for it."""
     os.nice(WORKER_NICENESS)
+
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_CHECK_S)
