@@ -15,7 +15,7 @@ from app.web.responses import JsonBody
 router = APIRouter(tags=["ingest log"])
 
 ENTRIES_PER_PAGE = 50
-API_TRACES_SHOWN = 100  # traces named per list of a receipt in the list API; the receipt's own route names all
+API_TRACES_SHOWN = log_store.LISTED  # traces named per list of a receipt in the list API (100); its own route names all
 PAGE_TRACES_SHOWN = 5  # and on the page, with a link to that route
 Outcome = Literal[log_store.OUTCOMES]
 
