@@ -20,9 +20,10 @@ from app.store import traces as trace_store
 from app.store.db import Database
 
 
-def received(path, docs: list[dict], monkeypatch, keep_read: bool) -> tuple[dict, list, int]:
+def received(path, docs: list[dict], monkeypatch, keep_read: bool, build_each: bool = False) -> tuple[dict, list, int]:
     """Every stored trace, each live trace's build warnings, and how many times a build read stored parts, after
-    receiving the documents (deep copies) in a LiveTraces that keeps spans as read, or not."""
+    receiving the documents (deep copies) in a LiveTraces that keeps spans as read, or not; `build_each`: building
+    what is due after each document, not only at the end."""
     reads = []
     parts = live_service.live_store.live_parts
     monkeypatch.setattr(live_service.live_store, "live_parts", lambda *args: reads.append(args) or parts(*args))
@@ -32,6 +33,8 @@ def received(path, docs: list[dict], monkeypatch, keep_read: bool) -> tuple[dict
     try:
         for doc in docs:
             live.receive_otlp(copy.deepcopy(doc), Receipt("POST /v1/traces", "otlp/protobuf", "spans"))
+            if build_each:
+                live.flush()
         live.flush()
     finally:
         live.close()
@@ -44,13 +47,13 @@ def received(path, docs: list[dict], monkeypatch, keep_read: bool) -> tuple[dict
         db.close()
 
 
-def both(tmp_path, migrated_file, monkeypatch, docs: list[dict]) -> tuple[tuple, tuple]:
+def both(tmp_path, migrated_file, monkeypatch, docs: list[dict], build_each: bool = False) -> tuple[tuple, tuple]:
     """The documents received with spans kept as read, and without."""
     results = []
     for keep_read in (True, False):
         path = tmp_path / f"{keep_read}.duckdb"
         shutil.copyfile(migrated_file, path)
-        results.append(received(path, docs, monkeypatch, keep_read))
+        results.append(received(path, docs, monkeypatch, keep_read, build_each))
     return results[0], results[1]
 
 
@@ -61,6 +64,17 @@ def test_a_build_from_the_spans_read_on_receipt_stores_what_one_from_the_stored_
         tmp_path, migrated_file, monkeypatch, [decode_request(body) for body in batches(name)])
     assert traces and traces == stored and warnings == stored_warnings, name
     assert reads == 0 or name in ("autogen", "autogen_unwrapped"), name  # AutoGen's created agents are held apart
+
+
+@pytest.mark.parametrize("name", OTLP_FIXTURES)
+def test_builds_between_batches_import_copies_of_the_spans_read_and_store_what_the_stored_parts_do(
+        tmp_path, migrated_file, monkeypatch, name):
+    """Each build changes the spans it imports (their tree, operations, attributes): one after every batch takes
+    copies, so the next build still reads the spans as received."""
+    (traces, warnings, reads), (stored, stored_warnings, _) = both(
+        tmp_path, migrated_file, monkeypatch, [decode_request(body) for body in batches(name)], build_each=True)
+    assert traces and traces == stored and warnings == stored_warnings, name
+    assert reads == 0 or name in ("autogen", "autogen_unwrapped"), name
 
 
 def pydantic_ai_docs() -> list[dict]:
@@ -91,21 +105,25 @@ def test_a_batch_read_with_warnings_is_built_as_stored(tmp_path, migrated_file, 
 
 
 def test_a_retried_batch_and_a_build_between_batches_keep_the_trace_whole(tmp_path, migrated_file, monkeypatch):
-    """A retry adds nothing to what is kept; a build between batches takes what was kept, and the build after
-    the later batches reads the stored parts."""
+    """A retry adds nothing to what is kept; a build between batches imports a copy of what was kept, and the
+    build after the later batches (the root span's) the spans kept, no longer kept then: no stored part is read."""
     path = tmp_path / "live.duckdb"
     shutil.copyfile(migrated_file, path)
     docs = pydantic_ai_docs()
+    reads = []
+    parts = live_service.live_store.live_parts
+    monkeypatch.setattr(live_service.live_store, "live_parts", lambda *args: reads.append(args) or parts(*args))
     db = Database(path)
     live = LiveTraces(db)
     try:
         for doc in docs[:1] + docs[:1]:
             live.receive_otlp(copy.deepcopy(doc), Receipt("POST /v1/traces", "otlp/protobuf", "spans"))
         live.flush()
-        assert live._read_spans == 0
+        assert live._read_spans == sum(len(ss["spans"]) for rs in docs[0]["resourceSpans"] for ss in rs["scopeSpans"])
         for doc in docs[1:]:
             live.receive_otlp(copy.deepcopy(doc), Receipt("POST /v1/traces", "otlp/protobuf", "spans"))
         live.flush()
+        assert live._read_spans == 0 and not reads
     finally:
         live.close()
         db.close()

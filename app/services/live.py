@@ -65,8 +65,9 @@ SPACED_TRACES = 1000  # traces whose next rebuild's earliest start is kept, the 
 # lately, and a batch need not look them up in the database (3-4 ms a batch). On a lake, other instances
 # add ids too: every batch looks them up.
 SEEN_TRACES = 16
-# Likewise it keeps the spans of a trace's batches as read on receipt, so that its build need not write, parse and
-# read them again (a third of a 20,000-span build), for the first build after they arrived; at most READ_SPANS.
+# Likewise it keeps the spans of a trace's batches as read on receipt, so that its builds need not write, parse and
+# read them again (a third of a 20,000-span build): a build while the trace receives imports copies of them, the one
+# once its root span arrived the spans themselves, which it drops. At most READ_SPANS.
 READ_SPANS = 200_000
 # Only a non-finite double (protobuf's NaN or infinity) is stored otherwise than read: as null. A part holding one is
 # built from what was stored.
@@ -388,6 +389,17 @@ class LiveTraces:
         while self._read_spans > READ_SPANS:
             self._forget_read([next(iter(self._read))])
 
+    def _kept_read(self, source: str, members: list[str]) -> list | None:
+        """The spans kept of a run's live traces, when each had them (see READ_SPANS); under `_seen_lock`. Copies
+        while a batch may follow; once the root span arrived, the spans kept, no longer kept."""
+        keys = [(source, member) for member in members]
+        if self._read is None or not all(key in self._read for key in keys):
+            return self._forget_read(keys)  # None: the build reads the stored parts
+        live = live_store.live_trace(self.db, source, members[0])
+        if live is not None and live["root_seen"]:
+            return self._forget_read(keys)
+        return otlp.copy_read([groups for key in keys for part in self._read[key] for groups in part])
+
     def _forget_read(self, keys: list[tuple[str, str]]) -> list | None:
         """Drop the spans kept of these traces; their groups, in the order stored, when each trace had them."""
         groups, whole = [], True
@@ -427,7 +439,7 @@ class LiveTraces:
             # Marked built as of now: a batch committed while it builds leaves the trace building (it was marked
             # complete, its stored trace lacking that batch, until the next build)
             read_at = _now()
-            read = self._forget_read([(source, member) for member in members])
+            read = self._kept_read(source, members)
         parts = None if read else self._parts(source, members)
         if not read and not parts:
             return None

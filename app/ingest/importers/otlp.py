@@ -196,6 +196,11 @@ def import_read(groups: list[list["_Span"]], content_policy: ContentPolicy = KEE
     return result
 
 
+def copy_read(groups: list[list["_Span"]]) -> list[list["_Span"]]:
+    """Spans a SpanReader read, anew for import_read, which changes them: those given are left as read."""
+    return [[span.copy() for span in spans] for spans in groups]
+
+
 def _import_spans(by_trace: dict[str, list["_Span"]], resource_logs, content_policy: ContentPolicy, one_run: bool,
                   result: ImportResult) -> None:
     """The traces of spans read, by trace in order of appearance, into `result`."""
@@ -420,6 +425,12 @@ def _trace_of(span) -> str | None:
         return None
 
 
+# What a _Span holds as read (the rest the walk learns), each but the attributes unchanged by an import or changed
+# only by replacing it.
+_READ_SLOTS = ("where", "trace_id", "id", "parent_id", "name", "kind", "start", "end", "error", "status_message",
+               "span_events", "operation", "op", "scope", "service", "links")
+
+
 class _Span:
     """One decoded span, and what the walk learns about it."""
 
@@ -446,6 +457,10 @@ class _Span:
                 operation = str(operation)
         self.operation = operation
         self.op = OPERATIONS.get(operation)
+        self._unwalked()
+
+    def _unwalked(self) -> None:
+        """What the walk learns, not learnt yet."""
         self.children: list[_Span] = []
         # Empty tuples until set: a span kept from receipt to build (see live.READ_SPANS) holds as few objects as
         # the garbage collector must walk.
@@ -454,6 +469,15 @@ class _Span:
         self.usage_below = self.handed_off = self.resumed_later = False
         self.handoff = self.resumes = None  # set by otlp_patterns
         self.joined: list[_Span] | tuple = ()  # other runs a fan-in waited for (otlp_patterns)
+
+    def copy(self) -> "_Span":
+        """The span as read, before an import changed it (its tree, operation, attributes, ids), for another."""
+        span = _Span.__new__(_Span)
+        for name in _READ_SLOTS:
+            setattr(span, name, getattr(self, name))
+        span.attrs = dict(self.attrs)
+        span._unwalked()
+        return span
 
     def location(self) -> str:
         return f"{self.where[0]}.spans[{self.where[1]}] (spanId {self.id})"
