@@ -178,7 +178,7 @@ def insert_analyses(cur, analyses: dict[str, dict], read_at: dict | None = None,
     """Store the analyses (see app/domain/analysis.py analyse) of many traces at once, replacing theirs; a trace
     is skipped unless it is still the version ingested at `read_at[trace_id]` (when given: it was read before
     this write, and may have been replaced since). Without `read_at` the traces are stored in this write, which
-    has none of theirs, so none is looked for: three statements fewer. Returns the ids stored."""
+    has none of theirs, so none is looked for: five statements fewer. Returns the ids stored."""
     ids = list(analyses)
     results = [analyses[i] for i in ids]
     metrics = [result["metrics"] for result in results]
@@ -227,7 +227,7 @@ def insert_analyses(cur, analyses: dict[str, dict], read_at: dict | None = None,
     finally:
         cur.unregister("analysed")
         cur.unregister("finding_rows")
-    index_traces(cur, stored)
+    index_traces(cur, stored, new=read_at is None)
     return stored
 
 
