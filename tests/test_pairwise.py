@@ -23,13 +23,23 @@ def rollout(trace_id: str) -> dict:
     return trace
 
 
-@pytest.fixture
-def lab(tmp_path):
+def a_lab(folder):
     """An admin and two reviewers, each with a client sending their token, over six rollouts of three tasks."""
-    with lab_clients(tmp_path, {"ada": "admin", "rita": "reviewer", "rob": "reviewer"}) as clients:
+    with lab_clients(folder, {"ada": "admin", "rita": "reviewer", "rob": "reviewer"}) as clients:
         for trace_id in ROLLOUTS:
             assert post_json(clients["ada"], rollout(trace_id)).status_code == 201
         yield clients
+
+
+@pytest.fixture
+def lab(tmp_path):
+    yield from a_lab(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def refusing_lab(tmp_path_factory):
+    """One lab for the bodies refused: a refusal stores nothing, so each case starts where the last left it."""
+    yield from a_lab(tmp_path_factory.mktemp("refusals"))
 
 
 def make_queue(client, **changes):
@@ -64,9 +74,10 @@ def test_only_an_admin_makes_a_pairwise_queue_and_its_pairs_are_drawn_within_gro
     ({"pairs": {"colour": 1}}, "pairs"), ({"filter": {"event_types": ["return"]}}, "filter"),
     ({"fields": ["credit"]}, "fields"), ({"show_rewards": "yes"}, "show_rewards"), ({"overlap": 3}, "overlap"),
 ])
-def test_a_pairwise_queue_that_cannot_be_made_is_422_naming_the_field(lab, changes, field):
-    response = make_queue(lab["ada"], **changes)
+def test_a_pairwise_queue_that_cannot_be_made_is_422_naming_the_field(refusing_lab, changes, field):
+    response = make_queue(refusing_lab["ada"], **changes)
     assert response.status_code == 422 and response.json()["field"] == field
+    assert refusing_lab["ada"].get("/api/queues").json()["queues"] == []  # nothing half-made
 
 
 def test_two_blind_reviewers_choose_on_every_pair_once_each_and_agreement_is_on_the_choice(lab):

@@ -5,13 +5,23 @@ import pytest
 from conftest import lab_clients, make_trace, post_json
 
 
-@pytest.fixture
-def lab(tmp_path):
+def a_lab(folder):
     """An admin and two reviewers, each with a client sending their token, over two small traces."""
-    with lab_clients(tmp_path, {"ada": "admin", "rita": "reviewer", "rob": "reviewer"}) as clients:
+    with lab_clients(folder, {"ada": "admin", "rita": "reviewer", "rob": "reviewer"}) as clients:
         for trace_id in ("q1", "q2"):
             assert post_json(clients["ada"], make_trace(trace_id)).status_code == 201
         yield clients
+
+
+@pytest.fixture
+def lab(tmp_path):
+    yield from a_lab(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def refusing_lab(tmp_path_factory):
+    """One lab for the bodies refused: a refusal stores nothing, so each case starts where the last left it."""
+    yield from a_lab(tmp_path_factory.mktemp("refusals"))
 
 
 def make_queue(client, **changes):
@@ -44,9 +54,10 @@ def test_only_an_admin_makes_a_queue_and_it_holds_the_filtered_events(lab):
     ({"filter": {"event_types": ["nothing"]}}, "filter"), ({"sample": {"n": 0}}, "sample.n"),
     ({"filter": {"subdecisions": ["O9"]}}, "filter.subdecisions"),
 ])
-def test_a_queue_that_cannot_be_made_is_422_naming_the_field(lab, changes, field):
-    response = make_queue(lab["ada"], **changes)
+def test_a_queue_that_cannot_be_made_is_422_naming_the_field(refusing_lab, changes, field):
+    response = make_queue(refusing_lab["ada"], **changes)
     assert response.status_code == 422 and response.json()["field"] == field
+    assert refusing_lab["ada"].get("/api/queues").json()["queues"] == []  # nothing half-made
 
 
 def test_two_blind_reviewers_with_overlap_two_label_every_item_once_each(lab):
