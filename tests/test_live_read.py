@@ -4,12 +4,15 @@ run as its exporter sent it; parts the store would not give back as read are bui
 
 import copy
 import shutil
+import time
 from datetime import datetime
 
 import pytest
 from test_framework_fixtures import OTLP_FIXTURES, batches
 from test_store_schema import migrated_before
 
+from app.ingest.importers import otlp
+from app.ingest.importers.common import HASH, KEEP
 from app.ingest.importers.otlp_protobuf import decode_request
 from app.ingest.log import Receipt
 from app.services import live as live_service
@@ -75,6 +78,60 @@ def test_builds_between_batches_import_copies_of_the_spans_read_and_store_what_t
         tmp_path, migrated_file, monkeypatch, [decode_request(body) for body in batches(name)], build_each=True)
     assert traces and traces == stored and warnings == stored_warnings, name
     assert reads == 0 or name in ("autogen", "autogen_unwrapped"), name
+
+
+def read_groups(docs: list[dict]) -> list[list]:
+    """The spans of the documents as a SpanReader reads them on receipt, one group per scopeSpans entry."""
+    groups = []
+    for doc in docs:
+        reader = otlp.SpanReader()
+        by_entry: dict[int, list] = {}
+        for where, rs, ss, raw in otlp.iter_spans(doc):
+            by_entry.setdefault(id(ss), []).append(reader.read(where, rs, ss, raw))
+        groups += by_entry.values()
+    return groups
+
+
+@pytest.mark.parametrize("name", OTLP_FIXTURES)
+@pytest.mark.parametrize("read_under, built_under", [(KEEP, KEEP), (KEEP, HASH), (HASH, KEEP)])
+def test_spans_read_ahead_import_as_spans_not_read_ahead(name, read_under, built_under):
+    """What `prepare` read ahead of a span serves a build under the policy it was read under, of the span as it
+    was read (otlp_patterns adds attributes to some): the same traces and warnings as without it."""
+    groups = read_groups([decode_request(body) for body in batches(name)])
+    plain = otlp.import_read(otlp.copy_read(groups), built_under)
+    otlp.prepare([span for spans in groups for span in spans], read_under)
+    assert any(span.said for spans in groups for span in spans), name
+    ahead = otlp.import_read(groups, built_under)
+    assert (ahead.traces, ahead.warnings) == (plain.traces, plain.warnings), name
+
+
+def test_the_builder_reads_ahead_the_parts_kept_while_the_run_arrives(tmp_path, migrated_file, monkeypatch):
+    """Between batches the builder reads ahead what the kept spans say; the build once the root span arrives
+    stores what one from the stored parts does."""
+    docs = [decode_request(body) for body in batches("pydantic_ai")]
+    path = tmp_path / "live.duckdb"
+    shutil.copyfile(migrated_file, path)
+    monkeypatch.setattr(live_service, "BUILD_DELAY_S", 60)  # no build before the root span's batch
+    db = Database(path)
+    live = LiveTraces(db)
+    try:
+        for doc in docs[:-1]:
+            live.receive_otlp(copy.deepcopy(doc), Receipt("POST /v1/traces", "otlp/protobuf", "spans"))
+        deadline = time.monotonic() + 10
+        while live._unprepared and time.monotonic() < deadline:
+            time.sleep(0.01)
+        kept = [span for parts in live._read.values() for part in parts for spans in part for span in spans]
+        asked = [span for span in kept if span.op in (otlp.INFERENCE, otlp.TOOL)]
+        assert asked and all(span.said for span in asked)
+        live.receive_otlp(copy.deepcopy(docs[-1]), Receipt("POST /v1/traces", "otlp/protobuf", "spans"))
+        live.flush()
+        built = {row["trace_id"]: trace_store.read_trace(db, row["trace_id"])
+                 for row in db.fetchall("SELECT trace_id FROM traces")}
+    finally:
+        live.close()
+        db.close()
+    _, (stored, _, _) = both(tmp_path, migrated_file, monkeypatch, docs)
+    assert built == stored
 
 
 def pydantic_ai_docs() -> list[dict]:

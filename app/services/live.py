@@ -28,7 +28,7 @@ import copy
 import logging
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass
 
 from app.domain.jsontext import dumps, loads
@@ -67,7 +67,9 @@ SPACED_TRACES = 1000  # traces whose next rebuild's earliest start is kept, the 
 SEEN_TRACES = 16
 # Likewise it keeps the spans of a trace's batches as read on receipt, so that its builds need not write, parse and
 # read them again (a third of a 20,000-span build): a build while the trace receives imports copies of them, the one
-# once its root span arrived the spans themselves, which it drops. At most READ_SPANS.
+# once its root span arrived the spans themselves, which it drops. At most READ_SPANS. While no build is due, the
+# builder reads ahead what each kept part's model and tool spans say for their events (otlp.prepare: content, model,
+# token counts), work the build once the root span arrives then skips (a fifth of its import).
 READ_SPANS = 200_000
 # Only a non-finite double (protobuf's NaN or infinity) is stored otherwise than read: as null. A part holding one is
 # built from what was stored.
@@ -109,6 +111,7 @@ class LiveTraces:
         self._seen: OrderedDict[tuple[str, str], set[str]] | None = None if db.is_lake else OrderedDict()
         self._read: OrderedDict[tuple[str, str], list[list]] | None = None if db.is_lake else OrderedDict()
         self._read_spans = 0  # spans held in _read
+        self._unprepared: deque[tuple[tuple[str, str], list]] = deque()  # parts kept, not read ahead yet
         self._seen_lock = threading.Lock()  # held from a batch's lookup until its ids are added, once committed
         self._changed = threading.Condition()
         self._stopping = False
@@ -385,6 +388,7 @@ class LiveTraces:
             self._forget_read([key])
             self._read[key] = []
         self._read[key].append(groups)
+        self._unprepared.append((key, groups))
         self._read_spans += sum(map(len, groups))
         while self._read_spans > READ_SPANS:
             self._forget_read([next(iter(self._read))])
@@ -570,7 +574,13 @@ class LiveTraces:
                         self._spaced.discard(key)
                         self._busy += 1
                         break
+                    if self._unprepared and not self._stopping:
+                        key = None
+                        break
                     self._changed.wait(min(self._due.values()) - now if self._due else None)
+            if key is None:
+                self._prepare_next()
+                continue
             began = time.monotonic()
             try:
                 self.build(*key)
@@ -581,6 +591,18 @@ class LiveTraces:
                     self._space(key, began)
                     self._busy -= 1
                     self._changed.notify_all()
+
+    def _prepare_next(self) -> None:
+        """Read ahead what the spans of the next part kept say for their events, if it is still kept."""
+        key, groups = self._unprepared.popleft()
+        with self._seen_lock:
+            kept = self._read is not None and any(part is groups for part in self._read.get(key, ()))
+        if kept:
+            try:
+                with paused_gc():
+                    otlp.prepare([span for spans in groups for span in spans], self.content_policy)
+            except Exception:  # the build reads them itself
+                log.exception("reading ahead live trace %s/%s failed", *key)
 
     def flush(self) -> None:
         """Build every trace still waiting for its delay, and wait for all builds to finish."""

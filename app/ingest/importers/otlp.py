@@ -196,6 +196,61 @@ def import_read(groups: list[list["_Span"]], content_policy: ContentPolicy = KEE
     return result
 
 
+def prepare(spans: list["_Span"], content_policy: ContentPolicy = KEEP) -> None:
+    """Read ahead, while a live run still arrives, what the attributes of its model and tool spans say for their
+    events (content, model, token counts; see `_says`), so that its build does not. A span whose attributes are
+    at fault is left to the build, which names it in order."""
+    keep = keeps(content_policy)
+    for span in spans:
+        if span.op is INFERENCE or span.op is TOOL or span.op is TOOLISH:
+            try:
+                span.said = _says(span, keep)
+            except ValueError:
+                span.said = None
+
+
+def _says(span: "_Span", keep: bool) -> tuple:
+    """What a model or tool span's attributes say for its events, tagged with what it was read under (the policy,
+    the attributes' count: otlp_patterns only adds attributes, and only to spans that lack them, the operation)."""
+    attrs = span.attrs
+    if span.op is INFERENCE:
+        model = _text(attrs, "gen_ai.request.model") or _text(attrs, "gen_ai.response.model")
+        output = _get(attrs, MESSAGES[OUTPUT])  # GenAI parts, or the tool calls OpenInference flattens
+        said = _content({}, keep, output, _exchange(attrs))
+        return keep, len(attrs), span.op, model, said, _counts(attrs, USAGE_KEYS), _requested_tool_calls(output)
+    return keep, len(attrs), span.op, *_tool_call_says(attrs, keep), *_tool_result_says(attrs, keep)
+
+
+def _tool_call_says(attrs: dict, keep: bool) -> tuple:
+    """(call id, content) of a tool span's call."""
+    call_id = _text(attrs, "gen_ai.tool.call.id")
+    return call_id, _content({}, keep, _get(attrs, TOOL_IO[INPUT]), _carried(attrs, INPUT, TOOL_IO),
+                             keep_ref=not call_id)
+
+
+def _tool_result_says(attrs: dict, keep: bool) -> tuple:
+    """(content, error type) of a tool span's result."""
+    return _content({}, keep, _get(attrs, TOOL_IO[OUTPUT]), _carried(attrs, OUTPUT, TOOL_IO)), \
+        _text(attrs, "error.type")
+
+
+def _content(props: dict, keep: bool, hashed, kept=None, *, keep_ref=True) -> dict:
+    """An event's content_ref, the hash of `hashed` as the span wrote it (else of `kept`), and, when content is
+    kept, its content: `kept` (parsed already), else `hashed` parsed; `props`, so added to."""
+    if keep_ref and (hashed is not None or kept is not None):
+        props["content_ref"] = ref(hashed if hashed is not None else kept)
+    kept = kept if kept is not None else _parsed(hashed)
+    if keep and kept is not None:
+        put_content(props, kept)
+    return props
+
+
+def _counts(attrs: dict, keys) -> tuple:
+    """(tokens in, tokens out, (cache metric, count) of each present) a span reports under `keys`."""
+    return (_count(attrs, keys[0]), _count(attrs, keys[1]),
+            tuple((metric, _count(attrs, (key,)) or 0) for key, metric in CACHE_METRICS.items() if key in attrs))
+
+
 def copy_read(groups: list[list["_Span"]]) -> list[list["_Span"]]:
     """Spans a SpanReader read, anew for import_read, which changes them: those given are left as read."""
     return [[span.copy() for span in spans] for spans in groups]
@@ -437,7 +492,7 @@ class _Span:
     __slots__ = ("where", "trace_id", "id", "parent_id", "name", "kind", "start", "end", "attrs", "error",
                  "status_message", "span_events", "operation", "op", "scope", "service", "parent", "children", "agent",
                  "caller", "delegator", "delegations", "tool_name", "call_id", "usage_below", "first", "last",
-                 "handoff", "resumes", "handed_off", "resumed_later", "joined", "links")
+                 "handoff", "resumes", "handed_off", "resumed_later", "joined", "links", "said")
 
     def __init__(self, where: tuple[str, int], trace_id: str, span_id: str, parent_id: str | None, name: str,
                  kind: int, start: int, end: int, attrs: dict, error: bool, status_message, span_events: list | tuple,
@@ -457,6 +512,7 @@ class _Span:
                 operation = str(operation)
         self.operation = operation
         self.op = OPERATIONS.get(operation)
+        self.said = None  # what its attributes say for its events, once `prepare` read it
         self._unwalked()
 
     def _unwalked(self) -> None:
@@ -476,6 +532,7 @@ class _Span:
         for name in _READ_SLOTS:
             setattr(span, name, getattr(self, name))
         span.attrs = dict(self.attrs)
+        span.said = None  # its events get their own content objects
         span._unwalked()
         return span
 
@@ -975,11 +1032,14 @@ class _Trace:
     def _content(self, props: dict, hashed, kept=None, *, keep_ref=True) -> None:
         """An event's content_ref, the hash of `hashed` as the span wrote it (else of `kept`), and, unless the
         policy is hash, its content: `kept` (parsed already), else `hashed` parsed."""
-        if keep_ref and (hashed is not None or kept is not None):
-            props["content_ref"] = ref(hashed if hashed is not None else kept)
-        kept = kept if kept is not None else _parsed(hashed)
-        if self.keep and kept is not None:
-            put_content(props, kept)
+        _content(props, self.keep, hashed, kept, keep_ref=keep_ref)
+
+    def _said(self, span: _Span) -> tuple | None:
+        """`_says` of a model or tool span as `prepare` read it, when that still holds."""
+        said = span.said
+        if said is not None and said[0] == self.keep and said[1] == len(span.attrs) and said[2] is span.op:
+            return said
+        return None
 
     def _enter(self, span: _Span, parent: _Span | None) -> None:
         if parent is None:
@@ -1016,17 +1076,16 @@ class _Trace:
         if parent is not None and (span.usage_below or op is INFERENCE):
             parent.usage_below = True
 
-    def _usage(self, span: _Span, props: dict, keys=USAGE_KEYS) -> None:
-        tokens_in, tokens_out = _count(span.attrs, keys[0]), _count(span.attrs, keys[1])
+    def _usage(self, span: _Span, props: dict, keys=USAGE_KEYS, counts: tuple | None = None) -> None:
+        tokens_in, tokens_out, metrics = counts or _counts(span.attrs, keys)
         if tokens_in is not None:
             props["tokens_in"] = tokens_in
             self.tokens += tokens_in
         if tokens_out is not None:
             props["tokens_out"] = tokens_out
             self.tokens += tokens_out
-        for key, metric in CACHE_METRICS.items():
-            if key in span.attrs:
-                self.metrics[metric] += _count(span.attrs, (key,)) or 0
+        for metric, count in metrics:
+            self.metrics[metric] += count
 
     def _own_usage(self, span: _Span, props: dict, keys) -> None:
         """Usage on a wrapper span counts only when no model call below it does (no double count)."""
@@ -1143,33 +1202,33 @@ class _Trace:
                 caller.nested_returns.append((span.end, end))
 
     def _model_call(self, span: _Span) -> None:
-        agent, attrs = span.agent, span.attrs
+        agent = span.agent
+        *_, model, said, counts, requested = self._said(span) or _says(span, self.keep)
         props = {"role": agent.role, "from": agent.key}
-        model = _text(attrs, "gen_ai.request.model") or _text(attrs, "gen_ai.response.model")
         if model:
             props["to"] = model
-        output = _get(attrs, MESSAGES[OUTPUT])  # GenAI parts, or the tool calls OpenInference flattens
-        self._content(props, output, _exchange(attrs))
+        props.update(said)
         self._tag(props, span)
         if model:
             props["model"] = model
-        self._usage(span, props)
+        self._usage(span, props, counts=counts)
         if span.error:
             props["error"] = True
         self.llm_calls += 1
         index = self.b.add(span.end, "message", agent.key, props)
         span.last = index
-        agent.calls.append([span.start, span.end, index, _requested_tool_calls(output), False])
+        agent.calls.append([span.start, span.end, index, requested, False])
 
     def _enter_tool(self, span: _Span) -> None:
         agent, attrs = span.agent, span.attrs
         tool = (_text(attrs, "gen_ai.tool.name") or span.name.partition(" ")[2] or span.operation) \
             if span.op is TOOL else span.operation
-        call_id = _text(attrs, "gen_ai.tool.call.id")
+        said = self._said(span)
+        call_id, said = said[3:5] if said else _tool_call_says(attrs, self.keep)
         props = {"role": agent.role, "tool": tool}
         if call_id:
             props["content_ref"] = call_id
-        self._content(props, _get(attrs, TOOL_IO[INPUT]), _carried(attrs, INPUT, TOOL_IO), keep_ref=not call_id)
+        props.update(said)
         self._tag(props, span)
         if call_id:
             props["tool_call_id"] = call_id
@@ -1189,10 +1248,10 @@ class _Trace:
 
     def _leave_tool(self, span: _Span) -> None:
         tool = span.tool_name
-        props = {"tool": tool}
-        self._content(props, _get(span.attrs, TOOL_IO[OUTPUT]), _carried(span.attrs, OUTPUT, TOOL_IO))
+        said = self._said(span)
+        said, error_type = said[5:] if said else _tool_result_says(span.attrs, self.keep)
+        props = {"tool": tool, **said}
         self._tag(props, span)
-        error_type = _text(span.attrs, "error.type")
         if span.error or error_type:
             props["error"] = True
             if error_type:
