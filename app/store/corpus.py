@@ -64,45 +64,35 @@ def measure_rows(db: Database, keys: list[str], limit: int) -> list[dict]:
     return db.fetchall(f"SELECT * FROM ({measures}) ORDER BY trace_id LIMIT ?", params + [limit])
 
 
-# A measure's bin on its grid, whose edge k is k * num / den (app/domain/charts.py Grid and bin_of): the guess of one
-# division, set right by the two edges around it, each computed as charts.edge computes it (doubles, in the same
-# order). NULL for a trace without the measure.
-BIN = "k{n} - (x{n} < k{n} * ?::DOUBLE / ?::DOUBLE)::INT + (x{n} >= (k{n} + 1) * ?::DOUBLE / ?::DOUBLE)::INT AS b{n}"
-GUESS = "floor(x{n} * ?::DOUBLE / ?::DOUBLE) AS k{n}"
+# The traces of one plot counted per bin: measures x{a} and x{b} of `v`, each on a grid whose edge k is k * num / den
+# (app/domain/charts.py Grid and bin_of). A value's bin is the guess of one division, set right by the two edges
+# around it, each computed as charts.edge computes it (doubles, in the same order). A trace missing either measure
+# counts in a bin numbered None, left out after counting.
+PLOT_BINS = """
+    SELECT {plot} AS plot, kx - (x < kx * xn / xd)::INT + (x >= (kx + 1) * xn / xd)::INT AS i,
+           ky - (y < ky * yn / yd)::INT + (y >= (ky + 1) * yn / yd)::INT AS j, count(*) AS n
+    FROM (SELECT x{a} AS x, x{b} AS y, xn, xd, yn, yd, floor(x{a} * xd / xn) AS kx, floor(x{b} * yd / yn) AS ky
+          FROM v, (SELECT ?::DOUBLE AS xn, ?::DOUBLE AS xd, ?::DOUBLE AS yn, ?::DOUBLE AS yd))
+    GROUP BY ALL
+"""
 
 
 def measure_bins(db: Database, keys: list[str], plots: list[tuple]) -> list[dict[tuple[int, int], int]]:
-    """Per plot (x key, x grid, y key, y grid): the traces with both measures counted per bin, {(i, j): traces}.
-    One scan of the measures (a reward read from each trace's map: unnesting the maps, or joining the reward rows to
-    the traces, costs twice as much), each measure's bin computed once however many plots show it, and every plot's
-    counts in one aggregate over grouping sets (a set per pair of measures, told apart by GROUPING's bit mask)."""
+    """Per plot (x key, x grid, y key, y grid): the traces with both measures counted per bin, {(i, j): traces};
+    one scan of the measures for every plot (a reward read from each trace's map: unnesting the maps, or joining
+    the reward rows to the traces, costs twice as much)."""
     if not plots:
         return []
-    grids = {keys.index(key): grid for x, x_grid, y, y_grid in plots for key, grid in ((x, x_grid), (y, y_grid))}
-    shown = sorted(grids)
-    measures, measure_params = _measures(keys)
-    guesses = [GUESS.format(n=n) for n in shown]
-    bins = [BIN.format(n=n) for n in shown]
-    sides = [(float(grids[n].num), float(grids[n].den)) for n in shown]
-    params = ([value for num, den in sides for value in (num, den, num, den)]  # in the order the SQL names them
-              + [value for num, den in sides for value in (den, num)] + measure_params)
-    pairs = [(keys.index(x), keys.index(y)) for x, _, y, _ in plots]
-    columns = ", ".join(f"b{n}" for n in shown)
-    sets = ", ".join(f"(b{a}, b{b})" for a, b in dict.fromkeys(pairs))
-    sql = (f"SELECT GROUPING({columns}) AS mask, {columns}, count(*) AS n FROM "
-           f"(SELECT {', '.join(bins)} FROM (SELECT *, {', '.join(guesses)} FROM ({measures}))) "
-           f"GROUP BY GROUPING SETS ({sets})")
-    rows: dict[int, list[tuple]] = {}
-    for mask, *bin_of, n in db.execute(sql, params).fetchall():
-        rows.setdefault(mask, []).append((bin_of, n))
-    place = {n: shown.index(n) for n in shown}
-    left_out = (1 << len(shown)) - 1  # GROUPING's mask: a bit per column, the first column's highest, 1 if left out
-    out = []
-    for a, b in pairs:
-        mask = left_out & ~(1 << (len(shown) - 1 - place[a])) & ~(1 << (len(shown) - 1 - place[b]))
-        out.append({(int(bin_of[place[a]]), int(bin_of[place[b]])): n for bin_of, n in rows.get(mask, [])
-                    if bin_of[place[a]] is not None and bin_of[place[b]] is not None})
-    return out
+    measures, params = _measures(keys)
+    sql = f"WITH v AS MATERIALIZED ({measures}) " + " UNION ALL ".join(
+        PLOT_BINS.format(plot=n, a=keys.index(x), b=keys.index(y)) for n, (x, _, y, _) in enumerate(plots))
+    for _, x_grid, _, y_grid in plots:
+        params += [float(x_grid.num), float(x_grid.den), float(y_grid.num), float(y_grid.den)]
+    counts: list[dict] = [{} for _ in plots]
+    for plot, i, j, n in db.execute(sql, params).fetchall():
+        if i is not None and j is not None:
+            counts[plot][(int(i), int(j))] = n
+    return counts
 
 
 def counts_by(db: Database, column: str) -> list[dict]:
