@@ -156,12 +156,12 @@ class Grid:
 
 
 def edge(k: float, num: float, den: float) -> float:
-    """Edge k of a grid as app/store/corpus.py BIN computes it: double operations in the same order."""
+    """Edge k of a grid as app/store/corpus.py PLOT_BINS computes it: double operations in the same order."""
     return (float(k) * float(num)) / float(den)
 
 
 def bin_of(value: float, num: int, den: int) -> int:
-    """The k with edge k <= value < edge k+1, as app/store/corpus.py BIN finds it."""
+    """The k with edge k <= value < edge k+1, as app/store/corpus.py PLOT_BINS finds it."""
     k = math.floor(value * float(den) / float(num))
     return k - (value < edge(k, num, den)) + (value >= edge(k + 1, num, den))
 
