@@ -9,8 +9,10 @@ reviewers' labels from them (app.store.labels.VISIBLE) on every path that reads 
 import csv
 import io
 import json
+import threading
 import weakref
 from collections import namedtuple
+from typing import NamedTuple
 
 from app.domain import csvsafe
 from app.domain.jsontext import KeyedTwice
@@ -40,6 +42,9 @@ MAX_VERSION = 2**31 - 1  # a 32-bit INTEGER column
 LabelRow = namedtuple("LabelRow", [*store.ROW_FIELDS, "empty"])  # a row of store.LABEL_COLUMNS
 # Reviewer names each store is known to hold (a name once stored stays): a save by one of them need not add it.
 _stored_reviewers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# Saves written together at most (see _SaveQueue): a lake keeps an insert of at most 10 rows in its catalog
+# (DuckLake's data_inlining_row_limit) rather than writing a Parquet file of it.
+SAVES_TOGETHER = 10
 
 
 class StaleVersion(Refusal):
@@ -97,11 +102,34 @@ def _no_event(db: Database, trace_id: str, event_id: str) -> NotFound:
     return NotFound(f"trace '{trace_id}' has no event '{event_id}'")
 
 
+class _Save(NamedTuple):
+    """A save request as checked before it waits for the write."""
+
+    trace_id: str
+    event_id: str
+    reviewer: str
+    values: dict
+    annotator_kind: str
+    base_version: int | None
+    request_id: str | None
+    queue_id: str | None
+
+    @property
+    def label(self) -> tuple:
+        return self.trace_id, self.event_id, self.reviewer
+
+
+class _IdTaken(Exception):
+    """A new version's first candidate id is held by another version: the saves are written again, each id
+    checked first (keys.new_row_id)."""
+
+
 def save_label(db: Database, data: dict) -> tuple[dict, bool]:
     """Write a new version from `data` (omitted fields keep their value); returns (label, created).
 
     A repeated `client_request_id` returns the label it created before (created False). With `queue_id`, the
-    label is saved in that review queue, whose rubric's required fields it must fill.
+    label is saved in that review queue, whose rubric's required fields it must fill. Saves made at the same
+    time are written together (_SaveQueue).
     Raises LabelError, NotFound, StaleVersion or QueueError.
     """
     check_request(data)
@@ -114,53 +142,165 @@ def save_label(db: Database, data: dict) -> tuple[dict, bool]:
     base_version = data.get("base_version")
     if base_version is not None and (isinstance(base_version, bool) or not isinstance(base_version, int)):
         raise LabelError("base_version", "must be an integer (0 for a label that does not exist yet)")
-    request_id = data.get("client_request_id") or None
     queue_id = data.get("queue_id") or None
     if queue_id is not None and not isinstance(queue_id, str):
         raise LabelError("queue_id", "must be a queue id (text) or null")
-    # Plain SQL on one cursor, as few statements as a save can take: saves queue on the write lock, and on a lake
-    # every statement pays catalog round trips.
-    def save(cur) -> tuple[dict, bool]:
-        # The event, the current version, and the one this request made before if it is a retry.
-        basis = store.save_basis(cur, trace_id, event_id, reviewer, request_id)
-        if not basis:
-            raise _no_event(db, trace_id, event_id)
-        snapshot = dict(zip(("event_type", "agent", "role"), basis[0][:3]))
-        for name, value in values.items():
-            declared = BY_NAME[name]
-            if not declared.is_empty(value) and not declared.applies(snapshot["event_type"]):
-                raise LabelError(name, f"is asked of {' and '.join(declared.applies_to)} events; this is a "
-                                       f"{snapshot['event_type']}")
-        rows = [LabelRow._make(row[3:]) for row in basis if row[3] is not None]
-        done = next((row for row in rows if request_id and row.client_request_id == request_id), None)
-        if done is not None:
-            return to_dict(done), False
-        current = max(rows, key=lambda row: row.version, default=None)
-        have = current.version if current else 0
-        if base_version is not None and base_version != have:
-            raise StaleVersion(to_dict(current) if current else None, base_version)
-        merged = _values_of(current) | values
-        if queue_id is not None:
-            queues.check_label(db, queue_id, trace_id, event_id, reviewer, merged)
-        stamp = now()
-        new = {"annotation_id": None, "trace_id": trace_id, "event_id": event_id, "reviewer": reviewer,
-               "version": have + 1,
-               "annotator_kind": annotator_kind, "client_request_id": request_id, "created_at": stamp,
-               "queue_id": queue_id, **snapshot, **_columns(merged)}
-        # The id of the first candidate no other version holds: each insert checks its own (keys.new_row_id).
-        new["annotation_id"] = keys.new_row_id(
-            lambda candidate: not store.insert_label(cur, {**new, "annotation_id": candidate}),
-            trace_id, event_id, reviewer, have + 1)
-        if reviewer not in _stored_reviewers.get(db, ()):
-            writes.add_reviewer(cur, reviewer, stamp)
-        # No read back (a lake takes no RETURNING): each value is already of its column's type.
-        row = LabelRow(**{field: new.get(field) for field in store.ROW_FIELDS}, empty=not store.says_something(new))
-        return to_dict(row), True
+    save = _Save(trace_id, event_id, reviewer, values, annotator_kind, base_version,
+                 data.get("client_request_id") or None, queue_id)
+    with _queues_lock:
+        queue = _queues.get(db) or _queues.setdefault(db, _SaveQueue(db))
+    outcome = queue.save(save)
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
 
-    # The reviewer's lock makes versions 1..n even when two instances of the app save the same label at once.
-    saved = db.write(save, [writes.reviewer_lock(reviewer)])
-    _stored_reviewers.setdefault(db, set()).add(reviewer)
-    return saved
+
+def save_labels(db: Database, saves: list[_Save]) -> list:
+    """Write the saves in one transaction, each as save_label does, in their order (a later save of the same
+    label builds on an earlier one's version); each one's (label, created), or the refusal that is its answer.
+
+    Plain SQL on one cursor, as few statements as the saves can take, however many they are: saves queue on the
+    write lock, and on a lake every statement pays catalog round trips. The reviewers' locks make versions 1..n
+    even when two instances of the app save the same label at once."""
+    locks = {writes.reviewer_lock(save.reviewer) for save in saves}
+    try:
+        outcomes = db.write(lambda cur: _write_saves(db, cur, saves, check_ids=False), locks)
+    except _IdTaken:
+        outcomes = db.write(lambda cur: _write_saves(db, cur, saves, check_ids=True), locks)
+    _stored_reviewers.setdefault(db, set()).update(save.reviewer for save, outcome in zip(saves, outcomes)
+                                                   if not isinstance(outcome, BaseException) and outcome[1])
+    return outcomes
+
+
+_queues: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # each store's _SaveQueue
+_queues_lock = threading.Lock()
+
+
+class _Waiting:
+    """A save in a _SaveQueue: its answer once written, or word that its thread is to write the next saves."""
+
+    def __init__(self, save: _Save):
+        self.save, self.outcome, self.leads = save, None, False
+        self.ready = threading.Event()
+
+
+class _SaveQueue:
+    """Saves made at the same time are written together (a group commit): a save that finds none being written
+    writes itself and every save waiting, up to SAVES_TOGETHER, in one transaction (save_labels); saves that come
+    meanwhile wait, and the first of them writes the next group. On a lake, what a transaction costs (advisory
+    locks, a new snapshot, the catalog reads of each table scanned, the commit: some 40 round trips to
+    PostgreSQL) is then paid once per group rather than once per save, and reviewers saving at once no longer
+    queue one transaction each on the write lock."""
+
+    def __init__(self, db: Database):
+        self._db = db
+        self._lock = threading.Lock()
+        self._waiting: list[_Waiting] = []
+        self._writing = False
+
+    def save(self, save: _Save):
+        """The save's outcome: (label, created), or the exception that is its answer."""
+        me = _Waiting(save)
+        with self._lock:
+            self._waiting.append(me)
+            me.leads = not self._writing
+            self._writing = True
+        if not me.leads:
+            me.ready.wait()
+        if me.leads:
+            self._write_next()
+        return me.outcome
+
+    def _write_next(self) -> None:
+        """Write the first waiting saves, answer them, and hand the writing on to the next waiting one."""
+        with self._lock:
+            group, self._waiting = self._waiting[:SAVES_TOGETHER], self._waiting[SAVES_TOGETHER:]
+        outcomes: list = [RuntimeError("the write of this save was interrupted")] * len(group)
+        try:
+            outcomes = _outcomes(self._db, [waiting.save for waiting in group])
+        finally:
+            for waiting, outcome in zip(group, outcomes):
+                waiting.outcome, waiting.leads = outcome, False
+                waiting.ready.set()
+            with self._lock:
+                following = self._waiting[0] if self._waiting else None
+                self._writing = following is not None
+            if following is not None:
+                following.leads = True
+                following.ready.set()
+
+
+def _outcomes(db: Database, saves: list[_Save]) -> list:
+    """save_labels' outcomes; when the group fails as a whole (a database error), each save's own, written
+    alone, so that one save's failure is its answer only."""
+    try:
+        return save_labels(db, saves)
+    except Exception as exc:
+        if len(saves) == 1:
+            return [exc]
+        return [_outcomes(db, [save])[0] for save in saves]
+
+
+def _write_saves(db: Database, cur, saves: list[_Save], check_ids: bool) -> list:
+    """save_labels' write: one read of what the saves start from, then one insert of their new versions."""
+    bases = store.save_bases(cur, [(*save.label, save.request_id) for save in saves])
+    made: dict[tuple, list[LabelRow]] = {}  # versions written by earlier saves of this write, by label
+    outcomes, new_rows, given = [], [], set()
+    for n, save in enumerate(saves):
+        try:
+            outcome = _next_version(db, save, bases.get(n), made.get(save.label, []))
+        except Refusal as refusal:
+            outcomes.append(refusal)
+            continue
+        if isinstance(outcome, dict):  # a new version, given the first candidate id no other version holds
+            parts = (*save.label, outcome["version"])
+            outcome["annotation_id"] = keys.new_row_id(
+                lambda candidate: candidate in given or check_ids and store.annotation_id_taken(cur, candidate),
+                *parts)
+            if not check_ids and outcome["annotation_id"] != keys.natural_id(*parts):
+                raise _IdTaken  # two saves of this write share a candidate: rare enough to check each id again
+            given.add(outcome["annotation_id"])
+            new_rows.append(outcome)
+            # No read back (a lake takes no RETURNING): each value is already of its column's type.
+            row = LabelRow(**{field: outcome.get(field) for field in store.ROW_FIELDS},
+                           empty=not store.says_something(outcome))
+            made.setdefault(save.label, []).append(row)
+            outcome = (to_dict(row), True)
+        outcomes.append(outcome)
+    # Unchecked, the ids are checked by the insert itself.
+    if new_rows and store.insert_labels(cur, new_rows) != len(new_rows):
+        raise _IdTaken
+    for reviewer in sorted({new["reviewer"] for new in new_rows} - _stored_reviewers.get(db, set())):
+        writes.add_reviewer(cur, reviewer, new_rows[0]["created_at"])
+    return outcomes
+
+
+def _next_version(db: Database, save: _Save, basis: list[tuple] | None, made: list[LabelRow]):
+    """The answer to one save from what it starts from (`basis`, see store.save_bases, and the versions `made`
+    earlier in the same write): the version a retried request made before as (label, False), or the columns of
+    the new version to write, its annotation_id still None. Raises the save's refusal."""
+    if not basis:
+        raise _no_event(db, save.trace_id, save.event_id)
+    snapshot = dict(zip(("event_type", "agent", "role"), basis[0][:3]))
+    for name, value in save.values.items():
+        declared = BY_NAME[name]
+        if not declared.is_empty(value) and not declared.applies(snapshot["event_type"]):
+            raise LabelError(name, f"is asked of {' and '.join(declared.applies_to)} events; this is a "
+                                   f"{snapshot['event_type']}")
+    rows = [LabelRow._make(row[3:]) for row in basis if row[3] is not None] + made
+    done = next((row for row in rows if save.request_id and row.client_request_id == save.request_id), None)
+    if done is not None:
+        return to_dict(done), False
+    current = max(rows, key=lambda row: row.version, default=None)
+    have = current.version if current else 0
+    if save.base_version is not None and save.base_version != have:
+        raise StaleVersion(to_dict(current) if current else None, save.base_version)
+    merged = _values_of(current) | save.values
+    if save.queue_id is not None:
+        queues.check_label(db, save.queue_id, save.trace_id, save.event_id, save.reviewer, merged)
+    return {"annotation_id": None, "trace_id": save.trace_id, "event_id": save.event_id, "reviewer": save.reviewer,
+            "version": have + 1, "annotator_kind": save.annotator_kind, "client_request_id": save.request_id,
+            "created_at": now(), "queue_id": save.queue_id, **snapshot, **_columns(merged)}
 
 
 def clear_label(db: Database, data: dict) -> tuple[dict, bool]:

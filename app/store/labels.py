@@ -65,25 +65,50 @@ def read_labels_page(db: Database, viewer: str | None, filters: dict, history: b
     return rows, total
 
 
-def save_basis(cur, trace_id: str, event_id: str, reviewer: str, request_id: str | None) -> list[tuple]:
-    """What saving a reviewer's next version of a label on an event starts from, in one statement (on a lake each
-    costs catalog round trips): the event's type, agent and role, each followed by LABEL_COLUMNS of the current
-    version and of the one `request_id` made before (a retry), or by nulls when there is none; no row when the
-    event does not exist. On the cursor of the write that saves the version."""
-    return execute(cur,
-        "SELECT e.type, e.agent, e.role, l.* FROM "
-        "(SELECT type, agent, role FROM events WHERE trace_id = $trace AND event_id = $event LIMIT 1) e LEFT JOIN "
-        f"(SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id = $trace AND event_id = $event "
-        "AND reviewer = $reviewer QUALIFY version = max(version) OVER () OR client_request_id = $request) l ON true",
-        {"trace": trace_id, "event": event_id, "reviewer": reviewer, "request": request_id}).fetchall()
+def save_bases(cur, saves: list[tuple]) -> dict[int, list[tuple]]:
+    """What saving the next version of each label of `saves` ((trace_id, event_id, reviewer, request_id) each)
+    starts from, in one statement however many they are (on a lake each statement costs catalog round trips), by
+    the save's index: the event's type, agent and role, each followed by LABEL_COLUMNS of the current version and
+    of the one the request made before (a retry), or by nulls when there is none; no rows when the event does
+    not exist. The IN lists let each table's scan skip the files that hold none of the keys. On the cursor of the
+    write that saves the versions."""
+    traces, events, reviewers, requests = (list(column) for column in zip(*saves))
+    params = [list(range(len(saves))), traces, events, reviewers, requests]
+    wanted = [_marks(params, sorted(set(column))) for column in (traces, events, reviewers)]
+    rows = execute(cur,
+        "WITH k AS (SELECT unnest($1) AS n, unnest($2) AS trace_id, unnest($3) AS event_id, unnest($4) AS reviewer, "
+        "unnest($5::VARCHAR[]) AS request) "
+        "SELECT k.n, e.type, e.agent, e.role, l.* EXCLUDE (n) FROM k JOIN "
+        f"(SELECT trace_id, event_id, type, agent, role FROM events WHERE trace_id IN ({wanted[0]}) "
+        f"AND event_id IN ({wanted[1]}) QUALIFY row_number() OVER (PARTITION BY trace_id, event_id) = 1) e "
+        "ON e.trace_id = k.trace_id AND e.event_id = k.event_id LEFT JOIN "
+        f"(SELECT k.n, a.* FROM k JOIN (SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id IN ({wanted[0]}) "
+        f"AND event_id IN ({wanted[1]}) AND reviewer IN ({wanted[2]})) a "
+        "ON a.trace_id = k.trace_id AND a.event_id = k.event_id AND a.reviewer = k.reviewer "
+        "QUALIFY a.version = max(a.version) OVER (PARTITION BY k.n) OR a.client_request_id = k.request) l "
+        "ON l.n = k.n ORDER BY k.n", params).fetchall()
+    bases: dict[int, list[tuple]] = {}
+    for n, *row in rows:
+        bases.setdefault(n, []).append(tuple(row))
+    return bases
 
 
-def insert_label(cur, row: dict) -> bool:
-    """A label version (its columns named by `row`'s keys) unless another holds its annotation_id; whether it was
-    inserted. The check is the insert's own: a lake takes no RETURNING, and a statement less is round trips less."""
-    return execute(cur, f"INSERT INTO annotations ({', '.join(row)}) SELECT {', '.join('?' * len(row))} "
-                        "WHERE NOT EXISTS (SELECT 1 FROM annotations WHERE annotation_id = ?)",
-                   [*row.values(), row["annotation_id"]]).fetchone()[0] == 1
+def _marks(params: list, values: list) -> str:
+    """`values` added to `params` as numbered parameters ($n), listed for an IN list."""
+    params.extend(values)
+    return ", ".join(f"${n}" for n in range(len(params) - len(values) + 1, len(params) + 1))
+
+
+def insert_labels(cur, rows: list[dict]) -> int:
+    """Label versions (their columns named by the first row's keys), each unless another version holds its
+    annotation_id; how many were inserted. The check is the insert's own: a lake takes no RETURNING, and a
+    statement less is round trips less."""
+    columns, params = ", ".join(rows[0]), []
+    values = ", ".join(f"({_marks(params, list(row.values()))})" for row in rows)
+    ids = _marks(params, [row["annotation_id"] for row in rows])
+    return execute(cur, f"INSERT INTO annotations ({columns}) SELECT * FROM (VALUES {values}) v({columns}) "
+                        f"WHERE NOT EXISTS (SELECT 1 FROM annotations a WHERE a.annotation_id IN ({ids}) "
+                        "AND a.annotation_id = v.annotation_id)", params).fetchone()[0]
 
 
 def says_something(row: dict) -> bool:
