@@ -1,10 +1,12 @@
 """Reads of a DuckLake shared through PostgreSQL (issue 30): a read the catalog's latest snapshot has answered before
 is answered again without running (its rows as they were: a snapshot is the whole state of the lake), and runs
 again once anything commits, on this instance or another. Each thread reads on a cursor of its own, kept; a write's
-cursor is kept for the next write, also after one that failed. Runs whenever PostgreSQL is installed."""
+cursor is kept for the next write, also after one that failed. Rows the catalog keeps for small inserts are moved
+into Parquet files once writes pause. Runs whenever PostgreSQL is installed."""
 
 import shutil
 import threading
+import time
 
 import pytest
 
@@ -156,3 +158,23 @@ def test_reads_run_every_time_while_another_database_is_attached(instances, tmp_
     first.execute("DETACH other")
     first.fetchall(REVIEWERS)
     assert REVIEWERS not in statements(lambda: first.fetchall(REVIEWERS))
+
+
+def test_rows_kept_in_the_catalog_move_to_parquet_once_writes_pause(lake, monkeypatch):
+    monkeypatch.setattr(db_module, "FLUSH_COMMITS", 3)
+    monkeypatch.setattr(db_module, "CHECKPOINT_QUIET_S", 0.2)
+    first, second = Database(*lake), Database(*lake)
+    try:
+        files = "SELECT count(*) FROM ducklake_list_files('lake', 'reviewers')"
+        for name in ("ada", "bob", "cy", "dee"):
+            add(first, name)  # each insert is small: DuckLake keeps its row in the catalog
+        deadline = time.monotonic() + 30
+        while not first.scalar(files) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert first.scalar(files) >= 1  # written to a Parquet file
+        assert [row["name"] for row in second.fetchall(REVIEWERS)] == ["ada", "bob", "cy", "dee"]
+        add(second, "eve")
+        assert [row["name"] for row in first.fetchall(REVIEWERS)] == ["ada", "bob", "cy", "dee", "eve"]
+    finally:
+        first.close()
+        second.close()

@@ -59,6 +59,13 @@ CHECKPOINT_FORCE_BYTES = 64 * 1024**2
 CHECKPOINT_QUIET_S = 1.0
 CHECKPOINT_RETRY_S = 5.0
 WAL_LIMIT = "256MB"
+# A lake keeps the rows of a small insert (up to DuckLake's data_inlining_row_limit, 10 rows) in its PostgreSQL
+# catalog, and every scan of a table copies all of that table's such rows from there, unfiltered: after 100,000
+# label saves each save's read of the annotations would copy 100,000 rows. Once FLUSH_COMMITS commits were made by
+# this instance and none for CHECKPOINT_QUIET_S (or at once past FLUSH_FORCE_COMMITS), a thread of its own moves
+# them into Parquet files (ducklake_flush_inlined_data), as the checkpointer folds a file's log.
+FLUSH_COMMITS = 200
+FLUSH_FORCE_COMMITS = 2_000
 # Reads of a lake shared through PostgreSQL are kept by statement, parameters and the catalog snapshot they read
 # (see Database._rows): the entries of the latest snapshot, at most SNAPSHOT_READS, each of at most
 # SNAPSHOT_READ_ROWS rows. A statement calling a function whose result changes with the moment is never kept, nor
@@ -131,6 +138,7 @@ class Database:
         self._attached = 0  # databases attached besides the store's own (migrate-store's source)
         self._snapshot_lock = threading.Lock()
         self._checkpointer = None if self.is_lake or str(path) == ":memory:" else _Checkpointer(self)
+        self._flusher = _InlineFlusher(self) if self.is_lake else None
 
     def _connect_file(self, path: str) -> duckdb.DuckDBPyConnection:
         try:
@@ -150,6 +158,8 @@ class Database:
     def close(self) -> None:
         if self._checkpointer is not None:
             self._checkpointer.stop()
+        if self._flusher is not None:
+            self._flusher.stop()
         if self._writer is not None:
             self._writer.close()
         with self._readers_lock:
@@ -282,6 +292,8 @@ class Database:
             self._writer = cur
             if self._checkpointer is not None:
                 self._checkpointer.wrote()
+            if self._flusher is not None:
+                self._flusher.wrote()
 
     def write(self, work: Callable[[duckdb.DuckDBPyConnection], T], locks: Iterable[tuple] = ()) -> T:
         """`work(cur)` inside one write transaction holding `locks` (see `transaction`), run again (after a
@@ -412,6 +424,55 @@ class _Checkpointer:
                     with self._changed:  # tried again once the retry pause has passed
                         self._due, self._urgent = True, False
                         self._last_write = time.monotonic() + CHECKPOINT_RETRY_S - CHECKPOINT_QUIET_S
+
+
+class _InlineFlusher:
+    """Moves the rows a lake keeps in its catalog into Parquet files once this instance has made FLUSH_COMMITS
+    commits and writes pause (see FLUSH_COMMITS). The flush is a write like any other: it waits for `write_lock`,
+    and is run again when its commit loses to another instance's."""
+
+    def __init__(self, db: Database):
+        self._db = db
+        self._commits = 0
+        self._last_write = time.monotonic()
+        self._stopping = False
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="ducklake-flusher", daemon=True)
+        self._thread.start()
+
+    def wrote(self) -> None:
+        with self._changed:
+            self._commits += 1
+            self._last_write = time.monotonic()
+            if self._commits in (FLUSH_COMMITS, FLUSH_FORCE_COMMITS):
+                self._changed.notify()
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopping = True
+            self._changed.notify()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._stopping:
+                    wait = self._last_write + CHECKPOINT_QUIET_S - time.monotonic()
+                    due = self._commits >= FLUSH_COMMITS
+                    if due and (wait <= 0 or self._commits >= FLUSH_FORCE_COMMITS):
+                        break
+                    self._changed.wait(wait if due else None)
+                if self._stopping:
+                    return
+                self._commits = 0
+            try:
+                self._db.write(lambda cur: execute(cur, f"CALL ducklake_flush_inlined_data('{lake.LAKE_ALIAS}')"
+                                                   ).fetchall())
+            except (duckdb.Error, CommitConflict) as exc:
+                log.warning("moving a lake's inlined rows to Parquet deferred by %.0f s: %s", CHECKPOINT_RETRY_S, exc)
+                with self._changed:  # tried again once the retry pause has passed
+                    self._commits = max(self._commits, FLUSH_COMMITS)
+                    self._last_write = time.monotonic() + CHECKPOINT_RETRY_S - CHECKPOINT_QUIET_S
 
 
 def _apply_migration(cur: duckdb.DuckDBPyConnection, path: Path) -> bool:
