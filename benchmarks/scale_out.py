@@ -43,9 +43,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from lake import ThrowawayPostgres, free_port  # noqa: E402
 
-from benchmarks.corpus import REQUEST, rollouts  # noqa: E402
-
 from app.domain.generate import generate_swarm  # noqa: E402
+from benchmarks.corpus import REQUEST, rollouts  # noqa: E402
 
 EVENTS, AGENTS = 20_000, 1000
 REVIEWERS = 50
@@ -273,6 +272,8 @@ def main() -> None:
     parser.add_argument("--saves", type=int, default=10, help="label saves per reviewer (default 10)")
     parser.add_argument("--corpus", type=int, default=CORPUS,
                         help=f"small rollouts added before the corpus pages are timed (default {CORPUS:,}; 0: none)")
+    parser.add_argument("--lakes", type=int, nargs="*", default=[1, 2], choices=[1, 2],
+                        help="the lakes to run after the file, by their instances (default: 1 2)")
     args = parser.parse_args()
     results = {}
     postgres = ThrowawayPostgres()
@@ -281,7 +282,7 @@ def main() -> None:
             folder = Path(tmp)
             with server(str(folder / "file.duckdb"), None, folder / "file.log") as url:
                 results["file"] = run("DuckDB file, 1 instance", [url], args)
-            for n in (1, 2):
+            for n in args.lakes:
                 db = f"ducklake:postgres:{postgres.new_database()}"
                 with ExitStack() as stack:
                     urls = [stack.enter_context(server(db, folder / f"lake{n}", folder / f"lake{n}-{i}.log"))
@@ -291,7 +292,7 @@ def main() -> None:
         postgres.stop()
     base = results["file"]
     print("\n== ratios to the DuckDB file (medians; > 1 is slower for times, < 1 slower for rates)")
-    for key in ("lake1", "lake2"):
+    for key in (f"lake{n}" for n in args.lakes):
         r = results[key]
         print(f"  {key}: ingest rate x{statistics.median(r['ingest']) / statistics.median(base['ingest']):.2f}, "
               f"save p50 x{r['saves']['p50'] / base['saves']['p50']:.2f}, "

@@ -10,7 +10,9 @@ import time
 
 import pytest
 
+from app.services import labels
 from app.store import db as db_module
+from app.store import lake as lake_module
 from app.store.db import Database
 from app.store.sql import traced_statements
 
@@ -178,3 +180,19 @@ def test_rows_kept_in_the_catalog_move_to_parquet_once_writes_pause(lake, monkey
     finally:
         first.close()
         second.close()
+
+
+def test_a_group_of_label_saves_is_kept_in_the_catalog(lake):
+    db = Database(*lake)
+    try:
+        assert db.scalar("SELECT value FROM ducklake_options('lake') WHERE option_name = 'data_inlining_row_limit' "
+                         "AND scope_entry LIKE '%annotations'") == str(lake_module.INLINED_ROWS["annotations"])
+        db.write(lambda cur: cur.execute("INSERT INTO events (trace_id, seq, event_id, t, t_is_int, type, agent) "
+                                         "VALUES ('t', 0, 'e', 0, true, 'tool_call', 'a')"))
+        saves = [labels._Save("t", "e", f"r{n:02d}", {"credit": 0.5}, "human", None, None, None)
+                 for n in range(labels.SAVES_TOGETHER)]
+        assert all(created for _, created in labels.save_labels(db, saves))
+        assert db.scalar("SELECT count(*) FROM ducklake_list_files('lake', 'annotations')") == 0
+        assert db.scalar("SELECT count(*) FROM annotations") == labels.SAVES_TOGETHER
+    finally:
+        db.close()

@@ -42,9 +42,9 @@ MAX_VERSION = 2**31 - 1  # a 32-bit INTEGER column
 LabelRow = namedtuple("LabelRow", [*store.ROW_FIELDS, "empty"])  # a row of store.LABEL_COLUMNS
 # Reviewer names each store is known to hold (a name once stored stays): a save by one of them need not add it.
 _stored_reviewers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-# Saves written together at most (see _SaveQueue): a lake keeps an insert of at most 10 rows in its catalog
-# (DuckLake's data_inlining_row_limit) rather than writing a Parquet file of it.
-SAVES_TOGETHER = 10
+# Saves written together at most (see _SaveQueue): a lake keeps an insert of annotations of up to this many rows in
+# its catalog (app/store/lake.py INLINED_ROWS) rather than writing a Parquet file of each group.
+SAVES_TOGETHER = 50
 
 
 class StaleVersion(Refusal):

@@ -327,6 +327,8 @@ class Database:
                 continue
             if self.write(lambda cur, path=path: _apply_migration(cur, path), [SCHEMA_LOCK]):
                 applied.append(path.name)
+        if self.is_lake:
+            self.write(lake.set_inlining, [SCHEMA_LOCK])
         if self.locking:
             with lake.held(self._conn, [natural_id("lock", *SCHEMA_LOCK)]):
                 lake.make_deletion_tables(self._conn)

@@ -26,6 +26,10 @@ SETTINGS = {
     # A lake's Parquet files never change: their footers are read once, not by every query.
     "parquet_metadata_cache": "true",
 }
+# Tables whose inserts of up to this many rows DuckLake keeps in its catalog (10 by default) rather than writing a
+# Parquet file of each: a group of label saves is one insert of up to services/labels.SAVES_TOGETHER rows. Kept rows
+# move to Parquet files in bulk later (db._InlineFlusher).
+INLINED_ROWS = {"annotations": 50}
 
 # DuckLake keeps rows deleted from a table's Parquet files in a catalog table of that table's, made at its first
 # such delete. Until it exists, every lake transaction at a new snapshot asks whether it does, for each table it
@@ -134,6 +138,13 @@ def make_deletion_tables(conn: duckdb.DuckDBPyConnection) -> None:
         execute(cur, f"CALL postgres_execute('{LOCKS_ALIAS}', '{DELETION_TABLES}')")
     finally:
         cur.close()
+
+
+def set_inlining(cur: duckdb.DuckDBPyConnection) -> None:
+    """Set the lake's INLINED_ROWS (an option DuckLake keeps in the catalog), in a write."""
+    for table, rows in INLINED_ROWS.items():  # constants
+        execute(cur, f"CALL ducklake_set_option('{LAKE_ALIAS}', 'data_inlining_row_limit', {int(rows)}, "
+                     f"table_name => '{table}')")
 
 
 def use_lake(cur: duckdb.DuckDBPyConnection) -> None:
