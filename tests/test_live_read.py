@@ -134,6 +134,41 @@ def test_the_builder_reads_ahead_the_parts_kept_while_the_run_arrives(tmp_path, 
     assert built == stored
 
 
+def test_a_rebuild_overtaken_by_the_root_spans_batch_is_not_stored(tmp_path, migrated_file, monkeypatch):
+    """The root span's batch arriving while a rebuild of the run so far imports: that rebuild stores nothing, the
+    build after it stores the whole run once."""
+    docs = pydantic_ai_docs()
+    path = tmp_path / "live.duckdb"
+    shutil.copyfile(migrated_file, path)
+    db = Database(path)
+    live = LiveTraces(db)
+    stores, validations = [], []
+    validate, store = live_service.problems_of, live_service.store_traces
+
+    def root_arrives(traces):
+        if not validations:
+            live.receive_otlp(copy.deepcopy(docs[-1]), Receipt("POST /v1/traces", "otlp/protobuf", "spans"))
+        validations.append(1)
+        return validate(traces)
+
+    monkeypatch.setattr(live_service, "problems_of", root_arrives)
+    monkeypatch.setattr(live_service, "store_traces", lambda *args, **kwargs: stores.append(1) or store(*args, **kwargs))
+    try:
+        for doc in docs[:-1]:
+            live.receive_otlp(copy.deepcopy(doc), Receipt("POST /v1/traces", "otlp/protobuf", "spans"))
+        live.flush()
+        built = {row["trace_id"]: trace_store.read_trace(db, row["trace_id"])
+                 for row in db.fetchall("SELECT trace_id FROM traces")}
+        status = [live_store.live_status(db, trace_id)["status"] for trace_id in built]
+    finally:
+        live.close()
+        db.close()
+    monkeypatch.setattr(live_service, "problems_of", validate)
+    monkeypatch.setattr(live_service, "store_traces", store)
+    _, (stored, _, _) = both(tmp_path, migrated_file, monkeypatch, docs)
+    assert len(validations) == 2 and len(stores) == 1 and built == stored and status == ["complete"]
+
+
 def pydantic_ai_docs() -> list[dict]:
     return [decode_request(body) for body in batches("pydantic_ai")]
 

@@ -442,7 +442,7 @@ class LiveTraces:
         with self._seen_lock:  # what the parts committed so far hold, if every member's spans were kept
             # Marked built as of now: a batch committed while it builds leaves the trace building (it was marked
             # complete, its stored trace lacking that batch, until the next build)
-            read_at = _now()
+            read_at, read_when = _now(), time.monotonic()
             read = self._kept_read(source, members)
         parts = None if read else self._parts(source, members)
         if not read and not parts:
@@ -464,6 +464,8 @@ class LiveTraces:
                 problems = problems_of([trace])
                 if problems:
                     error = "; ".join(f"{p['path']}: {p['message']}" for p in problems[:5])
+                elif self._overtaken((source, source_trace), read_when):
+                    return None  # the build its root span's batch asked for stores the run whole, next
                 else:
                     stored = trace["trace_id"]
                     store_traces(self.db, [trace], "replace", then=built)  # stored and marked built at once
@@ -547,6 +549,12 @@ class LiveTraces:
             self._not_before.popitem(last=False)
         if key in self._due and key in self._spaced:
             self._due[key] = max(self._due[key], self._not_before[key])
+
+    def _overtaken(self, key: tuple[str, str], read_when: float) -> bool:
+        """Whether a batch with the root span of `key` asked for its build after this one read (monotonic
+        `read_when`): storing a rebuild while receiving (half its time) would only delay the run's complete one."""
+        with self._changed:
+            return key in self._due and key not in self._spaced and self._asked.get(key, read_when) > read_when
 
     def _settled(self, source: str, members: list[str], started: float) -> None:
         """Drop the builds still due of the other live traces of a run just built, asked for before it read their
