@@ -8,12 +8,14 @@ read_json + unnest of the same rollouts; then where the in-process time goes: re
 (analysis in the worker process meanwhile), the analysis alone in one process, and DuckDB alone inserting the same
 rows from Arrow and committing them (with its default threads and with one). Run with `make bench` or
 `.venv/bin/python benchmarks/ingest.py`.
-Prints medians with their range; asserts nothing.
+Prints medians with their range and the machine's load before and after (figures taken under load mislead: on two
+cores, other processes take the analysis worker's core); asserts nothing.
 """
 
 import argparse
 import gc
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -190,6 +192,7 @@ def main() -> None:
     parser.add_argument("--rollout-events", type=int, default=37)
     parser.add_argument("--rollouts-only", action="store_true", help="measure the rollouts alone, not the trace")
     args = parser.parse_args()
+    load_before = os.getloadavg()
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -243,6 +246,8 @@ def main() -> None:
         for label, times in parts.items():
             print(f"    {label:24s} {statistics.median(times) * 1000:5.0f} (range {min(times) * 1000:.0f}-"
                   f"{max(times) * 1000:.0f})")
+    print("load average (1, 5, 15 min) before: {:.2f} {:.2f} {:.2f}; after: {:.2f} {:.2f} {:.2f}".format(
+        *load_before, *os.getloadavg()))
 
 
 if __name__ == "__main__":
