@@ -10,8 +10,6 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
-from app.store import writes
-from app.store.sql import execute
 
 
 def stored_ids(client) -> list[str]:
@@ -272,28 +270,3 @@ def test_replacing_a_stored_trace_is_an_admin_s_through_the_api_and_the_upload_f
         assert replaced.status_code == 201
         assert client.get("/api/traces/t-small", headers=tokens["rita"]).json()["task_id"] == "changed"
     app.state.db.close()
-
-
-def test_a_write_of_traces_leaves_a_core_to_the_analysis_worker_and_restores_the_threads(db):
-    """DuckDB runs a write of traces on a thread fewer than its own (at least one); overlapping writes restore the
-    setting when the last one ends."""
-    def threads(on) -> int:
-        return execute(on, "SELECT current_setting('threads')").fetchone()[0]
-
-    cur = db.cursor()
-    execute(cur, "SET threads = 3")
-    seen = []
-
-    def outer(write_cur, stored, before) -> None:
-        seen.append(threads(write_cur))
-        with writes._leaving_a_core(db):  # a second write begins before this one ends
-            seen.append(threads(cur))
-        seen.append(threads(cur))
-
-    writes.store_traces(db, [make_trace("threads")], then=outer)
-    assert seen == [2, 2, 2]
-    assert threads(cur) == 3
-    execute(cur, "SET threads = 1")
-    writes.store_traces(db, [make_trace("one-thread")], then=lambda write_cur, *_: seen.append(threads(write_cur)))
-    assert seen[-1] == 1 and threads(cur) == 1
-    cur.close()

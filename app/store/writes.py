@@ -6,9 +6,7 @@ reads the column properties of each event straight from its dict; only `extra` a
 Python step per event; counts and maxima per trace are aggregated by DuckDB.
 """
 
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from itertools import chain, repeat
 from operator import itemgetter
 
@@ -40,9 +38,6 @@ ANALYSIS_COLUMNS = ("critical_path_steps", "critical_path_s", "parallelism_speed
 _STILL_AS_READ = """
     SELECT a.trace_id FROM analysed a JOIN traces t ON t.trace_id = a.trace_id AND t.ingested_at = a.ingested_at
 """
-# Writes of traces under way per database, and its DuckDB threads before the first (see _leaving_a_core)
-_writing: dict[int, list[int]] = {}
-_writing_lock = threading.Lock()
 _TRACE_COUNTS = """
     SELECT trace_id, count(DISTINCT agent) FILTER (WHERE """ + TEAM_MEMBER_EVENT + """) AS n_agents, max(t) AS t_max
     FROM bulk_events GROUP BY trace_id
@@ -91,37 +86,10 @@ def store_traces(db: Database, traces: list[dict], existing: str = "error",
             then(cur, stored, taken)
         return stored
 
-    with paused_gc(), _leaving_a_core(db):
+    with paused_gc():
         stored = db.write(store, trace_locks(ids))
     kept = set(stored)
     return stored, [i for i in ids if i not in kept]
-
-
-@contextmanager
-def _leaving_a_core(db: Database) -> Iterator[None]:
-    """DuckDB runs this block's statements, commit included, on one thread fewer than its own (at least one): the
-    analysis worker works beside the write, and on two cores DuckDB's second thread fought it (and any other busy
-    process) for the core, its inserts waiting on a thread that was not running: a request of 1,000 rollouts
-    in process, load 6-12, inserted its events and edges in 230 ms and committed in 217 ms (medians) on two threads,
-    in 90 and 186 ms on one. The setting is the database's: the first of overlapping writes lowers it, the last
-    restores it."""
-    cur = db.cursor()
-    try:
-        with _writing_lock:
-            held = _writing.setdefault(id(db), [0, 0])
-            if not held[0]:
-                held[1] = execute(cur, "SELECT current_setting('threads')").fetchone()[0]
-                execute(cur, f"SET threads = {max(1, held[1] - 1)}")
-            held[0] += 1
-        try:
-            yield
-        finally:
-            with _writing_lock:
-                held[0] -= 1
-                if not held[0]:
-                    execute(cur, f"SET threads = {_writing.pop(id(db))[1]}")
-    finally:
-        cur.close()
 
 
 def trace_locks(trace_ids: list[str]) -> list[tuple]:
