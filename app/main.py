@@ -15,7 +15,7 @@ from app.services.cache import TraceCache
 from app.services.live import LiveTraces
 from app.settings import Settings
 from app.store import lake
-from app.store.db import Database
+from app.store.db import Database, one_look
 from app.web import security
 from app.web.access import AnyViewer, Public, PublicFiles, check_routes, routes
 from app.web.browser import csrf_cookie
@@ -91,6 +91,21 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+class OneLook:
+    """Each request's reads see a lake as of one look at its latest snapshot (app.store.db.one_look), not one a
+    read: plain ASGI, outermost, so that the session and token checks share it."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        with one_look():
+            await self.app(scope, receive, send)
+
+
 def trace_sql_log() -> None:
     """ORCHESTRACE_TRACE_SQL: every statement with its time on standard error (logger `orchestrace.sql`)."""
     sql_log = logging.getLogger("orchestrace.sql")
@@ -138,6 +153,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.middleware("http")(csrf_cookie)
     app.middleware("http")(security.guard)  # outside the form token: a refused request gets no cookie
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(OneLook)
     routers = [module.router for module in (traces, otlp_receiver, ingest_log, annotations, papers, pages, labelling,
                                             paper_pages, corpus_pages, account_pages, backup, schema, queues, queue_pages,
                                             events, users, diff, groups, findings)]

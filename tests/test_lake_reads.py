@@ -77,6 +77,48 @@ def test_a_read_through_execute_is_kept_as_fetchall_reads_are(instances):
     assert [name for name, _ in first.execute(REVIEWERS).fetchall()] == ["ada", "bob"]
 
 
+LOOK = "SELECT * FROM postgres_query"  # the catalog's latest snapshot
+
+
+def test_a_request_looks_at_the_snapshot_once_and_again_after_its_own_commit(instances):
+    first, second = instances
+    add(first, "ada")
+    with db_module.one_look():
+        ran = statements(lambda: (first.fetchall(REVIEWERS), first.scalar("SELECT count(*) FROM reviewers"),
+                                  first.fetchall(REVIEWERS)))
+        assert sum(sql.startswith(LOOK) for sql in ran) == 1, ran
+        add(second, "bob")  # another instance commits during the request: its reads stay as of its look
+        assert [r["name"] for r in first.fetchall(REVIEWERS)] == ["ada"]
+        add(first, "cy")  # this process commits: the request looks again and sees both
+        ran = statements(lambda: first.fetchall(REVIEWERS))
+        assert sum(sql.startswith(LOOK) for sql in ran) == 1
+        assert [r["name"] for r in first.fetchall(REVIEWERS)] == ["ada", "bob", "cy"]
+    with db_module.one_look():  # the next request sees what committed before it
+        add(second, "dee")
+        assert [r["name"] for r in first.fetchall(REVIEWERS)] == ["ada", "bob", "cy", "dee"]
+
+
+def test_a_page_on_a_lake_looks_at_the_snapshot_once(lake, tmp_path):
+    from conftest import BASE_URL
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+
+    app = create_app(Settings(db=lake[0], lake_data=lake[1]))
+    try:
+        client = TestClient(app, base_url=BASE_URL)
+        assert client.get("/api/traces").status_code == 200
+        for page in ("/", "/dashboard", "/audit"):
+            with traced_statements() as ran:
+                assert client.get(page).status_code == 200
+            reads = [sql for sql, *_ in ran]
+            assert sum(sql.startswith(LOOK) for sql in reads) == 1, (page, reads)
+    finally:
+        app.state.live.close()
+        app.state.db.close()
+
+
 def test_each_lake_table_has_its_inlined_deletion_table_and_deletes_read_right(instances):
     """Made ahead (lake.DELETION_TABLES), DuckLake writes a small delete's rows into it and reads them back."""
     first, second = instances

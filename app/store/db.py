@@ -20,8 +20,9 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
@@ -72,10 +73,24 @@ FLUSH_FORCE_COMMITS = 2_000
 # any read while another database is attached (its state is not the lake's).
 SNAPSHOT_READS = 256
 SNAPSHOT_READ_ROWS = 1_000
+# Within `one_look` (a web request), a lake's latest snapshot is asked once per Database: the request's reads are
+# answered as of that look, and asked again after a commit of this process. A look is a PostgreSQL round trip of
+# 1 ms idle and 10-25 ms while the process is busy (a page made 4-5, which were most of its time on a lake).
+_looks: ContextVar[dict | None] = ContextVar("lake_looks", default=None)
 READ_SQL = re.compile(r"\s*(SELECT|WITH|FROM)\b", re.IGNORECASE)
 ATTACHING = re.compile(r"\s*(ATTACH|DETACH)\b", re.IGNORECASE)
 VOLATILE_SQL = re.compile(r"\b(now|current_timestamp|current_date|current_time|today|get_current_time|random|"
                           r"uuid|gen_random_uuid)\b", re.IGNORECASE)
+
+
+@contextmanager
+def one_look() -> Iterator[None]:
+    """Reads in this block (a request) see a lake as of its first look, or of this process's last commit."""
+    token = _looks.set({})
+    try:
+        yield
+    finally:
+        _looks.reset(token)
 
 
 def utc_now() -> datetime:
@@ -135,6 +150,7 @@ class Database:
         self._readers_lock = threading.Lock()
         self._snapshot_reads: OrderedDict[tuple, tuple[list[str], list[tuple]]] = OrderedDict()
         self._snapshot = None  # the catalog snapshot the kept reads were made at
+        self._commits = 0  # this process's commits: a request looks again after one (see one_look)
         self._attached = 0  # databases attached besides the store's own (migrate-store's source)
         self._snapshot_lock = threading.Lock()
         self._checkpointer = None if self.is_lake or str(path) == ":memory:" else _Checkpointer(self)
@@ -233,7 +249,7 @@ class Database:
             else None
         if key is None:
             return self._run(sql, params)
-        snapshot = lake.snapshot_id(self._looker())
+        snapshot = self._latest()
         with self._snapshot_lock:
             if snapshot != self._snapshot:
                 self._snapshot_reads.clear()
@@ -244,8 +260,10 @@ class Database:
         if kept is not None:
             return copy.deepcopy(kept) if _nested(kept[1]) else kept
         names, rows = self._run(sql, params)
-        # Kept only when no commit came between the two looks: the query then read `snapshot`.
-        if len(rows) <= SNAPSHOT_READ_ROWS and lake.snapshot_id(self._looker()) == snapshot:
+        # Kept only when no commit came between the two looks (the query then read `snapshot`), or in a request
+        # (one look): rows kept under a snapshot are then at least as new as it, never older.
+        if len(rows) <= SNAPSHOT_READ_ROWS and (_looks.get() is not None
+                                                or lake.snapshot_id(self._looker()) == snapshot):
             kept = (names, copy.deepcopy(rows) if _nested(rows) else rows)
             with self._snapshot_lock:
                 if snapshot == self._snapshot:
@@ -253,6 +271,19 @@ class Database:
                     while len(self._snapshot_reads) > SNAPSHOT_READS:
                         self._snapshot_reads.popitem(last=False)
         return names, rows
+
+    def _latest(self) -> int | None:
+        """The lake's latest snapshot: asked, or within `one_look` the one its request saw since this process's
+        last commit."""
+        looks = _looks.get()
+        seen = None if looks is None else looks.get(id(self))
+        if seen is not None and seen[1] == self._commits:
+            return seen[0]
+        commits = self._commits
+        snapshot = lake.snapshot_id(self._looker())
+        if looks is not None:
+            looks[id(self)] = (snapshot, commits)
+        return snapshot
 
     def _run(self, sql: str, params=None) -> tuple[list[str], list[tuple]]:
         cur = self.execute(sql, params, self._reader())
@@ -290,6 +321,7 @@ class Database:
                 cur.close()
                 raise
             self._writer = cur
+            self._commits += 1
             if self._checkpointer is not None:
                 self._checkpointer.wrote()
             if self._flusher is not None:
