@@ -405,32 +405,29 @@ def _read_key(sql: str, params) -> tuple | None:
     return sql, values
 
 
-class _Checkpointer:
-    """Folds a file's write-ahead log into the file when it has grown and writes pause (see CHECKPOINT_WAL_BYTES),
-    so no request waits for a checkpoint. It holds `write_lock` meanwhile; readers go on."""
+class _WhenWritesPause:
+    """Work a thread of its own does for a Database once `_wrote` made it due and no write has committed for
+    CHECKPOINT_QUIET_S, or at once when urgent, so that no request waits for it; after a failure (`_fails`), again
+    once CHECKPOINT_RETRY_S have passed."""
+
+    name = what = ""
+    _fails: tuple[type[BaseException], ...] = (duckdb.Error,)
 
     def __init__(self, db: Database):
         self._db = db
-        self._wal = Path(f"{db.path}.wal")
-        execute(db._conn, f"SET checkpoint_threshold = '{WAL_LIMIT}'")
         self._last_write = time.monotonic()
         self._due = self._urgent = False
         self._stopping = False
         self._changed = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name="duckdb-checkpointer", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
-    def wrote(self) -> None:
-        """A write committed: note when, and whether the log has grown enough to fold."""
-        try:
-            size = self._wal.stat().st_size
-        except OSError:  # no log: everything is in the file
-            size = 0
+    def _wrote(self, due: bool, urgent: bool) -> None:
+        """A write committed: note when, and whether the work is due (urgent: without waiting for a pause)."""
         with self._changed:
             self._last_write = time.monotonic()
-            if size >= CHECKPOINT_WAL_BYTES and not self._due or size >= CHECKPOINT_FORCE_BYTES:
-                self._due = True
-                self._urgent = size >= CHECKPOINT_FORCE_BYTES
+            if due and not self._due or urgent and not self._urgent:
+                self._due, self._urgent = True, urgent
                 self._changed.notify()
 
     def stop(self) -> None:
@@ -438,6 +435,9 @@ class _Checkpointer:
             self._stopping = True
             self._changed.notify()
         self._thread.join()
+
+    def _work(self) -> None:
+        raise NotImplementedError
 
     def _run(self) -> None:
         while True:
@@ -448,65 +448,62 @@ class _Checkpointer:
                         break
                     self._changed.wait(wait if self._due else None)
                 if self._stopping:
-                    return  # closing the connection checkpoints
+                    return  # closing the connection checkpoints; a lake's inlined rows stay readable
                 self._due = self._urgent = False
-            with self._db.write_lock:
-                try:
-                    self._db.execute("CHECKPOINT")
-                except duckdb.Error as exc:  # e.g. a transaction older than a schema change is still open
-                    log.warning("checkpoint deferred by %.0f s: %s", CHECKPOINT_RETRY_S, exc)
-                    with self._changed:  # tried again once the retry pause has passed
-                        self._due, self._urgent = True, False
-                        self._last_write = time.monotonic() + CHECKPOINT_RETRY_S - CHECKPOINT_QUIET_S
+            try:
+                self._work()
+            except self._fails as exc:  # e.g. a transaction older than a schema change is still open
+                log.warning("%s deferred by %.0f s: %s", self.what, CHECKPOINT_RETRY_S, exc)
+                with self._changed:  # tried again once the retry pause has passed
+                    self._due, self._urgent = True, False
+                    self._last_write = time.monotonic() + CHECKPOINT_RETRY_S - CHECKPOINT_QUIET_S
 
 
-class _InlineFlusher:
+class _Checkpointer(_WhenWritesPause):
+    """Folds a file's write-ahead log into the file when it has grown and writes pause (see CHECKPOINT_WAL_BYTES).
+    It holds `write_lock` meanwhile; readers go on."""
+
+    name, what = "duckdb-checkpointer", "checkpoint"
+
+    def __init__(self, db: Database):
+        self._wal = Path(f"{db.path}.wal")
+        execute(db._conn, f"SET checkpoint_threshold = '{WAL_LIMIT}'")
+        super().__init__(db)
+
+    def wrote(self) -> None:
+        try:
+            size = self._wal.stat().st_size
+        except OSError:  # no log: everything is in the file
+            size = 0
+        self._wrote(size >= CHECKPOINT_WAL_BYTES, size >= CHECKPOINT_FORCE_BYTES)
+
+    def _work(self) -> None:
+        with self._db.write_lock:
+            self._db.execute("CHECKPOINT")
+
+
+class _InlineFlusher(_WhenWritesPause):
     """Moves the rows a lake keeps in its catalog into Parquet files once this instance has made FLUSH_COMMITS
     commits and writes pause (see FLUSH_COMMITS). The flush is a write like any other: it waits for `write_lock`,
     and is run again when its commit loses to another instance's."""
 
+    name, what = "ducklake-flusher", "moving a lake's inlined rows to Parquet"
+    _fails = (duckdb.Error, CommitConflict)
+
     def __init__(self, db: Database):
-        self._db = db
-        self._commits = 0
-        self._last_write = time.monotonic()
-        self._stopping = False
-        self._changed = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name="ducklake-flusher", daemon=True)
-        self._thread.start()
+        self._commits = 0  # since the last flush began
+        super().__init__(db)
 
     def wrote(self) -> None:
         with self._changed:
             self._commits += 1
-            self._last_write = time.monotonic()
-            if self._commits in (FLUSH_COMMITS, FLUSH_FORCE_COMMITS):
-                self._changed.notify()
+            commits = self._commits
+        self._wrote(commits >= FLUSH_COMMITS, commits >= FLUSH_FORCE_COMMITS)
 
-    def stop(self) -> None:
+    def _work(self) -> None:
         with self._changed:
-            self._stopping = True
-            self._changed.notify()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while True:
-            with self._changed:
-                while not self._stopping:
-                    wait = self._last_write + CHECKPOINT_QUIET_S - time.monotonic()
-                    due = self._commits >= FLUSH_COMMITS
-                    if due and (wait <= 0 or self._commits >= FLUSH_FORCE_COMMITS):
-                        break
-                    self._changed.wait(wait if due else None)
-                if self._stopping:
-                    return
-                self._commits = 0
-            try:
-                self._db.write(lambda cur: execute(cur, f"CALL ducklake_flush_inlined_data('{lake.LAKE_ALIAS}')"
-                                                   ).fetchall())
-            except (duckdb.Error, CommitConflict) as exc:
-                log.warning("moving a lake's inlined rows to Parquet deferred by %.0f s: %s", CHECKPOINT_RETRY_S, exc)
-                with self._changed:  # tried again once the retry pause has passed
-                    self._commits = max(self._commits, FLUSH_COMMITS)
-                    self._last_write = time.monotonic() + CHECKPOINT_RETRY_S - CHECKPOINT_QUIET_S
+            self._commits = 0
+        self._db.write(lambda cur: execute(cur, f"CALL ducklake_flush_inlined_data('{lake.LAKE_ALIAS}')").fetchall())
 
 
 def _apply_migration(cur: duckdb.DuckDBPyConnection, path: Path) -> bool:
