@@ -12,6 +12,7 @@ from app.main import create_app
 from app.services import accounts
 from app.settings import Settings
 
+pytestmark = pytest.mark.heavy  # a minute of a worker: not left for the end (tests/conftest.py)
 PASSWORD = "correct horse battery"
 EVIL = "http://evil.example"
 

@@ -17,6 +17,7 @@ from app.services import accounts
 from app.settings import Settings
 from app.web.access import Access, declared, route_for
 
+pytestmark = pytest.mark.heavy  # a minute of a worker: not left for the end (tests/conftest.py)
 PASSWORD = "correct horse battery"
 NEW_PASSWORD = "a brand new password"
 JSON = {"Content-Type": "application/json"}
