@@ -47,11 +47,10 @@ chromium:
 
 # The storage, label, API, ingest and query tests again, on a DuckLake store over a throwaway PostgreSQL (issue 16);
 # `--store=lake` runs only their tests that use the `settings` fixture's store. A lake test takes some 1.5 s of CPU
-# (a file one 0.25 s): a file added here should earn its time. The blind review tests are not here (a minute of the
-# run's three): who sees a label is decided by the same SQL views on both stores.
+# (a file one 0.25 s): a file added here should earn its time. The blind review, paper and search tests are not here
+# (a minute of the run's three, and 20 s): their SQL is plain reads and writes, the same on both stores.
 LAKE_TESTS := tests/test_store_schema.py tests/test_store_lake.py tests/test_annotations.py tests/test_api_traces.py \
-	tests/test_papers.py tests/test_importers_api.py tests/test_otlp_receiver.py tests/test_search.py \
-	tests/test_analysis.py tests/test_lod.py
+	tests/test_importers_api.py tests/test_otlp_receiver.py tests/test_analysis.py tests/test_lod.py
 
 # The whole suite on DuckDB files, then the LAKE_TESTS on a lake; each on both cores (pytest-xdist), a test file's
 # tests on one worker so that its module fixtures (servers, browsers) start once.
