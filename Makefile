@@ -52,11 +52,16 @@ chromium:
 LAKE_TESTS := tests/test_store_schema.py tests/test_store_lake.py tests/test_annotations.py tests/test_api_traces.py \
 	tests/test_importers_api.py tests/test_otlp_receiver.py tests/test_analysis.py tests/test_lod.py
 
+# The tests write bytecode even where the environment says not to (PYTHONDONTWRITEBYTECODE): each pytest process
+# would otherwise rewrite the asserts of some 450 modules again (10-15 s a process), and each server or CLI a test
+# starts would compile the app anew. The files land in __pycache__ folders, which git ignores.
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/pytest
+
 # The whole suite on DuckDB files, then the LAKE_TESTS on a lake; each on both cores (pytest-xdist), a test file's
 # tests on one worker so that its module fixtures (servers, browsers) start once.
 test: install chromium postgres
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile --store=lake $(LAKE_TESTS)
+	$(PYTEST) -q -n 2 --dist loadfile
+	$(PYTEST) -q -n 2 --dist loadfile --store=lake $(LAKE_TESTS)
 
 postgres:
 	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
@@ -68,7 +73,7 @@ postgres:
 	fi
 
 test-lake: install postgres
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile --store=lake $(LAKE_TESTS)
+	$(PYTEST) -q -n 2 --dist loadfile --store=lake $(LAKE_TESTS)
 
 bench: install
 	$(PY) benchmarks/ingest.py

@@ -96,6 +96,7 @@ def test_multipart_json_jsonl_and_gzip_files(client):
     assert response.json()["ingested"] == ["m1", "m2", "m3", "m4"]
 
 
+@pytest.mark.before_the_store
 def test_multipart_without_file_part_is_400(client):
     response = client.post("/api/traces", data={"other": "x"}, files={"nope": ("a.json", b"{}")})
     assert response.status_code == 400
@@ -144,6 +145,7 @@ def test_existing_id_is_409_unless_replace(client):
     assert client.get("/api/traces").json()["total"] == 1
 
 
+@pytest.mark.before_the_store
 @pytest.mark.parametrize("body, fragment", [
     (b'{"trace_id": "x",\n  "task_id": }', "line 2, column 14"),
     (b"", "empty document"),
@@ -207,6 +209,7 @@ def test_unknown_trace_is_404_and_delete_removes(client):
     assert len(client.get("/api/traces/d1").json()["events"]) == 6
 
 
+@pytest.mark.before_the_store
 @pytest.mark.parametrize("method, path, allowed", [
     ("PUT", "/api/traces", "GET, POST"),  # two routes share the path: both are named
     ("PATCH", "/api/traces/x", "DELETE, GET"),

@@ -1,11 +1,13 @@
 """Browser fixtures: a live server over a fresh DuckDB file per module, headless Chromium, and a page
-that fails its test on any console error or uncaught exception and leaves a screenshot behind.
+that fails its test on any console error or uncaught exception and leaves a screenshot behind when its test failed
+(every test's, with ORCHESTRACE_SCREENSHOTS=all: a full-page screenshot is a tenth of a browser test's time).
 
 This folder has an `__init__.py` so that this file imports as `browser.conftest` and does not shadow
 `tests/conftest.py`, which the flat tests import as `conftest`.
 """
 
 import json
+import os
 import re
 import socket
 import threading
@@ -31,6 +33,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 VIEWPORT = {"width": 1440, "height": 900}
+EVERY_SCREENSHOT = os.environ.get("ORCHESTRACE_SCREENSHOTS") == "all"
 SERVER_START_TIMEOUT_S = 10
 TIMEOUT_MS = 10_000
 
@@ -55,6 +58,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if HERE in item.path.parents:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test, for the `page` fixture to tell whether its test failed."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
 
 
 @pytest.hookimpl(wrapper=True)
@@ -143,9 +154,11 @@ def page(browser, request):
         f"console: {msg.text} ({msg.location.get('url', '')})"))
     page.on("pageerror", lambda exc: page.console_errors.append(f"pageerror: {exc}"))
     yield page
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    failed = any(getattr(getattr(request.node, f"report_{when}", None), "failed", False) for when in ("setup", "call"))
     try:
-        page.screenshot(path=str(SCREENSHOTS / (re.sub(r"[^\w.-]+", "_", request.node.name) + ".png")),
-                        full_page=True)
+        if failed or EVERY_SCREENSHOT:
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SCREENSHOTS / (re.sub(r"[^\w.-]+", "_", request.node.name) + ".png")),
+                            full_page=True)
     finally:
         context.close()
