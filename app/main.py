@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.services import accounts, analysis
 from app.services.cache import TraceCache
+from app.services.corpus import CorpusFacts
 from app.services.live import LiveTraces
 from app.settings import Settings
 from app.store import lake
@@ -147,6 +148,8 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.state.reanalysis = reanalysis
     app.state.login_throttle = accounts.LoginThrottle()
     app.state.cache = TraceCache()
+    app.state.corpus = CorpusFacts(db)
+    db.when_writes_pause(app.state.corpus.refresh, "building the corpus pages' facts again")
     app.state.templates = make_templates(settings.templates_dir, PLOTLY_JS_URL)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(SQLTrace, enabled=settings.trace_sql)  # innermost: the statements of the app's own work

@@ -153,8 +153,9 @@ class Database:
         self._commits = 0  # this process's commits: a request looks again after one (see one_look)
         self._attached = 0  # databases attached besides the store's own (migrate-store's source)
         self._snapshot_lock = threading.Lock()
-        self._checkpointer = None if self.is_lake or str(path) == ":memory:" else _Checkpointer(self)
-        self._flusher = _InlineFlusher(self) if self.is_lake else None
+        # Work done on threads of their own when writes pause: a file's checkpoint, a lake's flush, `when_writes_pause`
+        self._pausing: list[_WhenWritesPause] = [_InlineFlusher(self)] if self.is_lake \
+            else [] if str(path) == ":memory:" else [_Checkpointer(self)]
 
     def _connect_file(self, path: str) -> duckdb.DuckDBPyConnection:
         try:
@@ -172,16 +173,20 @@ class Database:
             raise
 
     def close(self) -> None:
-        if self._checkpointer is not None:
-            self._checkpointer.stop()
-        if self._flusher is not None:
-            self._flusher.stop()
+        for worker in self._pausing:
+            worker.stop()
         if self._writer is not None:
             self._writer.close()
         with self._readers_lock:
             for cur in self._all_readers:
                 cur.close()
         self._conn.close()
+
+    def when_writes_pause(self, work: Callable[[], None], what: str) -> None:
+        """Run `work` on a thread of its own once this process's writes pause after a commit (CHECKPOINT_QUIET_S),
+        each time they do (a failure is logged and tried again CHECKPOINT_RETRY_S later). Registered before any
+        request is served: the list is not guarded."""
+        self._pausing.append(_AfterWrites(self, work, what))
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         cur = self._conn.cursor()
@@ -322,10 +327,8 @@ class Database:
                 raise
             self._writer = cur
             self._commits += 1
-            if self._checkpointer is not None:
-                self._checkpointer.wrote()
-            if self._flusher is not None:
-                self._flusher.wrote()
+            for worker in self._pausing:
+                worker.wrote()
 
     def write(self, work: Callable[[duckdb.DuckDBPyConnection], T], locks: Iterable[tuple] = ()) -> T:
         """`work(cur)` inside one write transaction holding `locks` (see `transaction`), run again (after a
@@ -505,6 +508,23 @@ class _InlineFlusher(_WhenWritesPause):
             self._commits = 0
         self._db.write(lambda cur: execute(cur, f"CALL ducklake_flush_inlined_data('{lake.LAKE_ALIAS}')").fetchall())
 
+
+
+class _AfterWrites(_WhenWritesPause):
+    """`work` that any commit makes due, done once writes pause (see Database.when_writes_pause)."""
+
+    name = "after-writes"
+    _fails = (Exception,)  # the work is the app's: its failure must not end the thread
+
+    def __init__(self, db: Database, work: Callable[[], None], what: str):
+        self._do, self.what = work, what
+        super().__init__(db)
+
+    def wrote(self) -> None:
+        self._wrote(True, False)
+
+    def _work(self) -> None:
+        self._do()
 
 def _apply_migration(cur: duckdb.DuckDBPyConnection, path: Path) -> bool:
     """Apply one migration and record it; False when it is recorded already (another instance applied it)."""

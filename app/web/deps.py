@@ -8,6 +8,7 @@ from fastapi import Depends, Request
 
 from app.domain.refusals import NotFound
 from app.services.cache import TraceCache
+from app.services.corpus import CorpusFacts
 from app.services.live import LiveTraces
 from app.settings import Settings
 from app.store import traces as trace_store
@@ -32,6 +33,13 @@ async def get_cache(request: Request) -> TraceCache:
 
 
 CacheDep = Annotated[TraceCache, Depends(get_cache)]
+
+
+async def get_corpus(request: Request) -> CorpusFacts:
+    return request.app.state.corpus
+
+
+CorpusDep = Annotated[CorpusFacts, Depends(get_corpus)]
 
 
 async def get_live(request: Request) -> LiveTraces:

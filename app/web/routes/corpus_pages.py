@@ -7,10 +7,9 @@ from fastapi import APIRouter, Request
 from app.domain import charts
 from app.domain.audit import RULES, SEVERITIES, SUMMARIES
 from app.domain.paging import fetch_page
-from app.services import corpus
 from app.store import corpus as corpus_store
 from app.web.access import AnyViewer
-from app.web.deps import CacheDep, DbDep
+from app.web.deps import CorpusDep, DbDep
 from app.web.render import render
 
 router = APIRouter(include_in_schema=False)
@@ -21,14 +20,14 @@ DEFAULT_AUDIT_SORT = "-error"
 
 
 @router.get("/audit", dependencies=[AnyViewer])
-def read_audit_page(request: Request, db: DbDep, cache: CacheDep, sort: str = DEFAULT_AUDIT_SORT, page: int = 1):
-    """Findings by rule across the corpus (errors first, then most; kept until an analysis is stored), then one page
+def read_audit_page(request: Request, db: DbDep, facts: CorpusDep, sort: str = DEFAULT_AUDIT_SORT, page: int = 1):
+    """Findings by rule across the corpus (errors first, then most; a corpus fact), then one page
     of traces × the rules that found anything, sorted by a rule, a severity or the trace id."""
     if sort.lstrip("-") not in (*corpus_store.AUDIT_SORTS, *RULES):
         sort = DEFAULT_AUDIT_SORT
     rows, total, page, pages = fetch_page(
         page, AUDIT_ROWS_PER_PAGE, lambda limit, offset: corpus_store.audit_page(db, sort, limit, offset))
-    found = corpus.with_analyses(db, cache, "rule totals", lambda: corpus_store.rule_totals(db))
+    found = facts.get("rule totals", lambda db, _: corpus_store.rule_totals(db), analyses=True)
     totals = sorted(({"rule": rule, "severity": RULES[rule], "summary": SUMMARIES[rule], **found[rule]}
                      for rule in found if rule in RULES),
                     key=lambda t: (SEVERITIES.index(t["severity"]), -t["findings"], t["rule"]))
@@ -48,18 +47,18 @@ AXIS_LABELS = {"parallelism_speedup": "parallelism speedup", "tokens": "tokens",
 
 
 @router.get("/dashboard", dependencies=[AnyViewer])
-def read_dashboard(request: Request, db: DbDep, cache: CacheDep):
+def read_dashboard(request: Request, facts: CorpusDep):
     """Charts across all traces, each computed by DuckDB: a point per trace linking to it while the corpus has at
     most POINTS_UP_TO traces, else counts in bins linking to the trace list filtered to them; bars link likewise.
-    Kept until a trace or an analysis is stored."""
-    context = corpus.with_analyses(db, cache, "dashboard", lambda: dashboard(db, cache))
+    A corpus fact (app/services/corpus.py): built again in the background after writes."""
+    context = facts.get("dashboard", dashboard, analyses=True)
     return render(request, "dashboard.html", context | {"points_up_to": POINTS_UP_TO})
 
 
-def dashboard(db, cache) -> dict:
+def dashboard(db, facts) -> dict:
     """The dashboard's figures, reward channels and number of traces."""
     n_traces = corpus_store.trace_count(db)
-    channels = corpus.reward_channels(db, cache)
+    channels = facts.reward_channels()
     plots = PLOTS + tuple((f"reward-{c}", f"reward '{c}' vs agents", "agents", f"reward:{c}") for c in channels)
     keys = sorted({key for *_, x, y in plots for key in (x, y)})
     figures = points(db, plots, keys) if n_traces <= POINTS_UP_TO else bins(db, plots, keys)

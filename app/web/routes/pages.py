@@ -17,7 +17,7 @@ from app.domain.paging import fetch_page
 from app.domain.refusals import Refusal, status_of
 from app.domain.taxonomy import EVENT_TYPES
 from app.ingest.pipeline import InvalidTraces, ingest
-from app.services import analysis, corpus, diff, graph, labels
+from app.services import analysis, diff, graph, labels
 from app.store import labels as label_store
 from app.store import live as live_store
 from app.store import lod as lod_store
@@ -25,7 +25,7 @@ from app.store import traces as trace_store
 from app.store.writes import TracesExist
 from app.web.access import AnyViewer, Reviewer, may_call, replace_refusal
 from app.web.browser import require_csrf, reviewer_of
-from app.web.deps import CacheDep, DbDep, SettingsDep, TraceId, Viewer
+from app.web.deps import CacheDep, CorpusDep, DbDep, SettingsDep, TraceId, Viewer
 from app.web.event_view import content_view
 from app.web.label_form import label_context
 from app.web.render import is_htmx, render
@@ -56,7 +56,7 @@ def shown_channels(channels: list[str], picked: list[str], items: list[dict], so
     return shown
 
 
-def trace_list_context(db, cache, asked: dict, sort, page, reviewer=None) -> dict:
+def trace_list_context(db, facts, asked: dict, sort, page, reviewer=None) -> dict:
     """The trace list's page for the filters as asked (see trace_store.parse_filters): filters or a sort a request
     names badly are left out and said (`refused`)."""
     refused = []
@@ -74,20 +74,20 @@ def trace_list_context(db, cache, asked: dict, sort, page, reviewer=None) -> dic
         page, TRACES_PER_PAGE, lambda limit, offset: trace_store.list_traces(db, filters, sort, limit, offset))
     ids = [t["trace_id"] for t in items]
     texts = [text for text in asked.get("ranges", ()) if text]
-    channels = corpus.reward_channels(db, cache)
+    channels = facts.reward_channels()
     return {"items": items, "total": total, "page": page, "pages": pages, "sort": sort, "refused": refused,
             "filters": {key: asked.get(key) or "" for key in ("q", "system", "topology", "task", "finding")},
             "filtered": filters != trace_store.TraceFilters(), "rules": AUDIT_RULES,
             "ranges": [{"text": text, "key": key, "low": low, "high": high, "others": texts[:i] + texts[i + 1:]}
                        for i, (text, (key, low, high)) in enumerate(zip(texts, filters.ranges))],
-            "facets": corpus.trace_facets(db, cache) | {"reward_channels": channels},
+            "facets": facts.trace_facets() | {"reward_channels": channels},
             "shown_channels": shown_channels(channels, asked.get("rewards") or [], items, sort),
             "labelled": label_store.label_progress(db, reviewer, ids),
             "receiving": live_store.receiving_trace_ids(db, ids)}
 
 
 @router.get("/", dependencies=[AnyViewer])
-def read_trace_list(request: Request, db: DbDep, cache: CacheDep, q: str | None = None, system: str | None = None,
+def read_trace_list(request: Request, db: DbDep, facts: CorpusDep, q: str | None = None, system: str | None = None,
                     topology: str | None = None, task: str | None = None, finding: str | None = None,
                     ranges: list[str] = Query([], alias="range"), sort: str = DEFAULT_TRACE_SORT, page: int = 1,
                     deleted: str | None = None, rewards: list[str] = Query([], alias="reward")):
@@ -95,7 +95,7 @@ def read_trace_list(request: Request, db: DbDep, cache: CacheDep, q: str | None 
     `reward` (repeated) picks the reward channels shown as columns."""
     asked = {"q": q, "system": system, "topology": topology, "task": task, "finding": finding, "ranges": ranges,
              "rewards": rewards}
-    context = trace_list_context(db, cache, asked, sort, page, reviewer_of(request))
+    context = trace_list_context(db, facts, asked, sort, page, reviewer_of(request))
     if deleted and not trace_store.trace_exists(db, deleted):
         context["deleted"] = {"trace_id": deleted, "labels": label_store.label_count(db, deleted)}
     return render(request, "trace_list.html", context, fragments=("_trace_table.html",))
@@ -106,7 +106,7 @@ NO_FILE = ("No file chosen: choose one or more .json, .jsonl or .gz files with t
 
 
 @router.post("/upload", dependencies=[Reviewer, Depends(require_csrf)])
-async def create_upload(request: Request, db: DbDep, cache: CacheDep, settings: SettingsDep, replace: bool = False):
+async def create_upload(request: Request, db: DbDep, facts: CorpusDep, settings: SettingsDep, replace: bool = False):
     """The upload form: ingest the files, then show what was stored or every reason it was refused; ids
     stored already are offered for replacing (the same files posted again with replace=true), which is an
     admin's."""
@@ -129,7 +129,7 @@ async def create_upload(request: Request, db: DbDep, cache: CacheDep, settings: 
     if replace:  # labels of events the new version lacks are kept, orphaned: say so
         result["orphaned"] = [o for trace_id in result["ingested"]
                               for o in label_store.orphaned_labels(db, reviewer_of(request), trace_id)]
-    context = trace_list_context(db, cache, {}, DEFAULT_TRACE_SORT, 1, reviewer_of(request))
+    context = trace_list_context(db, facts, {}, DEFAULT_TRACE_SORT, 1, reviewer_of(request))
     context["upload"] = result
     return render(request, "trace_list.html", context, fragments=("_upload_result.html",), status_code=status)
 

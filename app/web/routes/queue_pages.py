@@ -14,14 +14,14 @@ from app.domain.label_fields import FIELDS, LabelError, clean_values
 from app.domain.preference import CHOICES, ChoiceError
 from app.domain.refusals import NotFound
 from app.domain.taxonomy import EVENT_TYPES, SUBDECISIONS
-from app.services import accounts, corpus, labels, queues
+from app.services import accounts, labels, queues
 from app.store import choices as choice_store
 from app.store import groups as group_store
 from app.store import labels as label_store
 from app.store import queues as queue_store
 from app.web.access import Admin, AnyViewer, Reviewer
 from app.web.browser import require_csrf, reviewer_of
-from app.web.deps import CacheDep, DbDep, Viewer
+from app.web.deps import CacheDep, CorpusDep, DbDep, Viewer
 from app.web.event_view import event_view
 from app.web.label_form import FORM_TAG_SEPARATOR, form_values, label_context
 from app.web.render import render
@@ -30,8 +30,8 @@ from app.web.security import current_user
 router = APIRouter(include_in_schema=False)
 
 
-def _form_context(db, cache, request: Request) -> dict:
-    facets = corpus.trace_facets(db, cache)
+def _form_context(db, facts, request: Request) -> dict:
+    facets = facts.trace_facets()
     names = ([u["username"] for u in accounts.list_users(db) if u["role"] != "viewer" and not u["disabled"]]
              if not request.state.open_mode else labels.reviewers(db))
     return {"facets": facets, "event_types": EVENT_TYPES, "subdecisions": SUBDECISIONS,
@@ -40,8 +40,8 @@ def _form_context(db, cache, request: Request) -> dict:
 
 
 @router.get("/queues", dependencies=[AnyViewer])
-def read_queues_page(request: Request, db: DbDep, cache: CacheDep, viewer: Viewer):
-    return render(request, "queues.html", {"queues": queues.list_all(db, viewer), **_form_context(db, cache, request)})
+def read_queues_page(request: Request, db: DbDep, facts: CorpusDep, viewer: Viewer):
+    return render(request, "queues.html", {"queues": queues.list_all(db, viewer), **_form_context(db, facts, request)})
 
 
 def _words(value: str) -> list[str]:
@@ -55,7 +55,7 @@ def _number(text: str | None, default: int) -> int:
 
 
 @router.post("/queues", dependencies=[Admin, Depends(require_csrf)])
-async def create_queue_from_form(request: Request, db: DbDep, cache: CacheDep, viewer: Viewer):
+async def create_queue_from_form(request: Request, db: DbDep, facts: CorpusDep, viewer: Viewer):
     """Make a queue from either form (`kind`); a refusal shows the forms again with the message."""
     form = await request.form()
     people = {"name": form.get("name") or "", "overlap": _number(form.get("overlap"), 1),
@@ -78,7 +78,7 @@ async def create_queue_from_form(request: Request, db: DbDep, cache: CacheDep, v
         queue = await run_in_threadpool(queues.create_queue, db, body, user.name if user else None)
     except queues.QueueError as exc:
         context = {"queues": queues.list_all(db, viewer), "error": str(exc), "asked": body,
-                   **_form_context(db, cache, request)}
+                   **_form_context(db, facts, request)}
         return render(request, "queues.html", context, status_code=422)
     return RedirectResponse(f"/queues/{quote(queue['id'])}", status_code=303)
 

@@ -1,0 +1,113 @@
+"""Corpus facts built again in the background: work registered with Database.when_writes_pause runs once this
+process's writes pause after a commit (and again after a failure), and a corpus page asked for once answers its next
+view after an ingest from what the background built, reading no trace rows."""
+
+import json
+import threading
+import time
+
+import pytest
+from bs4 import BeautifulSoup
+from conftest import BASE_URL, make_trace, post_json
+from fastapi.testclient import TestClient
+
+import app.store.db as db_module
+from app.main import create_app
+from app.services.corpus import CorpusFacts
+from app.settings import Settings
+from app.store.db import Database
+from app.store.sql import execute
+
+QUIET_S = 0.05  # CHECKPOINT_QUIET_S for these tests: a pause of writes this long makes the work run
+WAIT_S = 10  # a bound on waiting for the background thread, far above what it takes
+
+
+@pytest.fixture
+def quick_pause(monkeypatch):
+    monkeypatch.setattr(db_module, "CHECKPOINT_QUIET_S", QUIET_S)
+    monkeypatch.setattr(db_module, "CHECKPOINT_RETRY_S", QUIET_S)
+
+
+def test_work_runs_once_writes_pause_after_a_commit_and_again_after_a_failure(tmp_path, quick_pause):
+    db = Database(tmp_path / "store.duckdb")
+    runs, failed_once, ran = [], threading.Event(), threading.Event()
+
+    def work():
+        runs.append(db.scalar("SELECT count(*) FROM t"))
+        if not failed_once.is_set():
+            failed_once.set()
+            raise RuntimeError("the first run fails")
+        ran.set()
+
+    try:
+        db.write(lambda cur: execute(cur, "CREATE TABLE t (x INTEGER)"))
+        db.when_writes_pause(work, "counting")
+        assert not failed_once.wait(QUIET_S * 6)  # nothing was committed since it was registered
+        db.write(lambda cur: execute(cur, "INSERT INTO t VALUES (1)"))
+        assert failed_once.wait(WAIT_S) and ran.wait(WAIT_S)  # the failure was logged, and the work run again
+        assert runs == [1, 1]
+        ran.clear()
+        db.write(lambda cur: execute(cur, "INSERT INTO t VALUES (2)"))
+        assert ran.wait(WAIT_S) and runs[-1] == 2
+    finally:
+        db.close()
+
+
+def statements(response) -> list[str]:
+    """The SQL a page ran, as its foot lists it (ORCHESTRACE_TRACE_SQL)."""
+    return [row.select("td")[1].get_text()
+            for row in BeautifulSoup(response.text, "html.parser").select("#sql-trace tbody tr")]
+
+
+def figures(response) -> dict:
+    return json.loads(BeautifulSoup(response.text, "html.parser").select_one("script.charts-data").get_text())
+
+
+@pytest.fixture
+def refreshes(monkeypatch, quick_pause):
+    """When each run of CorpusFacts.refresh began, appended once it ended."""
+    began: list[float] = []
+    refresh = CorpusFacts.refresh
+
+    def timed(self):
+        start = time.monotonic()
+        refresh(self)
+        began.append(start)
+
+    monkeypatch.setattr(CorpusFacts, "refresh", timed)
+    return began
+
+
+def wait_for_a_refresh_begun_after(began: list[float], moment: float) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not any(start > moment for start in began):
+        assert time.monotonic() < deadline, "the facts were not built again once writes paused"
+        time.sleep(QUIET_S)
+
+
+@pytest.mark.parametrize("url", ["/dashboard", "/audit", "/"])
+def test_a_page_asked_for_once_is_answered_after_an_ingest_from_what_the_background_built(db_path, refreshes, url):
+    app = create_app(Settings(db=db_path, trace_sql=True))
+    try:
+        with TestClient(app, base_url=BASE_URL) as client:
+            post_json(client, [make_trace("a"), make_trace("b")])
+            client.get(url)  # asked for: from now on built again after writes
+            late = make_trace("late", rewards={"novel": 0.5})
+            late["edges"].append({"src": "e6", "dst": "e1", "type": "causal"})
+            post_json(client, late)
+            wait_for_a_refresh_begun_after(refreshes, time.monotonic())
+            built = client.get(url, params={"_trace": "1"})
+            # the first view after the ingest runs what a view again does: no fact is built on view
+            assert statements(built) == statements(client.get(url, params={"_trace": "1"}))
+            page = BeautifulSoup(built.text, "html.parser")
+            if url == "/dashboard":
+                assert "reward-novel" in figures(built)
+                assert figures(built)["steps-wall"]["data"][0]["customdata"] == ["a", "b", "late"]
+            elif url == "/audit":
+                total = page.select_one('#rule-totals [data-rule="time_order"] .value')
+                assert total.get_text(" ", strip=True) == "1 in 1 trace"
+            else:
+                columns = [th.get_text(strip=True) for th in page.select("#trace-table th.reward")]
+                assert columns == ["novel", "team", "tool"]
+    finally:
+        app.state.db.close()
