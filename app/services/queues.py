@@ -12,7 +12,7 @@ overlap, blindness (app.store.choices) and adjudication; its agreement is on the
 import json
 import random
 import secrets
-from collections import Counter, defaultdict
+from collections import Counter
 
 from app.domain import preference
 from app.domain.agreement import agreement
@@ -163,24 +163,30 @@ def clean_event_spec(body: dict) -> dict:
             "required": required, **{key: people[key] for key in ("reviewers", "overlap", "blind")}}
 
 
-def pick(candidates: list[dict], sample: dict | None) -> list[dict]:
-    """The items: every candidate in order, or a seeded random sample (proportional per stratum, largest
-    remainders first, when stratified), kept in trace and event order."""
-    if sample is None or sample["n"] >= len(candidates):
-        return candidates
+def pick(db: Database, lists: dict[str, list[str]], sample: dict | None) -> list[dict]:
+    """The items: every event the filter matches, in order, or a seeded random sample (proportional per stratum,
+    largest remainders first, when stratified), kept in trace and event order. A sample is drawn from the strata's
+    sizes (random.sample's choice depends on them alone) and only the chosen events are read: a filter over a
+    training run's rollouts matches hundreds of thousands."""
+    by = sample and sample["stratify_by"]
+    strata = queue_store.candidate_strata(db, lists, by)
+    total = sum(size for _, size in strata)
+    if sample is None or sample["n"] >= total:
+        if total > MAX_ITEMS:
+            raise QueueError("filter", f"matches {total} events; a queue holds at most {MAX_ITEMS} (sample them)")
+        return queue_store.queue_candidates(db, lists) if total else []
+    if sample["n"] > MAX_ITEMS:
+        raise QueueError("sample.n", f"asks {sample['n']} events; a queue holds at most {MAX_ITEMS}")
     rng = random.Random(sample["seed"])
-    if sample["stratify_by"] is None:
-        chosen = rng.sample(range(len(candidates)), sample["n"])
-    else:
-        strata: dict = defaultdict(list)
-        for index, row in enumerate(candidates):
-            strata[row[sample["stratify_by"]]].append(index)
-        quotas = {key: sample["n"] * len(members) / len(candidates) for key, members in strata.items()}
-        counts = {key: int(q) for key, q in quotas.items()}
-        for key in sorted(quotas, key=lambda k: (counts[k] - quotas[k], str(k)))[:sample["n"] - sum(counts.values())]:
-            counts[key] += 1
-        chosen = [i for key, members in strata.items() for i in rng.sample(members, counts[key])]
-    return [candidates[i] for i in sorted(chosen)]
+    if by is None:
+        return queue_store.candidates_at(db, lists, None, [(None, place) for place in rng.sample(range(total),
+                                                                                                   sample["n"])])
+    quotas = {value: sample["n"] * size / total for value, size in strata}
+    counts = {value: int(q) for value, q in quotas.items()}
+    for value in sorted(quotas, key=lambda v: (counts[v] - quotas[v], str(v)))[:sample["n"] - sum(counts.values())]:
+        counts[value] += 1
+    return queue_store.candidates_at(db, lists, by, [(value, place) for value, size in strata
+                                                     for place in rng.sample(range(size), counts[value])])
 
 
 def create_queue(db: Database, body: dict, created_by: str | None) -> dict:
@@ -197,11 +203,9 @@ def create_queue(db: Database, body: dict, created_by: str | None) -> dict:
         lists["event_types"] = sorted(types & set(lists["event_types"]) if lists["event_types"] else types)
         if not lists["event_types"]:
             raise QueueError("filter", "the event types and sub-decisions asked have no event type in common")
-    items = pick(queue_store.queue_candidates(db, lists), spec["sample"])
+    items = pick(db, lists, spec["sample"])
     if not items:
         raise QueueError("filter", "matches no event")
-    if len(items) > MAX_ITEMS:
-        raise QueueError("filter", f"matches {len(items)} events; a queue holds at most {MAX_ITEMS} (sample them)")
     db.write(lambda cur: queue_store.insert_queue(cur, queue_id, spec["name"], json.dumps(spec), created_by, utc_now(),
                                               [(row["trace_id"], row["event_id"]) for row in items]))
     return summary(db, queue_id, None)

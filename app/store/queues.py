@@ -17,7 +17,9 @@ def queue_trace_ids(db: Database, queue_id: str) -> list[str]:
         "ORDER BY trace_id", [queue_id]).fetchall()]
 
 
-QUEUE_CANDIDATES = """
+# The events a queue's filter matches: c, in trace and event order by (trace_id, seq).
+CANDIDATES = """
+    WITH c AS (
     SELECT e.trace_id, e.event_id, e.seq, e.type, e.role, e.agent, e.tool, t.system, t.topology, t.task_id
     FROM events e JOIN traces t USING (trace_id)
     WHERE (len($trace_ids) = 0 OR e.trace_id IN (SELECT unnest($trace_ids)))
@@ -29,14 +31,37 @@ QUEUE_CANDIDATES = """
       AND (len($event_types) = 0 OR e.type IN (SELECT unnest($event_types)))
       AND (len($roles) = 0 OR e.role IN (SELECT unnest($roles)))
       AND (len($agents) = 0 OR e.agent IN (SELECT unnest($agents)))
-      AND (len($tools) = 0 OR e.tool IN (SELECT unnest($tools)))
-    ORDER BY e.trace_id, e.seq
+      AND (len($tools) = 0 OR e.tool IN (SELECT unnest($tools))))
 """
+CANDIDATE_COLUMNS = "trace_id, event_id, seq, type, role, agent, tool, system, topology, task_id"
+
+
+def _params(lists: dict[str, list[str]]) -> dict:
+    return {name: list(values) for name, values in lists.items()}
 
 
 def queue_candidates(db: Database, lists: dict[str, list[str]]) -> list[dict]:
     """Events matching a queue's filter (each named list empty: no restriction), in trace and event order."""
-    return db.fetchall(QUEUE_CANDIDATES, {name: list(values) for name, values in lists.items()})
+    return db.fetchall(CANDIDATES + f"SELECT {CANDIDATE_COLUMNS} FROM c ORDER BY trace_id, seq", _params(lists))
+
+
+def candidate_strata(db: Database, lists: dict[str, list[str]], by: str | None) -> list[tuple]:
+    """The strata of the matching events by column `by` of c (a constant, never user text; without it one stratum,
+    None): (value, events), in the order of each one's first event in trace and event order."""
+    return db.execute(CANDIDATES + f"SELECT {by or 'NULL'} AS stratum, count(*) FROM c GROUP BY stratum "
+                      "ORDER BY min({'t': trace_id, 's': seq})", _params(lists)).fetchall()
+
+
+def candidates_at(db: Database, lists: dict[str, list[str]], by: str | None, picks: list[tuple]) -> list[dict]:
+    """The matching events at `picks` (stratum value by column `by`, place within the stratum in trace and event
+    order), in trace and event order."""
+    stratum = by or "NULL"
+    return db.fetchall(
+        CANDIDATES + f"SELECT {CANDIDATE_COLUMNS} FROM (SELECT *, {stratum} AS stratum, "
+        f"row_number() OVER (PARTITION BY {stratum} ORDER BY trace_id, seq) - 1 AS place FROM c) x "
+        "JOIN (SELECT unnest($values::VARCHAR[]) AS value, unnest($places::BIGINT[]) AS place) p "
+        "ON p.value IS NOT DISTINCT FROM x.stratum AND p.place = x.place ORDER BY trace_id, seq",
+        _params(lists) | {"values": [value for value, _ in picks], "places": [place for _, place in picks]})
 
 
 def insert_queue(cur, queue_id: str, name: str, spec: str, created_by: str | None, created_at,
