@@ -163,14 +163,24 @@ def sink_flush(spans: list, batch_size: int) -> float:
 
 
 def cpu_ticks(pid: int) -> int:
-    """User and system clock ticks a process (all its threads) has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return int(fields[11]) + int(fields[12])
+    """User and system clock ticks a process (all its threads) and the processes it started (the analysis worker,
+    which stores a live trace's analysis after the trace is complete) have used so far."""
+    procs = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # ended meanwhile
+            continue
+        procs[int(stat.parent.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    tree = {pid}
+    while grown := {child for child, (parent, _) in procs.items() if parent in tree} - tree:
+        tree |= grown
+    return sum(procs[p][1] for p in tree if p in procs)
 
 
 def wait_idle(proc) -> None:
-    """Wait until the server has finished what the last request set off (a build's level of detail, a checkpoint
-    of its write-ahead log): IDLE_S without using a tenth of a core. A server given by --url is waited for
+    """Wait until the server has finished what the last request set off (a build's analysis and level of detail, a
+    checkpoint of its write-ahead log): IDLE_S without using a tenth of a core. A server given by --url is waited for
     IDLE_WAIT_S instead."""
     if proc is None:
         time.sleep(IDLE_WAIT_S)

@@ -6,6 +6,7 @@ import copy
 import gc
 import gzip
 import json
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -15,12 +16,15 @@ from bs4 import BeautifulSoup
 from conftest import BASE_URL
 from fastapi.testclient import TestClient
 
+from app.domain.analysis import ANALYSIS_VERSION, analyse
 from app.ingest.documents import Upload
 from app.ingest.importers import convert
 from app.ingest.log import Receipt
 from app.services.live import LiveTraces
+from app.store import analysis as analysis_store
 from app.store import live as live_store
 from app.store import traces as trace_store
+from app.store import writes
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 OTLP = FIXTURES / "otlp" / "pydantic_ai_delegation.json"
@@ -290,6 +294,36 @@ def test_a_batch_received_while_a_build_runs_leaves_the_trace_building_until_the
     finally:
         live.close()
     assert client.get(f"/api/traces/{trace_id}").json() == whole()
+
+
+def test_a_live_trace_is_complete_before_its_analysis_and_the_analysis_is_stored_after(client, app, monkeypatch):
+    """The status says whether every span received is stored, which the analysis is no part of: a trace is complete
+    and listed while the analysis worker still runs; its analysis, of that trace, is stored once made."""
+    release = threading.Event()
+    start = writes.analyst.start
+
+    def held(traces):
+        wait = start(traces)
+        return lambda: release.wait(10) and wait()
+
+    monkeypatch.setattr(writes.analyst, "start", held)
+    trace_id = whole()["trace_id"]
+    try:
+        client.post("/v1/traces", content=OTLP.read_text(), headers=JSON)
+        deadline = time.monotonic() + 10
+        while (client.get(f"/api/traces/{trace_id}/live").json())["status"] != "complete":
+            assert time.monotonic() < deadline, "the trace was not complete before its analysis was made"
+            time.sleep(0.02)
+        assert client.get(f"/api/traces/{trace_id}").json() == whole()
+        listed = client.get("/api/traces", params={"q": trace_id}).json()["items"]
+        assert [(t["trace_id"], t["errors"]) for t in listed] == [(trace_id, None)]  # not analysed yet
+        assert not analysis_store.analysis_state(app.state.db, trace_id, ANALYSIS_VERSION)["fresh"]
+    finally:
+        release.set()
+    app.state.live.flush()
+    state = analysis_store.analysis_state(app.state.db, trace_id, ANALYSIS_VERSION)
+    assert state["fresh"] and json.loads(state["metrics"]) == analyse(whole())["metrics"]
+    assert client.get("/api/traces", params={"q": trace_id}).json()["items"][0]["errors"] is not None
 
 
 def test_the_decompressed_size_is_what_the_limit_applies_to(tmp_path):

@@ -468,7 +468,8 @@ class LiveTraces:
                     return None  # the build its root span's batch asked for stores the run whole, next
                 else:
                     stored = trace["trace_id"]
-                    store_traces(self.db, [trace], "replace", then=built)  # stored and marked built at once
+                    # stored and marked built at once; its analysis after, as the status does not report it
+                    store_traces(self.db, [trace], "replace", then=built, analyses_after=True)
                     for member in members:
                         alone = _trace_id(source, member)
                         if alone != stored and trace_store.trace_exists(self.db, alone):

@@ -7,6 +7,7 @@ Python step per event; counts and maxima per trace are aggregated by DuckDB.
 """
 
 from collections.abc import Callable
+from datetime import datetime
 from itertools import chain, repeat
 from operator import itemgetter
 
@@ -58,17 +59,20 @@ class TracesExist(Refusal):
 
 
 def store_traces(db: Database, traces: list[dict], existing: str = "error",
-                 then: Callable[[object, list[str], set[str]], None] | None = None) -> tuple[list[str], list[str]]:
+                 then: Callable[[object, list[str], set[str]], None] | None = None,
+                 analyses_after: bool = False) -> tuple[list[str], list[str]]:
     """Store valid traces in one transaction; `existing` is "error", "replace" or "skip". `then(cursor,
     stored ids, ids that were stored before)` runs last in the same transaction (e.g. to log the receipt), again
-    when a lost commit makes the write run again.
+    when a lost commit makes the write run again. `analyses_after`: their analyses go in a write of their own once
+    the traces are committed, so the traces (and what `then` wrote) are seen without waiting for the analysis
+    worker; meanwhile a trace reads as one not analysed yet does (services.analysis.ensure_analysis makes it on view).
 
     Returns (stored ids, skipped ids). Raises TracesExist when `existing` is "error" and any id is taken.
     """
     ids = [trace["trace_id"] for trace in traces]
     analysed = analyst.start(traces)  # in a worker process, while this one writes
 
-    def store(cur) -> list[str]:
+    def store(cur) -> tuple[list[str], datetime]:
         with registered(cur, "sent_ids", trace_id=ids):
             taken = {row[0] for row in execute(cur,
                 "SELECT trace_id FROM traces WHERE trace_id IN (SELECT trace_id FROM sent_ids)").fetchall()}
@@ -78,16 +82,25 @@ def store_traces(db: Database, traces: list[dict], existing: str = "error",
         if taken and existing != "skip":
             _delete(cur, sorted(taken))
         stored = [trace["trace_id"] for trace in kept]
+        ingested_at = utc_now()
         if kept:
-            _insert(cur, kept)
-            analyses = analysed()
-            insert_analyses(cur, {i: analyses[i] for i in stored})
+            _insert(cur, kept, ingested_at)
+            if analyses_after:
+                index_traces(cur, stored, new=True)
+            else:
+                analyses = analysed()
+                insert_analyses(cur, {i: analyses[i] for i in stored})
         if then is not None:
             then(cur, stored, taken)
-        return stored
+        return stored, ingested_at
 
     with paused_gc():
-        stored = db.write(store, trace_locks(ids))
+        stored, ingested_at = db.write(store, trace_locks(ids))
+        if analyses_after and stored:
+            analyses = analysed()
+            # a trace replaced since (by another instance, or a later build) is skipped: it has its own analysis
+            db.write(lambda cur: insert_analyses(cur, {i: analyses[i] for i in stored},
+                                                 dict.fromkeys(stored, ingested_at)), trace_locks(stored))
     kept = set(stored)
     return stored, [i for i in ids if i not in kept]
 
@@ -206,9 +219,9 @@ def _delete(cur, trace_ids: list[str]) -> None:
     index_traces(cur, trace_ids)
 
 
-def _insert(cur, traces: list[dict]) -> None:
+def _insert(cur, traces: list[dict], ingested_at) -> None:
     """Insert the rows of traces, events and edges; a trace's n_agents and t_max come from its events."""
-    bulk = {"bulk_traces": _trace_table(traces), "bulk_events": _event_table(traces),
+    bulk = {"bulk_traces": _trace_table(traces, ingested_at), "bulk_events": _event_table(traces),
             "bulk_edges": _edge_table(traces)}
     for name, table in bulk.items():
         cur.register(name, table)
@@ -224,7 +237,7 @@ def _insert(cur, traces: list[dict]) -> None:
             cur.unregister(name)
 
 
-def _trace_table(traces: list[dict]) -> pa.Table:
+def _trace_table(traces: list[dict], ingested_at) -> pa.Table:
     """The `traces` columns but n_agents and t_max; pyarrow types the costs, which may be ints beyond a double."""
     costs = [trace["costs"] for trace in traces]
     return pa.table({
@@ -239,7 +252,7 @@ def _trace_table(traces: list[dict]) -> pa.Table:
         "n_edges": [len(trace["edges"]) for trace in traces],
         "tokens": list(map(itemgetter("tokens"), costs)),
         "wall_clock_s": list(map(itemgetter("wall_clock_s"), costs)),
-        "ingested_at": [utc_now()] * len(traces),
+        "ingested_at": [ingested_at] * len(traces),
     })
 
 
