@@ -50,7 +50,7 @@ chromium:
 # (a file one 0.25 s): a file added here should earn its time. The blind review, paper and search tests are not here
 # (a minute of the run's three, and 20 s): their SQL is plain reads and writes, the same on both stores.
 LAKE_TESTS := tests/test_store_schema.py tests/test_store_lake.py tests/test_annotations.py tests/test_api_traces.py \
-	tests/test_importers_api.py tests/test_otlp_receiver.py tests/test_analysis.py tests/test_lod.py
+	tests/test_importers_api.py tests/test_otlp_receiver.py tests/test_analysis.py tests/test_lod.py tests/test_corpus_facts.py
 
 # The tests write bytecode even where the environment says not to (PYTHONDONTWRITEBYTECODE): each pytest process
 # would otherwise rewrite the asserts of some 450 modules again (10-15 s a process), and each server or CLI a test
