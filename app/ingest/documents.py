@@ -14,6 +14,8 @@ import json
 import re
 import zlib
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import msgspec
@@ -36,6 +38,7 @@ ESCAPED_COLON_PREFIX = b"\\u003"  # found at C speed; the pattern then rules out
 ESCAPED_COLON = re.compile(rb"\\u003[aA]")
 # msgspec reads a document about a fifth faster than orjson.
 _DECODER = msgspec.json.Decoder()
+_noted: ContextVar[list | None] = ContextVar("documents_read", default=None)  # see noting_reads
 
 
 @dataclass
@@ -189,14 +192,32 @@ def _keys_unique(data: bytes, doc) -> bool:
     return data.count(b":") == written.count(b":")
 
 
+@contextmanager
+def noting_reads() -> Iterator[list[tuple[bytes, list]]]:
+    """Within, (bytes, values) of each document fast_documents reads in this context: the caller learns which
+    parsed values came from which bytes (and the analysis worker, given the same bytes, needs only positions)."""
+    noted: list[tuple[bytes, list]] = []
+    token = _noted.set(noted)
+    try:
+        yield noted
+    finally:
+        _noted.reset(token)
+
+
 def fast_documents(data: bytes) -> list | None:
     """The values in `data` by msgspec (an array's items, a single value, or one per non-blank line of JSON
     Lines), or None when it, or one of its lines, must go the exact path (which names the fault)."""
     doc = fast_loads(data)
     if doc is not None:
-        return doc if isinstance(doc, list) else [doc]
-    values = _fast_lines(data, numbered=False) if b"\n" in data else None
-    return values if values and _keys_unique(data, values) else None
+        values = doc if isinstance(doc, list) else [doc]
+    else:
+        values = _fast_lines(data, numbered=False) if b"\n" in data else None
+        if not values or not _keys_unique(data, values):
+            return None
+    noted = _noted.get()
+    if noted is not None:
+        noted.append((data, values))
+    return values
 
 
 def fast_lines(data: bytes) -> list[tuple[int, object]] | None:

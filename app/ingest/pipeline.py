@@ -1,14 +1,16 @@
 """The one ingest path shared by the API, the CLI and `orchestrace demo`: parse, validate, store."""
 
 from collections.abc import Iterator
+from contextlib import nullcontext
 
 from app.domain.refusals import Refusal, status_of
 from app.domain.validation import Capped, capped, trace_id_error, validate_traces
 from app.ingest import log as ingest_log
-from app.ingest.documents import DEFAULT_MAX_BYTES, DocumentError, TooLarge, Upload
+from app.ingest.documents import DEFAULT_MAX_BYTES, DocumentError, TooLarge, Upload, fast_documents, noting_reads
 from app.ingest.importers import convert
 from app.ingest.importers.common import KEEP, ContentPolicy, ImportFailed, ImportResult
 from app.ingest.log import Receipt
+from app.store import analyst
 from app.store.db import Database
 from app.store.gcpause import paused_gc
 from app.store.writes import TracesExist, store_traces
@@ -95,15 +97,22 @@ def ingest(db: Database, uploads: list[Upload], existing: str = "error", max_byt
 
     Returns (stored ids, skipped ids, importer warnings)."""
     with paused_gc():  # until the parsed traces are freed: no collection walks them (see gcpause)
-        return _ingest(db, uploads, existing, max_bytes, fmt, content_policy, endpoint)
+        ahead = analyst.reading_ahead(uploads[0].data, fast_documents) if len(uploads) == 1 else nullcontext()
+        with ahead as sent, noting_reads() as read:
+            return _ingest(db, uploads, existing, max_bytes, fmt, content_policy, endpoint, sent, read)
 
 
 def _ingest(db: Database, uploads: list[Upload], existing: str, max_bytes: int, fmt: str | None,
-            content_policy: ContentPolicy, endpoint: str) -> tuple[list[str], list[str], list[str]]:
+            content_policy: ContentPolicy, endpoint: str, sent: analyst.Ahead | None,
+            read: list[tuple[bytes, list]]) -> tuple[list[str], list[str], list[str]]:
+    """`sent`: the lone upload's bytes as sent to the analysis worker ahead; `read`: what fast_documents read here."""
     receipt = Receipt(endpoint, fmt or "detected", "traces")
     try:
         result = load_uploads(uploads, max_bytes, fmt, content_policy)
         receipt.received, receipt.warnings = len(result.traces), result.warnings
+        if sent is not None and len(read) == 1 and read[0][0] is uploads[0].data:
+            sent.read_here = read[0][1]  # the worker's pieces are positions in it if these are the traces stored
+        read.clear()
 
         def log(cur, stored: list[str], before: set[str]) -> None:
             receipt.used = len(stored)

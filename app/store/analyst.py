@@ -13,6 +13,12 @@ the worker), and such a piece holds the GIL no longer than the request's own par
 travel as the Arrow tables DuckDB reads them into, and the worker rebuilds them (analyse_tables). When the worker
 cannot be had (it died, or processes cannot be started here), the analysis runs in the calling thread: slower for
 others, never lost.
+
+A request's bytes may go to the worker before this process has read them (`reading_ahead`): the worker reads them
+by the same function meanwhile, and when the traces this process stores are exactly the values that function gave
+here (the very objects, in order), their pieces go as positions in what the worker read, not as JSON again. The
+analysis then begins while the request is read and validated (1,000 rollouts: about 0.3 s earlier), and this
+process writes no piece (about 40 ms of its core).
 """
 
 import logging
@@ -21,8 +27,13 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from operator import is_
 
 import msgspec
 import orjson
@@ -45,6 +56,51 @@ _pool: ProcessPoolExecutor | None = None
 WORKER_NICENESS = 10  # added to the server's: the worker runs when the server's requests leave a core free
 _received: dict[str, list | dict] = {}  # in the worker: traces (or tables) arriving piece by piece, by request
 _DECODER = msgspec.json.Decoder()
+# Bodies up to this size are sent ahead (see reading_ahead): the worker then holds one parsed copy of the request.
+AHEAD_MAX_BYTES = 64 * 1024**2
+
+
+@dataclass
+class Ahead:
+    """Bytes sent to the worker to be read there (under `key`), and what the same reading gave here, once known."""
+
+    key: str
+    read_here: list | None = None
+
+    def holds(self, traces: list[dict]) -> bool:
+        """Whether these traces are, in order, the very values read here from the bytes sent."""
+        values = self.read_here
+        return values is not None and len(values) == len(traces) and all(map(is_, values, traces))
+
+
+_ahead: ContextVar[Ahead | None] = ContextVar("analysis_ahead", default=None)
+
+
+@contextmanager
+def reading_ahead(data: bytes, read: Callable[[bytes], list | None]) -> Iterator[Ahead | None]:
+    """Within: the worker reads `data` by `read` (an importable function) while this process reads it too. Once the
+    caller gives the returned Ahead's `read_here` the values `read(data)` gave here, `start` of exactly those traces
+    sends their positions (see Ahead.holds). None, and nothing sent, for a body past AHEAD_MAX_BYTES or without a
+    worker. What the worker read is dropped on leaving."""
+    ahead = None
+    if len(data) <= AHEAD_MAX_BYTES:
+        try:
+            ahead = Ahead(uuid.uuid4().hex)
+            _worker().submit(_read, ahead.key, read, data)
+        except (BrokenProcessPool, OSError, RuntimeError) as exc:
+            _discard(exc)
+            ahead = None
+    token = _ahead.set(ahead)
+    try:
+        yield ahead
+    finally:
+        _ahead.reset(token)
+        pool = _pool
+        if ahead is not None and pool is not None:
+            try:
+                pool.submit(_forget, ahead.key)  # after its analyses: one worker takes tasks in order
+            except (BrokenProcessPool, RuntimeError):
+                pass  # a new worker holds nothing of it
 
 
 def analyse_traces(traces: list[dict]) -> dict[str, dict]:
@@ -71,35 +127,51 @@ def analyse_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> dict
 
 
 def start(traces: list[dict]):
-    """Send the traces to the worker now; the returned function waits for their analyses. Called when this thread
-    has nothing else to do for the request, it first takes back the pieces the worker has not begun, the last
-    first, and analyses them here meanwhile (see _send)."""
+    """Send the traces to the worker now; the returned function waits for their analyses (the same each call).
+    Called when this thread has nothing else to do for the request, it first analyses here, the last first, every
+    piece of whole traces the worker has not finished, taking back those it has not begun (see _send): a worker
+    at its low priority on a busy machine may take seconds over a piece this thread makes in milliseconds, and
+    the two meet over a piece or two at most."""
+    ahead = _ahead.get()
     try:
-        pieces, rest = _send(traces)
+        pieces, rest = _send_positions(ahead.key, traces) if ahead and ahead.holds(traces) else _send(traces)
     except (BrokenProcessPool, OSError, RuntimeError) as exc:
         _discard(exc)
         return lambda: _here(traces)
+    made: list[dict[str, dict]] = []
 
     def wait() -> dict[str, dict]:
-        analyses: dict[str, dict] = {}
-        try:
-            for future, batch, size in reversed(pieces):
-                if size > SHARE_EVENTS:  # one trace this large: left to the worker
-                    continue
-                if not future.cancel():  # begun, or queued for the worker: so are all before it
-                    break
-                analyses |= _here(batch)
-            for future, _, _ in pieces:
-                if not future.cancelled():
-                    analyses |= future.result()
-            if rest:
-                analyses |= rest[-1].result()
-        except BrokenProcessPool as exc:
-            _discard(exc)
-            return _here(traces)
-        return {trace["trace_id"]: analyses[trace["trace_id"]] for trace in traces}
+        if not made:
+            made.append(_gather(traces, pieces, rest))
+        return made[0]
 
     return wait
+
+
+def _gather(traces: list[dict], pieces: list[tuple[Future, list[dict], int]], rest: list[Future]) -> dict[str, dict]:
+    """The analyses of start's pieces: those the worker has not finished made here, the others the worker's."""
+    analyses: dict[str, dict] = {}
+    here = set()
+    try:
+        for k in reversed(range(len(pieces))):
+            future, batch, size = pieces[k]
+            if future.done():  # the worker takes its tasks in order: all before this one are done too
+                break
+            if size > SHARE_EVENTS:  # one trace this large: left to the worker
+                continue
+            future.cancel()
+            analyses |= _here(batch)
+            here.add(k)
+        for k, (future, batch, _) in enumerate(pieces):
+            if k not in here:
+                made = future.result()
+                analyses |= _here(batch) if made is None else made  # None: the worker could not read ahead
+        if rest:
+            analyses |= rest[-1].result()
+    except BrokenProcessPool as exc:
+        _discard(exc)
+        return _here(traces)
+    return {trace["trace_id"]: analyses[trace["trace_id"]] for trace in traces}
 
 
 def _here(traces: list[dict]) -> dict[str, dict]:
@@ -141,6 +213,22 @@ def _send(traces: list[dict]) -> tuple[list[tuple[Future, list[dict], int]], lis
     return pieces, rest
 
 
+def _send_positions(key: str, traces: list[dict]) -> tuple[list[tuple[Future, list[dict], int]], list[Future]]:
+    """_send of traces the worker has read ahead under `key`: each piece (about SHARE_EVENTS events and edges, or
+    one larger trace) goes as its positions in them."""
+    pool = _worker()
+    pieces, lo, size = [], 0, 0
+    for hi, trace in enumerate(traces):
+        n = len(trace["events"]) + len(trace["edges"])
+        if hi > lo and size + n > SHARE_EVENTS:
+            pieces.append((pool.submit(_analyse_positions, key, lo, hi), traces[lo:hi], size))
+            lo, size = hi, 0
+        size += n
+    if lo < len(traces):
+        pieces.append((pool.submit(_analyse_positions, key, lo, len(traces)), traces[lo:], size))
+    return pieces, []
+
+
 def _packed(items: list) -> bytes | list:
     """The items as JSON text, or as they are (pickled) when that text would not read back equal: orjson refuses
     integers past 64 bits, lone surrogates and nesting past its depth, and writes a float that is not finite as
@@ -170,6 +258,24 @@ def _analyse_piece(traces: bytes | list[dict]) -> dict[str, dict]:
 
 def _analyse_received(key: str) -> dict[str, dict]:
     return _here(_received.pop(key))
+
+
+def _read(key: str, read: Callable[[bytes], list | None], data: bytes) -> None:
+    """In the worker: the values of a request's bytes, read as the server reads them (None if that fails)."""
+    try:
+        _received[key] = read(data)
+    except Exception:  # the server's reading words the fault; positions in this request are analysed there
+        _received[key] = None
+
+
+def _analyse_positions(key: str, lo: int, hi: int) -> dict[str, dict] | None:
+    """In the worker: analyses of the traces at lo:hi of what it read ahead, or None when it read nothing."""
+    values = _received.get(key)
+    return None if values is None else _here(values[lo:hi])
+
+
+def _forget(key: str) -> None:
+    _received.pop(key, None)
 
 
 def _receive_table(key: str, name: str, part) -> None:
