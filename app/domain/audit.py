@@ -8,8 +8,7 @@ version. audit(), the rule lists of the pages and the CLI (RULES, SUMMARIES) and
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from heapq import merge
-from itertools import compress, islice
+from itertools import chain, compress
 from operator import itemgetter
 
 from app.domain.metrics import BACK_IN_TIME, SELF_LOOP, TraceGraph, analyse_graph, is_number
@@ -170,9 +169,12 @@ def untrusted_flow(trace, g):
     for place, i in enumerate(actions):
         if came[i]:
             groups.setdefault(came[i], []).append(place)
-    reached: list[list[tuple]] = [[] for _ in listed]  # per listed source: (places, kinds, agents) of its groups
+    # Per listed source: (places, count of each REACHABLE_ACTIONS kind, agents) of its groups; the groups are
+    # disjoint, so a source's actions in time are their places sorted together.
+    reached: list[list[tuple]] = [[] for _ in listed]
     for bits, places in groups.items():
-        group = (places, Counter(map(action_kind.__getitem__, places)), set(map(action_agent.__getitem__, places)))
+        kinds = [action_kind[p] for p in places]
+        group = (places, tuple(map(kinds.count, REACHABLE_ACTIONS)), {action_agent[p] for p in places})
         while bits:
             low = bits & -bits
             reached[low.bit_length() - 1].append(group)
@@ -180,12 +182,13 @@ def untrusted_flow(trace, g):
     out = []
     for i, parts in zip(listed, reached):
         source = g.events[i]
-        total = sum(len(places) for places, _, _ in parts)
-        counts = " and ".join(_plural(n, kind) for kind in REACHABLE_ACTIONS
-                              if (n := sum(kinds[kind] for _, kinds, _ in parts)))
+        in_time = sorted(chain.from_iterable(places for places, _, _ in parts))
+        total = len(in_time)
+        counts = " and ".join(_plural(n, kind) for kind, n in zip(REACHABLE_ACTIONS, map(sum, zip(
+            *(per_kind for _, per_kind, _ in parts)))) if n)
         agents = sorted(set().union(*(members for _, _, members in parts)))
         who = [agent_names[k] for k in agents[:REACH_NAMED]] + (["…"] if len(agents) > REACH_NAMED else [])
-        ids = [g.ids[actions[p]] for p in islice(merge(*(places for places, _, _ in parts)), REACH_EVENTS)]
+        ids = [g.ids[actions[p]] for p in in_time[:REACH_EVENTS]]
         first = ids[:REACH_NAMED] + (["…"] if total > REACH_NAMED else [])
         message = (f"untrusted {source['id']} ({source.get('tool') or source['agent']}) reaches {counts} "
                    f"by {_plural(len(agents), 'agent')} ({', '.join(who)}), no safety_event on the way: "
