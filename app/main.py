@@ -8,7 +8,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.routing import APIRoute
 from starlette.datastructures import MutableHeaders
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from app.services import accounts, analysis
 from app.services.cache import TraceCache
@@ -19,6 +19,7 @@ from app.store import lake
 from app.store.db import Database, one_look
 from app.web import security
 from app.web.access import AnyViewer, Public, PublicFiles, check_routes, routes
+from app.web.asgi import HTTPMiddleware
 from app.web.browser import csrf_cookie
 from app.web.errors import add_error_handlers
 from app.web.limits import BodyLimitMiddleware
@@ -69,18 +70,10 @@ CONTENT_SECURITY_POLICY = "; ".join([
 ])
 
 
-class SecurityHeaders:
-    """Every answer's security headers, set on its head as it is sent: plain ASGI, not a BaseHTTPMiddleware (a
-    task and a stream per request, a few milliseconds of each of an exporter's batches)."""
+class SecurityHeaders(HTTPMiddleware):
+    """Every answer's security headers, set on its head as it is sent."""
 
-    def __init__(self, app: ASGIApp):
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
@@ -92,17 +85,11 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
-class OneLook:
+class OneLook(HTTPMiddleware):
     """Each request's reads see a lake as of one look at its latest snapshot (app.store.db.one_look), not one a
-    read: plain ASGI, outermost, so that the session and token checks share it."""
+    read: outermost, so that the session and token checks share it."""
 
-    def __init__(self, app: ASGIApp):
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         with one_look():
             await self.app(scope, receive, send)
 

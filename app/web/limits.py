@@ -7,6 +7,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.domain.refusals import Refusal
 from app.ingest.documents import GZIP_WBITS, DocumentError, TooLarge, inflate
+from app.web.asgi import HTTPMiddleware
 from app.web.errors import refusal_response
 
 
@@ -23,17 +24,14 @@ class BodyTooLarge(Refusal):
         return {"max_bytes": self.max_bytes}
 
 
-class BodyLimitMiddleware:
+class BodyLimitMiddleware(HTTPMiddleware):
     """Answer 413 on a declared Content-Length over the limit; raise BodyTooLarge when a stream passes it."""
 
     def __init__(self, app: ASGIApp, max_bytes: int):
-        self.app = app
+        super().__init__(app)
         self.max_bytes = max_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         declared = dict(scope["headers"]).get(b"content-length")
         if declared and declared.isdigit() and int(declared) > self.max_bytes:
             await refusal_response(BodyTooLarge(self.max_bytes))(scope, receive, send)

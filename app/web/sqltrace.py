@@ -9,21 +9,20 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.store.sql import traced_statements
+from app.web.asgi import HTTPMiddleware
 
 TRACE_PARAM = "_trace"
 
 
-class SQLTrace:
-    """Plain ASGI, not a BaseHTTPMiddleware (a task and a stream per request): every other request passes straight
-    through, an exporter's batches too."""
+class SQLTrace(HTTPMiddleware):
+    """Every request but one asking for its trace passes straight through, an exporter's batches too."""
 
     def __init__(self, app: ASGIApp, enabled: bool):
-        self.app = app
+        super().__init__(app)
         self.enabled = enabled
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not self.enabled or scope["type"] != "http" or \
-                QueryParams(scope["query_string"]).get(TRACE_PARAM) != "1":
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.enabled or QueryParams(scope["query_string"]).get(TRACE_PARAM) != "1":
             await self.app(scope, receive, send)
             return
         head: Message = {}
