@@ -129,9 +129,8 @@ def analyse_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> dict
 def start(traces: list[dict]):
     """Send the traces to the worker now; the returned function waits for their analyses (the same each call).
     Called when this thread has nothing else to do for the request, it first analyses here, the last first, every
-    piece of whole traces the worker has not finished, taking back those it has not begun (see _send): a worker
-    at its low priority on a busy machine may take seconds over a piece this thread makes in milliseconds, and
-    the two meet over a piece or two at most."""
+    piece of whole traces the worker has not finished (see _send): a worker at its low priority on a busy machine
+    may take seconds over a piece this thread makes in milliseconds."""
     ahead = _ahead.get()
     try:
         pieces, rest = _send_positions(ahead.key, traces) if ahead and ahead.holds(traces) else _send(traces)
@@ -159,7 +158,8 @@ def _gather(traces: list[dict], pieces: list[tuple[Future, list[dict], int]], re
                 break
             if size > SHARE_EVENTS:  # one trace this large: left to the worker
                 continue
-            future.cancel()
+            # not cancelled: Python 3.11's pool, when its worker dies, fails on a cancelled future it still holds
+            # and leaves the futures after it unanswered for good; the worker makes the piece again, at its priority
             analyses |= _here(batch)
             here.add(k)
         for k, (future, batch, _) in enumerate(pieces):
@@ -180,8 +180,8 @@ def _here(traces: list[dict]) -> dict[str, dict]:
 
 def _send(traces: list[dict]) -> tuple[list[tuple[Future, list[dict], int]], list[Future]]:
     """Submit the traces: whole ones together in pieces of about SHARE_EVENTS events and edges, each analysed as
-    one task (so that a piece the worker has not begun can be taken back), and a trace larger than PIECE_EVENTS
-    alone in slices, which the worker puts back together in order (one worker takes its tasks as they were sent)
+    one task (so that a piece the worker has not finished can be made here instead), and a trace larger than
+    PIECE_EVENTS alone in slices, which the worker puts back together in order (one worker takes its tasks as they were sent)
     and analyses last. Returns the pieces' futures with their traces and sizes, and the other futures."""
     pool = _worker()
     key = uuid.uuid4().hex
