@@ -181,8 +181,8 @@ def _here(traces: list[dict]) -> dict[str, dict]:
 def _send(traces: list[dict]) -> tuple[list[tuple[Future, list[dict], int]], list[Future]]:
     """Submit the traces: whole ones together in pieces of about SHARE_EVENTS events and edges, each analysed as
     one task (so that a piece the worker has not finished can be made here instead), and a trace larger than
-    PIECE_EVENTS alone in slices, which the worker puts back together in order (one worker takes its tasks as they were sent)
-    and analyses last. Returns the pieces' futures with their traces and sizes, and the other futures."""
+    PIECE_EVENTS alone in slices, which the worker puts back together in order (one worker takes its tasks as they
+    were sent) and analyses last. Returns the pieces' futures with their traces and sizes, and the other futures."""
     pool = _worker()
     key = uuid.uuid4().hex
     pieces, rest, batch, size = [], [], [], 0
