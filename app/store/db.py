@@ -526,6 +526,7 @@ class _AfterWrites(_WhenWritesPause):
     def _work(self) -> None:
         self._do()
 
+
 def _apply_migration(cur: duckdb.DuckDBPyConnection, path: Path) -> bool:
     """Apply one migration and record it; False when it is recorded already (another instance applied it)."""
     version = int(MIGRATION_NAME.match(path.name).group(1))
