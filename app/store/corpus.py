@@ -19,14 +19,14 @@ def _column(key: str) -> str:
     return key
 
 
-def _measures(keys: list[str]) -> tuple[str, list]:
+def _measures(keys: list[str]) -> tuple[str, dict]:
     """A SELECT of every trace's id and its measures x0, x1, ... (doubles, in the order of `keys`) from its row of
-    trace_measures, and its parameters (a reward's channel, read from the trace's map)."""
-    names, params = ["trace_id"], []
+    trace_measures, and its named parameters (a reward's channel, read from the trace's map)."""
+    names, params = ["trace_id"], {}
     for n, key in enumerate(keys):
         channel = _channel(key)
-        names.append(f"CAST({_column(key)} AS DOUBLE) AS x{n}" if channel is None else f"rewards[?] AS x{n}")
-        params += [] if channel is None else [channel]
+        names.append(f"CAST({_column(key)} AS DOUBLE) AS x{n}" if channel is None else f"rewards[$channel{n}] AS x{n}")
+        params |= {} if channel is None else {f"channel{n}": channel}
     return f"SELECT {', '.join(names)} FROM trace_measures", params
 
 
@@ -61,37 +61,37 @@ def measure_extents(db: Database, keys: list[str]) -> dict[str, dict]:
 def measure_rows(db: Database, keys: list[str], limit: int) -> list[dict]:
     """Up to `limit` traces with their measures (x0, x1, ... in the order of `keys`), in id order."""
     measures, params = _measures(keys)
-    return db.fetchall(f"SELECT * FROM ({measures}) ORDER BY trace_id LIMIT ?", params + [limit])
+    return db.fetchall(f"SELECT * FROM ({measures}) ORDER BY trace_id LIMIT $limit", params | {"limit": limit})
 
 
-# The traces of one plot counted per bin: measures x{a} and x{b} of `v`, each on a grid whose edge k is k * num / den
-# (app/domain/charts.py Grid and bin_of). A value's bin is the guess of one division, set right by the two edges
-# around it, each computed as charts.edge computes it (doubles, in the same order). A trace missing either measure
-# counts in a bin numbered None, left out after counting.
-PLOT_BINS = """
-    SELECT {plot} AS plot, kx - (x < kx * xn / xd)::INT + (x >= (kx + 1) * xn / xd)::INT AS i,
-           ky - (y < ky * yn / yd)::INT + (y >= (ky + 1) * yn / yd)::INT AS j, count(*) AS n
-    FROM (SELECT x{a} AS x, x{b} AS y, xn, xd, yn, yd, floor(x{a} * xd / xn) AS kx, floor(x{b} * yd / yn) AS ky
-          FROM v, (SELECT ?::DOUBLE AS xn, ?::DOUBLE AS xd, ?::DOUBLE AS yn, ?::DOUBLE AS yd))
-    GROUP BY ALL
-"""
+# Each measure's bin on its grid, whose edge k is k * num / den (app/domain/charts.py Grid and bin_of): the guess of
+# one division, set right by the two edges around it, each computed as charts.edge computes it (doubles, in the same
+# order); on a grid of edges 1 apart that guess is exact. A measure is binned once however many plots draw it; a
+# trace missing it has bin NULL.
+BIN = "(k{n} - (x{n} < k{n} * $num{n} / $den{n})::INT + (x{n} >= (k{n} + 1) * $num{n} / $den{n})::INT)::INT AS i{n}"
+UNIT_BIN = "k{n}::INT AS i{n}"
 
 
-def measure_bins(db: Database, keys: list[str], plots: list[tuple]) -> list[dict[tuple[int, int], int]]:
-    """Per plot (x key, x grid, y key, y grid): the traces with both measures counted per bin, {(i, j): traces};
+def measure_bins(db: Database, grids: dict, plots: list[tuple[str, str]]) -> list[dict[tuple[int, int], int]]:
+    """Per plot (x key, y key): the traces with both measures counted per bin of the keys' `grids`, {(i, j): traces};
     one scan of the measures for every plot (a reward read from each trace's map: unnesting the maps, or joining
     the reward rows to the traces, costs twice as much)."""
     if not plots:
         return []
+    keys = sorted(grids)
     measures, params = _measures(keys)
-    sql = f"WITH v AS MATERIALIZED ({measures}) " + " UNION ALL ".join(
-        PLOT_BINS.format(plot=n, a=keys.index(x), b=keys.index(y)) for n, (x, _, y, _) in enumerate(plots))
-    for _, x_grid, _, y_grid in plots:
-        params += [float(x_grid.num), float(x_grid.den), float(y_grid.num), float(y_grid.den)]
+    for n, key in enumerate(keys):
+        params |= {f"num{n}": float(grids[key].num), f"den{n}": float(grids[key].den)}
+    floors = ", ".join(f"floor(x{n} * $den{n} / $num{n}) AS k{n}" for n in range(len(keys)))
+    bins = ", ".join((UNIT_BIN if (grids[key].num, grids[key].den) == (1, 1) else BIN).format(n=n)
+                     for n, key in enumerate(keys))
+    sql = f"WITH v AS MATERIALIZED (SELECT {bins} FROM (SELECT *, {floors} FROM ({measures}))) " + " UNION ALL ".join(
+        f"SELECT {n} AS plot, i{keys.index(x)} AS i, i{keys.index(y)} AS j, count(*) AS n FROM v GROUP BY ALL"
+        for n, (x, y) in enumerate(plots))
     counts: list[dict] = [{} for _ in plots]
     for plot, i, j, n in db.execute(sql, params).fetchall():
         if i is not None and j is not None:
-            counts[plot][(int(i), int(j))] = n
+            counts[plot][(i, j)] = n
     return counts
 
 

@@ -95,7 +95,7 @@ def bins(db, plots: tuple, keys: list[str]) -> dict:
     extents = corpus_store.measure_extents(db, keys)
     grids = {key: charts.grid(e["low"], e["high"], e["whole"]) for key, e in extents.items() if e["n"]}
     drawn = [plot for plot in plots if plot[2] in grids and plot[3] in grids]
-    counts = corpus_store.measure_bins(db, keys, [(x, grids[x], y, grids[y]) for *_, x, y in drawn])
+    counts = corpus_store.measure_bins(db, grids, [(x, y) for *_, x, y in drawn])
     figures = {}
     for (name, title, x, y), cells in zip(drawn, counts):
         links = {(i, j): list_url(("range", f"{x}:{grids[x].text(i)}:{grids[x].text(i + 1)}"),
