@@ -110,7 +110,9 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     db = db or Database(settings.db, settings.lake_data)
     db.migrate(settings.migrations_dir)
     # Traces analysed by another analysis version (or none) are analysed again, in the background
-    reanalysis = analysis.Reanalysis(db).start()
+    # (and then the corpus pages' facts are built ahead)
+    corpus = CorpusFacts(db)
+    reanalysis = analysis.Reanalysis(db, then=corpus.warm).start()
 
     live = LiveTraces(db, settings.content)
 
@@ -135,8 +137,8 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.state.reanalysis = reanalysis
     app.state.login_throttle = accounts.LoginThrottle()
     app.state.cache = TraceCache()
-    app.state.corpus = CorpusFacts(db)
-    db.when_writes_pause(app.state.corpus.refresh, "building the corpus pages' facts again")
+    app.state.corpus = corpus
+    db.when_writes_pause(corpus.refresh, "building the corpus pages' facts again")
     app.state.templates = make_templates(settings.templates_dir, PLOTLY_JS_URL)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(SQLTrace, enabled=settings.trace_sql)  # innermost: the statements of the app's own work

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 import app.store.db as db_module
 from app.main import create_app
-from app.services.corpus import CorpusFacts
+from app.services.corpus import CorpusFacts, Fact
 from app.store import traces as trace_store
 from app.store.db import Database
 from app.store.sql import execute
@@ -116,3 +116,52 @@ def test_a_page_asked_for_once_is_answered_after_an_ingest_from_what_the_backgro
                 assert columns == ["novel", "team", "tool"]
     finally:
         app.state.db.close()
+
+
+@pytest.mark.parametrize("url", ["/dashboard", "/audit", "/"])
+def test_a_page_first_viewed_after_a_start_is_answered_from_what_was_built_ahead(settings, url):
+    with TestClient(create_app(settings), base_url=BASE_URL) as client:
+        post_json(client, [make_trace("a"), make_trace("b", rewards={"novel": 0.5})])
+    app = create_app(settings.model_copy(update={"trace_sql": True}))
+    try:
+        with TestClient(app, base_url=BASE_URL) as client:
+            app.state.reanalysis.wait(WAIT_S)  # the stored traces analysed, then the facts built ahead
+            first = client.get(url, params={"_trace": "1"})
+            assert set(statements(first)) <= set(statements(client.get(url, params={"_trace": "1"})))
+            if url == "/dashboard":
+                assert "reward-novel" in figures(first)
+    finally:
+        app.state.db.close()
+
+
+def test_a_fact_asked_for_while_it_is_built_is_built_once(db):
+    facts, started, release, calls = CorpusFacts(db), threading.Event(), threading.Event(), []
+
+    def slow(db, _):
+        calls.append(1)
+        started.set()
+        assert release.wait(WAIT_S)
+        if len(calls) == 1:
+            raise RuntimeError("the build fails")
+        return object()
+
+    fact = Fact("slow", slow)
+    got: list = []
+
+    def ask():
+        try:
+            got.append(facts.get(fact))
+        except RuntimeError as exc:
+            got.append(exc)
+
+    builder = threading.Thread(target=ask)
+    builder.start()
+    assert started.wait(WAIT_S)
+    waiter = threading.Thread(target=ask)
+    waiter.start()
+    time.sleep(QUIET_S)  # the second asker is waiting for the first's build
+    release.set()
+    builder.join(WAIT_S)
+    waiter.join(WAIT_S)
+    assert len(calls) == 1 and len(got) == 2 and all(isinstance(x, RuntimeError) for x in got)
+    assert facts.get(fact) is facts.get(fact) and len(calls) == 2  # a failure is not kept: built again

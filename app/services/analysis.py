@@ -9,6 +9,7 @@ corpus audit and the dashboard sort and count their stored results and never ana
 import json
 import logging
 import threading
+from collections.abc import Callable
 
 from app.domain.analysis import ANALYSIS_VERSION, analyse
 from app.domain.credit import RULES, assign, correlation, rollup
@@ -80,11 +81,13 @@ def ensure_all(db: Database, batch: int = REANALYSIS_BATCH, progress=None,
 class Reanalysis:
     """ensure_all in a thread of its own from the server's start: a new analysis version over a large corpus
     takes minutes, and the server answers meanwhile (pages read the analyses as stored, and say how far the pass
-    has come). Stopped between batches when the server stops."""
+    has come). Stopped between batches when the server stops. Then `then(stop)`: what waits for the analyses
+    (the corpus facts built ahead)."""
 
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, then: Callable[[threading.Event], None] = lambda stop: None):
         self.done = 0
         self.total = 0
+        self._then = then
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(db,), name="reanalysis", daemon=True)
 
@@ -112,6 +115,7 @@ class Reanalysis:
             ensure_all(db, REANALYSIS_BATCH, self._progress, self._stop)
         except Exception:  # the traces keep their stored analyses, and the next start tries again
             log.exception("analysing stored traces again failed")
+        self._then(self._stop)
 
 
 def computed_credit(db: Database, cache: TraceCache, trace_id: str, rule: str, channel: str) -> list[float]:

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request
 from app.domain import charts
 from app.domain.audit import RULES, SEVERITIES, SUMMARIES
 from app.domain.paging import fetch_page
+from app.services.corpus import corpus_fact
 from app.store import corpus as corpus_store
 from app.web.access import AnyViewer
 from app.web.deps import CorpusDep, DbDep
@@ -19,6 +20,11 @@ AUDIT_ROWS_PER_PAGE = 50
 DEFAULT_AUDIT_SORT = "-error"
 
 
+@corpus_fact("rule totals", analyses=True)
+def rule_totals(db, _) -> dict[str, dict]:
+    return corpus_store.rule_totals(db)
+
+
 @router.get("/audit", dependencies=[AnyViewer])
 def read_audit_page(request: Request, db: DbDep, facts: CorpusDep, sort: str = DEFAULT_AUDIT_SORT, page: int = 1):
     """Findings by rule across the corpus (errors first, then most; a corpus fact), then one page
@@ -27,7 +33,7 @@ def read_audit_page(request: Request, db: DbDep, facts: CorpusDep, sort: str = D
         sort = DEFAULT_AUDIT_SORT
     rows, total, page, pages = fetch_page(
         page, AUDIT_ROWS_PER_PAGE, lambda limit, offset: corpus_store.audit_page(db, sort, limit, offset))
-    found = facts.get("rule totals", lambda db, _: corpus_store.rule_totals(db), analyses=True)
+    found = facts.get(rule_totals)
     totals = sorted(({"rule": rule, "severity": RULES[rule], "summary": SUMMARIES[rule], **found[rule]}
                      for rule in found if rule in RULES),
                     key=lambda t: (SEVERITIES.index(t["severity"]), -t["findings"], t["rule"]))
@@ -51,10 +57,11 @@ def read_dashboard(request: Request, facts: CorpusDep):
     """Charts across all traces, each computed by DuckDB: a point per trace linking to it while the corpus has at
     most POINTS_UP_TO traces, else counts in bins linking to the trace list filtered to them; bars link likewise.
     A corpus fact (app/services/corpus.py): built again in the background after writes."""
-    context = facts.get("dashboard", dashboard, analyses=True)
+    context = facts.get(dashboard)
     return render(request, "dashboard.html", context | {"points_up_to": POINTS_UP_TO})
 
 
+@corpus_fact("dashboard", analyses=True)
 def dashboard(db, facts) -> dict:
     """The dashboard's figures, reward channels and number of traces."""
     n_traces = corpus_store.trace_count(db)
