@@ -66,6 +66,36 @@ def start_server(db_path: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit("server did not start")
 
 
+def cpu_ticks(pid: int) -> int:
+    """User and system clock ticks a process (all its threads) and the processes it started (the analysis worker)
+    have used so far."""
+    procs = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # ended meanwhile
+            continue
+        procs[int(stat.parent.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    tree = {pid}
+    while grown := {child for child, (parent, _) in procs.items() if parent in tree} - tree:
+        tree |= grown
+    return sum(procs[p][1] for p in tree if p in procs)
+
+
+def wait_idle(proc: subprocess.Popen, idle_s: float = 1.0, timeout_s: float = 600) -> float:
+    """Wait until the server has finished the work it does on its own (analyses, level of detail, checkpoints, the
+    corpus facts built ahead): `idle_s` without using a tenth of a core. Returns the seconds waited."""
+    start = time.monotonic()
+    ticks = cpu_ticks(proc.pid)
+    while time.monotonic() < start + timeout_s:
+        time.sleep(idle_s)
+        now = cpu_ticks(proc.pid)
+        if now - ticks <= idle_s * os.sysconf("SC_CLK_TCK") / 10:
+            break
+        ticks = now
+    return time.monotonic() - start
+
+
 def post(url: str, body: bytes, path: str = "/api/traces") -> float:
     """Seconds from sending the body to the 201 answer (the traces are stored by then)."""
     request = urllib.request.Request(url + path, data=body, method="POST",
