@@ -8,8 +8,8 @@ version. audit(), the rule lists of the pages and the CLI (RULES, SUMMARIES) and
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import chain, compress
-from operator import itemgetter
+from itertools import chain, compress, repeat
+from operator import eq
 
 from app.domain.metrics import BACK_IN_TIME, SELF_LOOP, TraceGraph, analyse_graph, is_number
 
@@ -19,6 +19,7 @@ MAX_FINDINGS_PER_RULE = 200
 REACHABLE_ACTIONS = ("tool_call", "spawn")  # what untrusted content must not steer unchecked
 REACH_NAMED = 5      # actions and agents an untrusted_flow message names; it counts them all
 REACH_EVENTS = 50    # actions an untrusted_flow finding marks on the graph (the first in time)
+FEEDS = ("return", "message", "aggregate")  # edges that bring an aggregate something
 
 Found = tuple[str, list[str]]  # what a check found: its message and the events it names
 
@@ -71,12 +72,16 @@ def time_order(trace, g):
 
 def act_before_spawn(trace, g):
     spawn_t = g.spawn_t
+    if g.in_order and all(g.t[g.first_at[agent]] >= spawn_t[agent] for agent in spawn_t if agent in g.first_at):
+        return []  # each agent's first event is its earliest: none acts before its spawn
     return [(f"{agent} acts at t {t} before its spawn at t {spawn_t[agent]}", [id_])
             for id_, t, agent in zip(g.ids, g.t, g.agents) if agent in spawn_t and t < spawn_t[agent]]
 
 
 def act_after_despawn(trace, g):
     despawn_t = g.despawn_t
+    if g.in_order and all(g.t[g.last_at[agent]] <= despawn_t[agent] for agent in despawn_t if agent in g.last_at):
+        return []  # each agent's last event is its latest: none acts after its despawn
     return [(f"{agent} acts at t {t} after its despawn at t {despawn_t[agent]}", [id_])
             for id_, t, agent, kind in zip(g.ids, g.t, g.agents, g.types)
             if agent in despawn_t and t > despawn_t[agent] and kind != "despawn"]
@@ -102,9 +107,7 @@ def orphan_return(trace, g):
     spawners = set(g.spawner.values())
     handed_off = {agent for agent, kind in zip(g.agents, g.types) if kind == "despawn"}
     out = []
-    for e, kind in zip(g.events, g.types):
-        if kind != "return":
-            continue
+    for e in compress(g.events, map(eq, g.types, repeat("return"))):
         spawner = g.spawner.get(e["agent"])
         target = e.get("to")
         if spawner is None and isinstance(target, str) and target in spawners and target != e["agent"]:
@@ -118,7 +121,7 @@ def empty_aggregate(trace, g):
     aggregates = [e for e, kind in zip(g.events, g.types) if kind == "aggregate"]
     if not aggregates:
         return []
-    fed = {edge["dst"] for edge in g.edges if edge["type"] in ("return", "message", "aggregate")}
+    fed = set(compress(g.edge_dst, map(FEEDS.__contains__, g.edge_types)))
     return [(f"aggregate {e['id']} has no incoming return, message or aggregate edge", [e["id"]])
             for e in aggregates if e["id"] not in fed]
 
@@ -136,12 +139,17 @@ def untrusted_flow(trace, g):
     if not sources:
         return []
     types, rank = g.types, g.rank
-    # The flow graph as two lists sorted by the place of the source: forward in time, never into a
+    # The flow graph as two lists in an order where every edge into an event comes before every edge out of it
+    # (by the place of their src or, as the graph has them, of their dst): forward in time, never into a
     # safety_event (it stops the flow).
-    flows = [rank[dst] > rank[src] and types[dst] != "safety_event" for src, dst in zip(g.src, g.dst)]
-    flow_src, flow_dst = list(compress(g.src, flows)), list(compress(g.dst, flows))
-    by_src = sorted(range(len(flow_src)), key=[rank[src] for src in flow_src].__getitem__)
-    flow_src, flow_dst = [flow_src[k] for k in by_src], [flow_dst[k] for k in by_src]
+    if g.forward_src is not None:
+        flows = [types[dst] != "safety_event" for dst in g.forward_dst]
+        flow_src, flow_dst = list(compress(g.forward_src, flows)), list(compress(g.forward_dst, flows))
+    else:
+        flows = [rank[dst] > rank[src] and types[dst] != "safety_event" for src, dst in zip(g.src, g.dst)]
+        flow_src, flow_dst = list(compress(g.src, flows)), list(compress(g.dst, flows))
+        by_src = sorted(range(len(flow_src)), key=[rank[src] for src in flow_src].__getitem__)
+        flow_src, flow_dst = [flow_src[k] for k in by_src], [flow_dst[k] for k in by_src]
     is_action = [kind in REACHABLE_ACTIONS for kind in types]
     reaches = [False] * len(g.events)  # reaches an action by one edge or more
     for src, dst in zip(reversed(flow_src), reversed(flow_dst)):  # latest source first: dst is settled
@@ -211,7 +219,7 @@ def cost_mismatch(trace, g):
         out.append((f"costs.tool_calls is {costs['tool_calls']} but the trace has {tool_calls} tool_call events",
                     []))
     wall = costs.get("wall_clock_s")
-    if is_number(wall):
+    if is_number(wall) and not (g.in_order and g.t and g.t[-1] <= wall):  # in order, the last event is the latest
         late = [id_ for id_, t in zip(g.ids, g.t) if t > wall]
         if late:
             out.append((f"{len(late)} event(s) later than costs.wall_clock_s = {wall}", late))
@@ -262,14 +270,14 @@ def duplicate_edge(trace, g):
         keys = [(src * n + dst) * len(code) + code[kind] for src, dst, kind in zip(g.src, g.dst, g.kinds)]
         if len(set(keys)) == len(keys):
             return []
-    counts = Counter(map(itemgetter("src", "dst", "type"), g.edges))
+    counts = Counter(zip(g.edge_src, g.edge_dst, g.edge_types))
     return [(f"{t} edge {s} → {d} appears {n} times", [s, d])
             for (s, d, t), n in counts.items() if n > 1]
 
 
 def self_loop(trace, g):
-    return [(f"{e['type']} edge from {e['src']} to itself", [e["src"]])
-            for e in g.edges if e["src"] == e["dst"]]
+    return [(f"{g.edge_types[k]} edge from {g.edge_src[k]} to itself", [g.edge_src[k]])
+            for k in compress(range(len(g.edges)), map(eq, g.edge_src, g.edge_dst))]
 
 
 def cycle(trace, g):

@@ -8,6 +8,8 @@ import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import compress, islice
+from operator import ge, le, lt
 
 COORDINATION_TYPES = ("orchestrator_decision", "spawn", "despawn", "message", "return", "aggregate")
 NOT_TEAM_TYPES = ("tool_result", "human_intervention")  # a tool answering, a person stepping in
@@ -54,6 +56,12 @@ class TraceGraph:
     spawner: dict[str, str]                       # child agent -> agent that spawned it
     spawn_t: dict[str, float]
     despawn_t: dict[str, float]
+    edge_src: list                                # every edge's src, dst and type, in edge order
+    edge_dst: list
+    edge_types: list
+    in_order: bool                                # events come in time order: `order` is their positions
+    forward_src: list[int] | None                 # the linked edges forward in `order` (temporal ones too), by
+    forward_dst: list[int] | None                 # the place of their dst; None when times do not sort cleanly
 
     @cached_property
     def tokens(self) -> list[float | None]:
@@ -69,6 +77,16 @@ class TraceGraph:
                 roles.setdefault(e["agent"], e["role"])
         return roles
 
+    @cached_property
+    def first_at(self) -> dict[str, int]:
+        """Each agent's first event (position); with events in time order, its earliest."""
+        return dict(zip(reversed(self.agents), range(len(self.agents) - 1, -1, -1)))
+
+    @cached_property
+    def last_at(self) -> dict[str, int]:
+        """Each agent's last event (position); with events in time order, its latest."""
+        return dict(zip(self.agents, range(len(self.agents))))
+
 
 def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
@@ -77,41 +95,69 @@ def is_number(value) -> bool:
 def analyse_graph(trace: dict) -> TraceGraph:
     """Build the indexes; edges pointing back in time or closing a cycle are set aside, not followed."""
     events, edges = trace["events"], trace["edges"]
+    n = len(events)
     ids = [e["id"] for e in events]
     t = [e["t"] for e in events]
     types = [e["type"] for e in events]
     agents = [e["agent"] for e in events]
-    index = dict(zip(ids, range(len(ids))))
-    order = sorted(range(len(events)), key=t.__getitem__)  # stable: equal times keep position order
-    rank = [0] * len(events)
-    for place, i in enumerate(order):
-        rank[i] = place
-    src = [index.get(e["src"]) for e in edges]
-    dst = [index.get(e["dst"]) for e in edges]
+    index = dict(zip(ids, range(n)))
+    in_order = ascending(t)
+    if in_order:  # as sorted() would leave them: equal times keep position order
+        order, rank = list(range(n)), list(range(n))
+    else:
+        order = sorted(range(n), key=t.__getitem__)  # stable: equal times keep position order
+        rank = [0] * n
+        for place, i in enumerate(order):
+            rank[i] = place
+    edge_src, edge_dst, edge_types = [e["src"] for e in edges], [e["dst"] for e in edges], [e["type"] for e in edges]
+    src, dst, kinds = list(map(index.get, edge_src)), list(map(index.get, edge_dst)), edge_types
     linked = edges
     if None in src or None in dst:
         kept = [k for k, (s, d) in enumerate(zip(src, dst)) if s is not None and d is not None]
         linked, src, dst = [edges[k] for k in kept], [src[k] for k in kept], [dst[k] for k in kept]
-    kinds = [e["type"] for e in linked]
-    path_src, path_dst, ignored = [], [], []
-    for edge, kind, s, d in zip(linked, kinds, src, dst):
-        if kind == "temporal":
-            continue
-        if s == d:
-            ignored.append((edge, s, d, SELF_LOOP))
-        elif t[d] < t[s]:
-            ignored.append((edge, s, d, BACK_IN_TIME))
-        elif rank[d] < rank[s]:
-            ignored.append((edge, s, d, CLOSES_CYCLE))
-        else:
-            path_src.append(s)
-            path_dst.append(d)
-    by_dst = sorted(range(len(path_dst)), key=[rank[d] for d in path_dst].__getitem__)
+        kinds = [kinds[k] for k in kept]
+    forward_src = forward_dst = None
+    if in_order or ascending([t[i] for i in order]):
+        # Times sort cleanly, so an edge forward in `order` is forward in time: only the others need a look.
+        src_place, dst_place = (src, dst) if in_order else ([rank[s] for s in src], [rank[d] for d in dst])
+        temporal = [kind == "temporal" for kind in kinds]
+        ignored = [(linked[k], src[k], dst[k], SELF_LOOP if src[k] == dst[k] else BACK_IN_TIME
+                    if t[dst[k]] < t[src[k]] else CLOSES_CYCLE)
+                   for k in compress(range(len(src)), map(ge, src_place, dst_place)) if not temporal[k]]
+        forward = list(compress(range(len(src)), map(lt, src_place, dst_place)))
+        forward.sort(key=dst_place.__getitem__)  # stable: edge order among equal places
+        forward_src, forward_dst = [src[k] for k in forward], [dst[k] for k in forward]
+        path = [not temporal[k] for k in forward]
+        path_src, path_dst = list(compress(forward_src, path)), list(compress(forward_dst, path))
+    else:
+        path_src, path_dst, ignored = [], [], []
+        for edge, kind, s, d in zip(linked, kinds, src, dst):
+            if kind == "temporal":
+                continue
+            if s == d:
+                ignored.append((edge, s, d, SELF_LOOP))
+            elif t[d] < t[s]:
+                ignored.append((edge, s, d, BACK_IN_TIME))
+            elif rank[d] < rank[s]:
+                ignored.append((edge, s, d, CLOSES_CYCLE))
+            else:
+                path_src.append(s)
+                path_dst.append(d)
+        by_dst = sorted(range(len(path_dst)), key=[rank[d] for d in path_dst].__getitem__)
+        path_src, path_dst = [path_src[k] for k in by_dst], [path_dst[k] for k in by_dst]
     spawner, spawn_t, despawn_t = spawn_times(
         [e for e, kind in zip(events, types) if kind == "spawn" or kind == "despawn"])
-    return TraceGraph(events, edges, index, ids, t, types, agents, order, rank,
-                      [path_src[k] for k in by_dst], [path_dst[k] for k in by_dst], linked, kinds, src, dst, ignored,
-                      spawner, spawn_t, despawn_t)
+    return TraceGraph(events, edges, index, ids, t, types, agents, order, rank, path_src, path_dst, linked, kinds,
+                      src, dst, ignored, spawner, spawn_t, despawn_t, edge_src, edge_dst, edge_types, in_order,
+                      forward_src, forward_dst)
+
+
+def ascending(values: list) -> bool:
+    """Whether each value is <= the next: sorting leaves them as they are, and no NaN is among them."""
+    try:
+        return all(map(le, values, islice(values, 1, None)))
+    except TypeError:  # a value that does not compare: leave it to sorted(), to fail or not as before
+        return False
 
 
 def spawn_times(events: list[dict]) -> tuple[dict[str, str], dict[str, float], dict[str, float]]:
