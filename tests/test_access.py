@@ -13,6 +13,7 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from starlette.requests import Request
 from test_papers import POOL_CSV
+from users_file import copy_with_users
 
 from app.main import create_app
 from app.services import accounts
@@ -31,12 +32,13 @@ QUERY = {"t0": "0", "t1": "10", "channel": "team", "event": "e1", "q": "e", "fie
 
 
 @pytest.fixture
-def lab(tmp_path):
-    """A server that requires accounts, with one user of each role and an anonymous client."""
-    app = create_app(Settings(db=tmp_path / "lab.duckdb", auth="required"))
+def lab(tmp_path, migrated_file, tmp_path_factory):
+    """A server that requires accounts, with one user of each role (copied with them already made) and an anonymous
+    client."""
+    db = copy_with_users(tmp_path / "lab.duckdb", migrated_file, tmp_path_factory.getbasetemp(), CALLERS, PASSWORD)
+    app = create_app(Settings(db=db, auth="required"))
     tokens = {}
-    for name, role in CALLERS.items():
-        accounts.add_user(app.state.db, name, role, PASSWORD)
+    for name in CALLERS:
         tokens[name] = {"Authorization": f"Bearer {accounts.create_token(app.state.db, name, 'test')}"}
     with TestClient(app, base_url=BASE_URL) as client:
         yield app, client, tokens

@@ -9,6 +9,7 @@ import pytest
 from conftest import BASE_URL, make_trace, post_json
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
+from users_file import copy_with_users
 
 from app.main import create_app
 from app.services import accounts
@@ -26,24 +27,33 @@ OPEN_NOTE = "OPEN-bob-note"
 QUEUED_TYPES = ["orchestrator_decision", "return", "tool_call"]
 
 
-@pytest.fixture
-def lab(settings):
-    """The lab on the test run's store (a file, or a lake)."""
-    yield from make_lab(settings)
+USERS = {"ada": "admin", "rita": "reviewer", "bob": "reviewer"}
 
 
 @pytest.fixture
-def file_lab(tmp_path):
+def lab(request, db_path, tmp_path_factory):
+    """The lab on the test run's store (a file, copied with its accounts already made, or a lake)."""
+    on_file = request.config.getoption("--store") == "file"
+    if on_file:
+        copy_with_users(db_path, request.getfixturevalue("migrated_file"), tmp_path_factory.getbasetemp(), USERS,
+                        PASSWORD)
+    yield from make_lab(request.getfixturevalue("settings"), users_made=on_file)
+
+
+@pytest.fixture
+def file_lab(tmp_path, migrated_file, tmp_path_factory):
     """The lab on a DuckDB file: the crawl's hundreds of requests would take minutes on a lake."""
-    yield from make_lab(Settings(db=tmp_path / "lab.duckdb"))
+    db = copy_with_users(tmp_path / "lab.duckdb", migrated_file, tmp_path_factory.getbasetemp(), USERS, PASSWORD)
+    yield from make_lab(Settings(db=db), users_made=True)
 
 
-def make_lab(settings):
+def make_lab(settings, users_made: bool):
     """A blind queue with overlap 2 (rita and bob) over two traces: bob has labelled every item, an admin has
-    settled one, rita has labelled nothing yet."""
+    settled one, rita has labelled nothing yet. The accounts are made here unless `users_made`."""
     app = create_app(settings.model_copy(update={"auth": "required"}))
-    for name, role in (("ada", "admin"), ("rita", "reviewer"), ("bob", "reviewer")):
-        accounts.add_user(app.state.db, name, role, PASSWORD)
+    if not users_made:
+        for name, role in USERS.items():
+            accounts.add_user(app.state.db, name, role, PASSWORD)
     clients = {}
     for name in ("ada", "rita", "bob"):
         token = accounts.create_token(app.state.db, name, "test")

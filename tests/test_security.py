@@ -7,6 +7,7 @@ import re
 import pytest
 from conftest import BASE_URL, make_trace
 from fastapi.testclient import TestClient
+from users_file import copy_with_users
 
 from app.main import create_app
 from app.services import accounts
@@ -18,13 +19,13 @@ EVIL = "http://evil.example"
 
 
 @pytest.fixture
-def lab(tmp_path):
-    """A server with ORCHESTRACE_AUTH=required and one user of each role; a client per role is made by login."""
-    app = create_app(Settings(db=tmp_path / "lab.duckdb", auth="required"))
+def lab(tmp_path, migrated_file, tmp_path_factory):
+    """A server with ORCHESTRACE_AUTH=required and one user of each role (copied with them already made); a client
+    per role is made by login."""
+    db = copy_with_users(tmp_path / "lab.duckdb", migrated_file, tmp_path_factory.getbasetemp(),
+                         {"ada": "admin", "rita": "reviewer", "vic": "viewer"}, PASSWORD)
+    app = create_app(Settings(db=db, auth="required"))
     with TestClient(app, base_url=BASE_URL) as anonymous:
-        db = app.state.db
-        for name, role in (("ada", "admin"), ("rita", "reviewer"), ("vic", "viewer")):
-            accounts.add_user(db, name, role, PASSWORD)
         yield app, anonymous
 
 

@@ -10,6 +10,7 @@ import httpx
 import pytest
 from conftest import BASE_URL, make_trace, running_server
 from fastapi.testclient import TestClient
+from users_file import copy_with_users
 
 from app.cli import main
 from app.main import create_app
@@ -23,13 +24,23 @@ NEW_PASSWORD = "a brand new password"
 JSON = {"Content-Type": "application/json"}
 
 
+USERS = {"ada": "admin", "rita": "reviewer", "vic": "viewer"}
+
+
 @pytest.fixture
-def lab(settings):
-    """A server with ORCHESTRACE_AUTH=required (on a file, or a lake with --store=lake) and one user per role."""
+def lab(request, db_path, tmp_path_factory):
+    """A server with ORCHESTRACE_AUTH=required (on a file, or a lake with --store=lake) and one user per role (on a
+    file, copied with them already made)."""
+    on_file = request.config.getoption("--store") == "file"
+    if on_file:
+        copy_with_users(db_path, request.getfixturevalue("migrated_file"), tmp_path_factory.getbasetemp(), USERS,
+                        PASSWORD)
+    settings = request.getfixturevalue("settings")
     app = create_app(settings.model_copy(update={"auth": "required"}))
     with TestClient(app, base_url=BASE_URL) as anonymous:
-        for name, role in (("ada", "admin"), ("rita", "reviewer"), ("vic", "viewer")):
-            accounts.add_user(app.state.db, name, role, PASSWORD)
+        if not on_file:
+            for name, role in USERS.items():
+                accounts.add_user(app.state.db, name, role, PASSWORD)
         yield app, anonymous
     app.state.db.close()
 
