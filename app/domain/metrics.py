@@ -72,9 +72,9 @@ class TraceGraph:
     def roles(self) -> dict[str, str]:
         """Each agent's role: the first `role` on its events, spawns and tool results aside."""
         roles: dict[str, str] = {}
-        for e, kind in zip(self.events, self.types):
-            if kind != "tool_result" and kind != "spawn" and "role" in e:
-                roles.setdefault(e["agent"], e["role"])
+        for e, kind, agent in zip(self.events, self.types, self.agents):
+            if agent not in roles and kind != "tool_result" and kind != "spawn" and "role" in e:
+                roles[agent] = e["role"]
         return roles
 
     @cached_property
@@ -277,8 +277,12 @@ def event_tokens(event: dict) -> float | None:
         return tokens
     if "tokens_in" not in event and "tokens_out" not in event:  # most events: skip the checks below
         return None
-    parts = [event[k] for k in ("tokens_in", "tokens_out") if is_number(event.get(k))]
-    return sum(parts) if parts else None
+    # sum() of the parts that are numbers, written out: an int is one (the common case, checked first)
+    tokens_in, tokens_out = event.get("tokens_in"), event.get("tokens_out")
+    has_in = type(tokens_in) is int or is_number(tokens_in)
+    if type(tokens_out) is int or is_number(tokens_out):
+        return 0 + tokens_in + tokens_out if has_in else 0 + tokens_out
+    return 0 + tokens_in if has_in else None
 
 
 def compute_metrics(trace: dict, g: TraceGraph | None = None) -> dict:
