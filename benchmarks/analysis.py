@@ -20,6 +20,7 @@ import argparse
 import gc
 import http.client
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -50,10 +51,12 @@ SERVER_EVENTS = 100_000  # a larger trace's JSON is over what one request may ho
 
 
 def stages(trace: dict) -> dict[str, float]:
-    """Seconds per stage of one analysis (collection paused, as ingest pauses it)."""
+    """Seconds per stage of one analysis (collection paused, as ingest pauses it), and the CPU seconds of the whole:
+    on two cores shared with other work, wall time also counts the waits for a core."""
     gc.collect()
     gc.disable()
     try:
+        cpu = time.process_time()
         t0 = time.perf_counter()
         g = analyse_graph(trace)
         t1 = time.perf_counter()
@@ -61,9 +64,10 @@ def stages(trace: dict) -> dict[str, float]:
         t2 = time.perf_counter()
         audit(trace, g)
         t3 = time.perf_counter()
+        cpu = time.process_time() - cpu
     finally:
         gc.enable()
-    return {"graph": t1 - t0, "metrics": t2 - t1, "audit": t3 - t2, "total": t3 - t0}
+    return {"graph": t1 - t0, "metrics": t2 - t1, "audit": t3 - t2, "total": t3 - t0, "cpu": cpu}
 
 
 def spread(values: list[float]) -> str:
@@ -71,14 +75,16 @@ def spread(values: list[float]) -> str:
 
 
 def in_process(sizes: list[int]) -> None:
+    print(f"load before: {os.getloadavg()[0]:.1f}")
     totals = {}
     for events in sizes:
         trace = generate_swarm(AGENTS, events, seed=1)
         runs = [stages(trace) for _ in range(REPEAT if events < 1_000_000 else 3)]
         print(f"{events:,} events, median (range) of {len(runs)} runs:")
-        for stage in ("graph", "metrics", "audit", "total"):
+        for stage in ("graph", "metrics", "audit", "total", "cpu"):
             print(f"  {stage:8} {spread([run[stage] for run in runs])}")
         totals[events] = statistics.median(run["total"] for run in runs)
+    print(f"load after: {os.getloadavg()[0]:.1f}")
     smallest = min(totals)
     print("total against the smallest: " + ", ".join(f"{events:,} {total / totals[smallest]:.1f}x (linear "
                                                       f"{events / smallest:.0f}x)" for events, total in totals.items()))
