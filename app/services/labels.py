@@ -270,8 +270,9 @@ def _write_saves(db: Database, cur, saves: list[_Save], check_ids: bool) -> list
     # Unchecked, the ids are checked by the insert itself.
     if new_rows and store.insert_labels(cur, new_rows) != len(new_rows):
         raise _IdTaken
-    for reviewer in sorted({new["reviewer"] for new in new_rows} - _stored_reviewers.get(db, set())):
-        writes.add_reviewer(cur, reviewer, new_rows[0]["created_at"])
+    unknown = sorted({new["reviewer"] for new in new_rows} - _stored_reviewers.get(db, set()))
+    if unknown:
+        writes.add_reviewers(cur, unknown, new_rows[0]["created_at"])
     return outcomes
 
 
@@ -484,8 +485,8 @@ def import_labels(db: Database, rows: list[tuple[str, dict]], imported_by: str |
                                   f"on {row['trace_id']}/{row['event_id']} differs from the stored one"})
         if conflicts:
             raise LabelImportError(conflicts, 409)
-        for name in sorted(reviewers):
-            writes.add_reviewer(cur, name, now())
+        if reviewers:
+            writes.add_reviewers(cur, sorted(reviewers), now())
         return {"imported": inserted, "unchanged": skipped}
 
     return db.write(merge, map(writes.reviewer_lock, reviewers))

@@ -130,10 +130,16 @@ def reviewer_lock(name: str) -> tuple:
 
 
 def add_reviewer(cur, name: str, created_at) -> None:
-    """Record a reviewer name unless it is known; names are unique by this check, made inside a write that
-    holds reviewer_lock(name)."""
-    execute(cur, "INSERT INTO reviewers SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM reviewers WHERE name = ?)",
-                [name, created_at, name])
+    """Record a reviewer name unless it is known (see add_reviewers)."""
+    add_reviewers(cur, [name], created_at)
+
+
+def add_reviewers(cur, names: list[str], created_at) -> None:
+    """Record the reviewer names that are not known, in one statement however many (on a lake a statement per name
+    cost 20-40 ms each, 1.5 s for a group of 50 new reviewers' saves); names are unique by this check, made inside
+    a write that holds reviewer_lock of each name."""
+    execute(cur, "INSERT INTO reviewers SELECT name, $2 FROM (SELECT DISTINCT unnest($1::VARCHAR[]) AS name) n "
+                 "WHERE NOT EXISTS (SELECT 1 FROM reviewers r WHERE r.name = n.name)", [list(names), created_at])
 
 
 def insert_row(cur, table: str, row: dict) -> None:
