@@ -5,8 +5,11 @@ app's own bookkeeping and for callers who review nothing), and reads labels from
 says what blind review hides. A new query over labels starts from VISIBLE and so hides what it must.
 """
 
+import pyarrow as pa
+
 from app.domain.label_fields import FIELDS, FLAG, TAGS, TEXT
 from app.store.db import Database
+from app.store.lists import registered
 from app.store.sql import current, execute
 
 # A row of `annotations` as label services read it: identity, the declared fields, provenance.
@@ -70,33 +73,30 @@ def save_bases(cur, saves: list[tuple]) -> dict[int, list[tuple]]:
     starts from, in one statement however many they are (on a lake each statement costs catalog round trips), by
     the save's index: the event's type, agent and role, each followed by LABEL_COLUMNS of the current version and
     of the one the request made before (a retry), or by nulls when there is none; no rows when the event does
-    not exist. The IN lists let each table's scan skip the files that hold none of the keys. On the cursor of the
-    write that saves the versions."""
+    not exist. On the cursor of the write that saves the versions.
+
+    The saves come as an Arrow table and only the trace ids as an IN list, which lets each table's scan skip the
+    files of other traces: lists of every event id and reviewer made DuckDB bind, optimise and push down 100
+    parameters, and made a lake plan catalog queries for each (a group of 50 saves: 67 against 102 ms on a lake)."""
     traces, events, reviewers, requests = (list(column) for column in zip(*saves))
-    params = [list(range(len(saves))), traces, events, reviewers, requests]
-    wanted = [_marks(params, sorted(set(column))) for column in (traces, events, reviewers)]
-    rows = execute(cur,
-        "WITH k AS (SELECT unnest($1) AS n, unnest($2) AS trace_id, unnest($3) AS event_id, unnest($4) AS reviewer, "
-        "unnest($5::VARCHAR[]) AS request) "
-        "SELECT k.n, e.type, e.agent, e.role, l.* EXCLUDE (n) FROM k JOIN "
-        f"(SELECT trace_id, event_id, type, agent, role FROM events WHERE trace_id IN ({wanted[0]}) "
-        f"AND event_id IN ({wanted[1]}) QUALIFY row_number() OVER (PARTITION BY trace_id, event_id) = 1) e "
-        "ON e.trace_id = k.trace_id AND e.event_id = k.event_id LEFT JOIN "
-        f"(SELECT k.n, a.* FROM k JOIN (SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id IN ({wanted[0]}) "
-        f"AND event_id IN ({wanted[1]}) AND reviewer IN ({wanted[2]})) a "
-        "ON a.trace_id = k.trace_id AND a.event_id = k.event_id AND a.reviewer = k.reviewer "
-        "QUALIFY a.version = max(a.version) OVER (PARTITION BY k.n) OR a.client_request_id = k.request) l "
-        "ON l.n = k.n ORDER BY k.n", params).fetchall()
+    params = sorted(set(traces))
+    wanted = ", ".join(f"${n}" for n in range(1, len(params) + 1))
+    with registered(cur, "save_keys", n=pa.array(range(len(saves)), pa.int64()), trace_id=traces, event_id=events,
+                    reviewer=reviewers, request=requests):
+        rows = execute(cur,
+            "WITH k AS (SELECT * FROM save_keys) "
+            "SELECT k.n, e.type, e.agent, e.role, l.* EXCLUDE (n) FROM k JOIN "
+            f"(SELECT trace_id, event_id, type, agent, role FROM events WHERE trace_id IN ({wanted}) "
+            "QUALIFY row_number() OVER (PARTITION BY trace_id, event_id) = 1) e "
+            "ON e.trace_id = k.trace_id AND e.event_id = k.event_id LEFT JOIN "
+            f"(SELECT k.n, a.* FROM k JOIN (SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id IN ({wanted})) a "
+            "ON a.trace_id = k.trace_id AND a.event_id = k.event_id AND a.reviewer = k.reviewer "
+            "QUALIFY a.version = max(a.version) OVER (PARTITION BY k.n) OR a.client_request_id = k.request) l "
+            "ON l.n = k.n ORDER BY k.n", params).fetchall()
     bases: dict[int, list[tuple]] = {}
     for n, *row in rows:
         bases.setdefault(n, []).append(tuple(row))
     return bases
-
-
-def _marks(params: list, values: list) -> str:
-    """`values` added to `params` as numbered parameters ($n), listed for an IN list."""
-    params.extend(values)
-    return ", ".join(f"${n}" for n in range(len(params) - len(values) + 1, len(params) + 1))
 
 
 def insert_labels(cur, rows: list[dict]) -> int:
