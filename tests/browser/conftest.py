@@ -6,6 +6,7 @@ This folder has an `__init__.py` so that this file imports as `browser.conftest`
 `tests/conftest.py`, which the flat tests import as `conftest`.
 """
 
+import functools
 import json
 import os
 import re
@@ -15,9 +16,11 @@ import time
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 import uvicorn
 
+from app.domain.generate import generate_swarm
 from app.main import create_app
 from app.settings import Settings
 
@@ -112,9 +115,10 @@ def serve(app):
     thread.join(SERVER_START_TIMEOUT_S)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def ingest(live_server):
-    """Store traces through the live server's JSON API; returns the ingested trace ids."""
+    """Store traces through the live server's JSON API; returns the ingested trace ids. Module-scoped, as the
+    server is, so that a module-scoped fixture may store what several tests read."""
 
     def ingest(*traces: dict | Path, replace: bool = True) -> list[str]:
         docs = [json.loads(t.read_text()) if isinstance(t, Path) else t for t in traces]
@@ -125,6 +129,25 @@ def ingest(live_server):
         return response.json()["ingested"]
 
     return ingest
+
+
+@functools.cache
+def _generated_swarm(agents: int, events: int, seed: int) -> dict:
+    return generate_swarm(agents, events, seed=seed)
+
+
+def swarm(agents: int, events: int, seed: int, trace_id: str) -> dict:
+    """generate_swarm's trace under `trace_id`, for `post_swarm`; not to be changed. Generated once for a worker's
+    modules (a 30,000-event trace takes 1-4 s, and is some 30 MB to keep)."""
+    return _generated_swarm(agents, events, seed) | {"trace_id": trace_id}
+
+
+def post_swarm(live_server: str, trace: dict) -> None:
+    """Store a large trace through the live server's JSON API, replacing one of its id; written with orjson (json
+    takes five times as long)."""
+    response = httpx.post(f"{live_server}/api/traces", content=orjson.dumps(trace), params={"replace": "true"},
+                          headers={"Content-Type": "application/json"}, timeout=120)
+    assert response.status_code == 201, response.text
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,9 @@ from browser.test_workspace import expect_workspace, open_as
 
 SAMPLE = "sample-hierarchical-001"
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def sample(ingest):
+    """The sample stored once for the module: its tests only read it."""
     from browser.conftest import REPO
     ingest(REPO / "sample_traces" / "hierarchical.json")
     return SAMPLE

@@ -112,8 +112,14 @@ def test_the_trace_table_scrolls_under_a_fixed_id_column(page, live_server, inge
     assert cut == []  # every header fits its column: wrapped between words, never clipped
 
 
-def test_reported_and_computed_figures_are_labelled_apart(page, live_server, ingest):
+@pytest.fixture(scope="module")
+def hierarchical(ingest):
+    """The hierarchical sample, stored once for the module: its tests only read it."""
     ingest(SAMPLES / "hierarchical.json")
+    return "sample-hierarchical-001"
+
+
+def test_reported_and_computed_figures_are_labelled_apart(page, live_server, hierarchical):
     open_trace(page, live_server, "sample-hierarchical-001")
     expect(page.locator("#computed-label")).to_have_text(re.compile("computed from the events", re.IGNORECASE))
     expect(page.locator("#reported-label")).to_contain_text("reported by the trace")
@@ -123,8 +129,7 @@ def test_reported_and_computed_figures_are_labelled_apart(page, live_server, ing
     expect(page.locator("#agent-count")).to_have_text("(15 agents · 5 tools)")
 
 
-def test_audit_findings_are_grouped_by_rule_and_mark_the_graph(page, live_server, ingest):
-    ingest(SAMPLES / "hierarchical.json")
+def test_audit_findings_are_grouped_by_rule_and_mark_the_graph(page, live_server, hierarchical):
     open_trace(page, live_server, "sample-hierarchical-001")
     group = page.locator('#audit-findings details.rule-group[data-rule="untrusted_flow"]')
     expect(group.locator("summary .rule-count")).to_have_text("52")

@@ -73,6 +73,20 @@ def hover_marker(page, event_id: str, shown: str) -> None:
     expect(label).to_contain_text(shown)
 
 
+@pytest.fixture(scope="module")
+def debate(ingest):
+    """The debate sample, stored once for the module: its tests only read it."""
+    ingest(SAMPLES / "debate.json")
+    return DEBATE_ID
+
+
+@pytest.fixture(scope="module")
+def injection(ingest):
+    """The injection trace, stored once for the module: its tests only read it."""
+    ingest(INJECTION)
+    return "injection-001"
+
+
 def test_upload_sample_through_form(page, live_server):
     page.goto(live_server + "/")
     page.set_input_files("#upload-form input[type=file][name=file]", SAMPLES / "centralized.json")
@@ -104,8 +118,7 @@ def test_upload_refused_names_json_paths(page, live_server, tmp_path):
     drop_console_errors(page, r"status of 422")
 
 
-def test_select_events_by_table_api_and_edge_links(page, live_server, ingest):
-    ingest(SAMPLES / "debate.json")
+def test_select_events_by_table_api_and_edge_links(page, live_server, debate):
     open_trace(page, live_server, DEBATE_ID)
     expect(page.locator("#event-inspector [data-selected-event]")).to_have_count(0)
 
@@ -127,15 +140,13 @@ def test_select_events_by_table_api_and_edge_links(page, live_server, ingest):
     assert target != chosen
 
 
-def test_permalink_opens_the_inspector(page, live_server, ingest):
-    ingest(SAMPLES / "debate.json")
+def test_permalink_opens_the_inspector(page, live_server, debate):
     open_trace(page, live_server, DEBATE_ID, "?event=e006")
     expect_selected(page, "e006")
     expect(page.locator("#event-inspector")).to_contain_text("e006")
 
 
-def test_events_table_filter_by_type(page, live_server, ingest):
-    ingest(SAMPLES / "debate.json")
+def test_events_table_filter_by_type(page, live_server, debate):
     open_trace(page, live_server, DEBATE_ID)
     messages = [e["id"] for e in json.loads((SAMPLES / "debate.json").read_text())["events"]
                 if e["type"] == "message"]
@@ -146,8 +157,7 @@ def test_events_table_filter_by_type(page, live_server, ingest):
 
 
 @pytest.mark.parametrize("channel", ["reward", "credit.agent"])
-def test_overlay_recolours_with_a_colour_bar(page, live_server, ingest, channel):
-    ingest(SAMPLES / "debate.json")
+def test_overlay_recolours_with_a_colour_bar(page, live_server, debate, channel):
     open_trace(page, live_server, DEBATE_ID)
     expect(page.locator("#graph .colorbar")).to_have_count(0)
     page.select_option("select#overlay-select", channel)
@@ -181,9 +191,8 @@ def test_filter_list_by_text_and_topology(page, live_server, ingest):
 
 
 @pytest.mark.parametrize("csp", [pytest.param("csp-off", marks=pytest.mark.bypass_csp), "csp-on"])
-def test_injected_strings_stay_text(page, live_server, ingest, csp):
+def test_injected_strings_stay_text(page, live_server, injection, csp):
     """Every string of the trace is a payload; with the CSP off, escaping alone must keep them inert."""
-    ingest(INJECTION)
     page.goto(live_server + "/?reward=" + quote("<b>team</b>"))  # its channel a column, among the module's traces
     row = page.locator('#trace-table tr[data-trace-id="injection-001"]')
     expect(row).to_be_visible()
@@ -232,9 +241,8 @@ def test_injected_strings_stay_text(page, live_server, ingest, csp):
     assert_not_pwned(page)
 
 
-def test_graph_labels_show_payloads_literally(page, live_server, ingest):
+def test_graph_labels_show_payloads_literally(page, live_server, injection):
     """Plotly parses tags in its labels: lane names, hover text and colour-bar titles must show the raw strings."""
-    ingest(INJECTION)
     open_trace(page, live_server, "injection-001")
     for agent in (SCRIPT, IMG, JS_URL):  # long names are shortened on lanes, never interpreted
         expect(page.locator("#graph .ytick text").filter(has_text=lane_label(agent))).to_have_count(1)

@@ -14,8 +14,10 @@ from app.web.browser import REVIEWER_COOKIE
 SAMPLE = "sample-hierarchical-001"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def sample(ingest):
+    """The sample stored once for the module: its tests label it as reviewers of their own and add nothing else to
+    it (storing it again would keep their labels anyway)."""
     from browser.conftest import REPO
     ingest(REPO / "sample_traces" / "hierarchical.json")
     return SAMPLE
