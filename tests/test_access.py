@@ -146,12 +146,13 @@ def test_a_route_that_declares_nothing_is_refused_when_built_and_when_called(tmp
             assert answer.status_code == 403 and "declares who may call it nowhere" in answer.json()["error"]
 
 
-def test_a_route_may_take_its_caller_from_its_declaration(tmp_path):
+def test_a_route_may_take_its_caller_from_its_declaration(tmp_path, migrated_file, tmp_path_factory):
     """The parameter form, `user: Annotated[User | None, Admin]`, declares the access and hands the route its caller."""
     from typing import Annotated
 
-    app = create_app(Settings(db=tmp_path / "lab.duckdb", auth="required"))
-    accounts.add_user(app.state.db, "ada", "admin", PASSWORD)
+    db = copy_with_users(tmp_path / "lab.duckdb", migrated_file, tmp_path_factory.getbasetemp(), {"ada": "admin"},
+                         PASSWORD)
+    app = create_app(Settings(db=db, auth="required"))
 
     @app.get("/api/whoami")
     def whoami(user: Annotated[accounts.User | None, access.Admin]):

@@ -218,13 +218,14 @@ def test_serving_beyond_loopback_without_an_admin_refuses_to_start(tmp_path, cap
     assert "orchestrace users add NAME --role admin" in capsys.readouterr().err
 
 
-def test_the_cli_sends_its_token_to_a_server_that_requires_one(tmp_path, monkeypatch, capsys):
+def test_the_cli_sends_its_token_to_a_server_that_requires_one(tmp_path, monkeypatch, capsys, migrated_file,
+                                                               tmp_path_factory):
     from conftest import running_server
 
     from app.cli import main
-    db = tmp_path / "held.duckdb"
+    db = copy_with_users(tmp_path / "held.duckdb", migrated_file, tmp_path_factory.getbasetemp(),
+                         {"rita": "reviewer"}, PASSWORD)
     app = create_app(Settings(db=db))
-    accounts.add_user(app.state.db, "rita", "reviewer", PASSWORD)
     token = accounts.create_token(app.state.db, "rita")
     app.state.db.close()
     monkeypatch.setenv("ORCHESTRACE_AUTH", "required")
@@ -238,14 +239,14 @@ def test_the_cli_sends_its_token_to_a_server_that_requires_one(tmp_path, monkeyp
         assert "ingested 1 trace(s)" in capsys.readouterr().out
 
 
-def test_a_backup_through_a_server_that_requires_accounts_needs_an_admin_token(tmp_path, monkeypatch, capsys):
+def test_a_backup_through_a_server_that_requires_accounts_needs_an_admin_token(tmp_path, monkeypatch, capsys,
+                                                                             migrated_file, tmp_path_factory):
     from conftest import running_server
 
     from app.cli import main
-    db = tmp_path / "held.duckdb"
+    db = copy_with_users(tmp_path / "held.duckdb", migrated_file, tmp_path_factory.getbasetemp(),
+                         {"ada": "admin", "rita": "reviewer"}, PASSWORD)
     app = create_app(Settings(db=db))
-    accounts.add_user(app.state.db, "ada", "admin", PASSWORD)
-    accounts.add_user(app.state.db, "rita", "reviewer", PASSWORD)
     admin, reviewer = (accounts.create_token(app.state.db, n) for n in ("ada", "rita"))
     app.state.db.close()
     monkeypatch.setenv("ORCHESTRACE_AUTH", "required")
@@ -259,7 +260,8 @@ def test_a_backup_through_a_server_that_requires_accounts_needs_an_admin_token(t
         assert target.exists()
 
 
-def test_imported_label_histories_keep_their_reviewer_and_times_and_record_the_importer(lab, tmp_path):
+def test_imported_label_histories_keep_their_reviewer_and_times_and_record_the_importer(lab, tmp_path, migrated_file,
+                                                                                      tmp_path_factory):
     app, _ = lab
     rita = bearer(app, "rita") | {"Content-Type": "application/json"}
     with TestClient(app, base_url=BASE_URL) as client:
@@ -267,9 +269,10 @@ def test_imported_label_histories_keep_their_reviewer_and_times_and_record_the_i
         client.post("/api/annotations", content=label(credit=0.25), headers=rita)
         client.post("/api/annotations", content=label(credit=0.75), headers=rita)
         export = client.get("/api/annotations/export?format=json&history=true", headers=rita).content
-    other = create_app(Settings(db=tmp_path / "other.duckdb", auth="required"))
+    other_db = copy_with_users(tmp_path / "other.duckdb", migrated_file, tmp_path_factory.getbasetemp(),
+                               {"ada": "admin"}, PASSWORD)
+    other = create_app(Settings(db=other_db, auth="required"))
     with TestClient(other, base_url=BASE_URL) as client:
-        accounts.add_user(other.state.db, "ada", "admin", PASSWORD)
         answer = client.post("/api/annotations/import", content=export,
                              headers=bearer(other, "ada") | {"Content-Type": "application/json"})
         assert answer.status_code == 200 and answer.json()["imported"] == 2
