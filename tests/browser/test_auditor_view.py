@@ -10,9 +10,8 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from app.domain.generate import generate_swarm
 from app.services.graph import BUNDLE_AREA_PX, DEFAULT_PX
-from browser.conftest import SCREENSHOTS
+from browser.conftest import SCREENSHOTS, post_swarm, swarm
 from browser.test_lane_labels import assert_apart, label_boxes
 from browser.test_workspace import expect_workspace, open_as
 
@@ -27,10 +26,8 @@ MAX_PX_ASKED = max(DEFAULT_PX[0] * DEFAULT_PX[1], 1440 * 900)  # what the page a
 
 @pytest.fixture(scope="module")
 def big(live_server):
-    trace = generate_swarm(1000, EVENTS, seed=11)
-    trace["trace_id"] = BIG
-    response = httpx.post(f"{live_server}/api/traces", json=trace, params={"replace": "true"}, timeout=120)
-    assert response.status_code == 201, response.text
+    trace = swarm(1000, EVENTS, 11, BIG)
+    post_swarm(live_server, trace)
     return trace
 
 

@@ -6,8 +6,8 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from app.domain.generate import generate_swarm
 from app.services.graph import MAX_MARKS
+from browser.conftest import post_swarm, swarm
 from browser.test_workspace import expect_workspace, open_as
 
 BIG = "big-lod"
@@ -19,10 +19,8 @@ EVENTS = 30_000
 
 @pytest.fixture(scope="module")
 def big(live_server):
-    trace = generate_swarm(1000, EVENTS, seed=11)
-    trace["trace_id"] = BIG
-    response = httpx.post(f"{live_server}/api/traces", json=trace, params={"replace": "true"}, timeout=120)
-    assert response.status_code == 201, response.text
+    trace = swarm(1000, EVENTS, 11, BIG)
+    post_swarm(live_server, trace)
     return trace
 
 
