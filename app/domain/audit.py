@@ -168,15 +168,16 @@ def untrusted_flow(trace, g):
             came[dst] |= came[src]
     for v, bit in carried.items():
         came[v] ^= bit  # a source does not reach itself
-    actions = [i for i in g.order if is_action[i]]
-    agent_names = list(dict.fromkeys(g.agents[i] for i in actions))
+    actions = list(compress(g.order, is_action)) if g.in_order else [i for i in g.order if is_action[i]]
+    acting = [g.agents[i] for i in actions]
+    agent_names = list(dict.fromkeys(acting))
     agent_number = {agent: k for k, agent in enumerate(agent_names)}
     action_kind = [types[i] for i in actions]
-    action_agent = [agent_number[g.agents[i]] for i in actions]
+    action_agent = list(map(agent_number.__getitem__, acting))
     groups: dict[int, list[int]] = {}  # the listed sources reaching an action -> all such actions (in time)
-    for place, i in enumerate(actions):
-        if came[i]:
-            groups.setdefault(came[i], []).append(place)
+    for place, bits in enumerate(map(came.__getitem__, actions)):
+        if bits:
+            groups.setdefault(bits, []).append(place)
     # Per listed source: (places, count of each REACHABLE_ACTIONS kind, agents) of its groups; the groups are
     # disjoint, so a source's actions in time are their places sorted together.
     reached: list[list[tuple]] = [[] for _ in listed]

@@ -110,9 +110,11 @@ def analyse_graph(trace: dict) -> TraceGraph:
         for place, i in enumerate(order):
             rank[i] = place
     edge_src, edge_dst, edge_types = [e["src"] for e in edges], [e["dst"] for e in edges], [e["type"] for e in edges]
-    src, dst, kinds = list(map(index.get, edge_src)), list(map(index.get, edge_dst)), edge_types
-    linked = edges
-    if None in src or None in dst:
+    kinds, linked = edge_types, edges
+    try:
+        src, dst = list(map(index.__getitem__, edge_src)), list(map(index.__getitem__, edge_dst))
+    except KeyError:  # an edge to no event: left out
+        src, dst = list(map(index.get, edge_src)), list(map(index.get, edge_dst))
         kept = [k for k, (s, d) in enumerate(zip(src, dst)) if s is not None and d is not None]
         linked, src, dst = [edges[k] for k in kept], [src[k] for k in kept], [dst[k] for k in kept]
         kinds = [kinds[k] for k in kept]
