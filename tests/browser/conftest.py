@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import socket
 import threading
 import time
@@ -93,9 +94,11 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def live_server(tmp_path_factory):
-    """Base URL of the app served by uvicorn in a thread, over a fresh database for this module."""
+def live_server(tmp_path_factory, migrated_file):
+    """Base URL of the app served by uvicorn in a thread, over a fresh database for this module (a copy of the
+    migrated one: 0.07 s against a migration's 0.3)."""
     db = tmp_path_factory.mktemp("live") / "browser.duckdb"
+    shutil.copyfile(migrated_file, db)
     yield from serve(create_app(Settings(db=db)))
 
 
