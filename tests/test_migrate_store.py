@@ -16,6 +16,7 @@ import pytest
 from conftest import BASE_URL, SERVER_START_TIMEOUT_S, free_port, make_trace, wait_until_up
 from fastapi.testclient import TestClient
 from test_papers import EXCLUDED_CSV, POOL_CSV
+from users_file import copy_with_users
 
 from app.cli import main
 from app.ingest.documents import Upload
@@ -35,15 +36,16 @@ PASSWORD = "correct horse battery staple"
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory) -> dict:
+def source(tmp_path_factory, migrated_file) -> dict:
     """A file store with rows in most tables: traces with their analysis, labels with history, a review queue
     labelled and adjudicated, papers with tags, users with a token and a session, the signing key."""
-    settings = Settings(db=tmp_path_factory.mktemp("file") / "orchestrace.duckdb")
+    settings = Settings(db=copy_with_users(tmp_path_factory.mktemp("file") / "orchestrace.duckdb", migrated_file,
+                                           tmp_path_factory.getbasetemp(), {"ada": "admin", "rita": "reviewer"},
+                                           PASSWORD))
     db = Database(settings.db)
     db.migrate(settings.migrations_dir)
     ingest(db, [Upload(p.name, p.read_bytes()) for p in sorted(settings.sample_dir.glob("*.json"))])
-    ada = accounts.add_user(db, "ada", "admin", PASSWORD)
-    accounts.add_user(db, "rita", "reviewer", PASSWORD)
+    ada = accounts.User("ada", "admin")
     token = accounts.create_token(db, "ada", "exporter")
     session = accounts.start_session(db, ada)
     key = accounts.secret_key(db, None)
