@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from users_file import copy_with_users
 
 from app.main import create_app
 from app.settings import Settings
@@ -107,8 +108,15 @@ def migrated_file(tmp_path_factory) -> Path:
     """A DuckDB file the app has migrated: each test's store is a copy of it (a third of the time a fresh
     migration takes, over a thousand tests)."""
     path = tmp_path_factory.mktemp("file-template") / "template.duckdb"
-    create_app(Settings(db=path)).state.db.close()
+    close(create_app(Settings(db=path)))
     return path
+
+
+def close(app) -> None:
+    """Close an app that served no request (its lifespan never ran): its start's background pass first."""
+    app.state.reanalysis.stop()
+    app.state.live.close()
+    app.state.db.close()
 
 
 @pytest.fixture
@@ -150,17 +158,20 @@ def lab_clients(tmp_path, roles: dict[str, str]):
     token; closed after."""
     from app.services import accounts
 
-    app = create_app(Settings(db=tmp_path / "lab.duckdb", auth="required"))
+    folder = tmp_path.parent  # the run's base folder: the accounts' file is made once a run for each set of roles
+    template = folder / "lab-template.duckdb"
+    if not template.exists():
+        close(create_app(Settings(db=template)))
+    db = copy_with_users(tmp_path / "lab.duckdb", template, folder, roles, LAB_PASSWORD)
+    app = create_app(Settings(db=db, auth="required"))
     clients = {}
-    for name, role in roles.items():
-        accounts.add_user(app.state.db, name, role, LAB_PASSWORD)
+    for name in roles:
         token = accounts.create_token(app.state.db, name, "test")
         clients[name] = TestClient(app, base_url=BASE_URL, headers={"Authorization": f"Bearer {token}"})
     try:
         yield clients
     finally:
-        app.state.live.close()
-        app.state.db.close()
+        close(app)
 
 
 def post_json(client, payload, **params):
