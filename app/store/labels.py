@@ -77,22 +77,23 @@ def save_bases(cur, saves: list[tuple]) -> dict[int, list[tuple]]:
 
     The saves come as an Arrow table and only the trace ids as an IN list, which lets each table's scan skip the
     files of other traces: lists of every event id and reviewer made DuckDB bind, optimise and push down 100
-    parameters, and made a lake plan catalog queries for each (a group of 50 saves: 67 against 102 ms on a lake)."""
+    parameters, and made a lake plan catalog queries for each. The events are joined to the saves before duplicates
+    are dropped, so that the window runs over the saves' events, not over every event of their traces."""
     traces, events, reviewers, requests = (list(column) for column in zip(*saves))
     params = sorted(set(traces))
     wanted = ", ".join(f"${n}" for n in range(1, len(params) + 1))
     with registered(cur, "save_keys", n=pa.array(range(len(saves)), pa.int64()), trace_id=traces, event_id=events,
                     reviewer=reviewers, request=requests):
         rows = execute(cur,
-            "WITH k AS (SELECT * FROM save_keys) "
-            "SELECT k.n, e.type, e.agent, e.role, l.* EXCLUDE (n) FROM k JOIN "
-            f"(SELECT trace_id, event_id, type, agent, role FROM events WHERE trace_id IN ({wanted}) "
-            "QUALIFY row_number() OVER (PARTITION BY trace_id, event_id) = 1) e "
-            "ON e.trace_id = k.trace_id AND e.event_id = k.event_id LEFT JOIN "
+            "WITH k AS (SELECT * FROM save_keys), "
+            "e AS (SELECT k.n, e.type, e.agent, e.role FROM k JOIN events e "
+            f"ON e.trace_id = k.trace_id AND e.event_id = k.event_id WHERE e.trace_id IN ({wanted}) "
+            "QUALIFY row_number() OVER (PARTITION BY k.n) = 1) "
+            "SELECT e.*, l.* EXCLUDE (n) FROM e LEFT JOIN "
             f"(SELECT k.n, a.* FROM k JOIN (SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id IN ({wanted})) a "
             "ON a.trace_id = k.trace_id AND a.event_id = k.event_id AND a.reviewer = k.reviewer "
             "QUALIFY a.version = max(a.version) OVER (PARTITION BY k.n) OR a.client_request_id = k.request) l "
-            "ON l.n = k.n ORDER BY k.n", params).fetchall()
+            "ON l.n = e.n ORDER BY e.n", params).fetchall()
     bases: dict[int, list[tuple]] = {}
     for n, *row in rows:
         bases.setdefault(n, []).append(tuple(row))
