@@ -135,7 +135,7 @@ def settings(request, db_path, tmp_path):
 def app(settings):
     app = create_app(settings)
     yield app
-    app.state.db.close()
+    close(app)
 
 
 @pytest.fixture
