@@ -7,7 +7,8 @@ one over a DuckLake, and two over one DuckLake (each request sent to the instanc
   says, or the lake showed a half-written trace.
 - label saves: 50 reviewers (threads, keep-alive connections, no think time) each save SAVES label versions on
   a few events of an ingested trace, every save to the next instance in turn, so with two instances one
-  reviewer's versions of one label come from both. Latency p50/p99; afterwards every stored version is compared
+  reviewer's versions of one label come from both. Latency p50/p99, and when the slowest 1% were sent
+  (seconds after the first save); afterwards every stored version is compared
   with the saves answered 201: lost (answered, not stored) and duplicated or missing versions (not 1..n).
 - open: the trace page and the figure of each ingested trace on an instance that did not ingest it, the first
   time (the figure is built) and again (cached).
@@ -158,7 +159,7 @@ def label_saves(urls: list[str], trace_id: str, saves: int) -> dict:
     hosts = [urllib.parse.urlsplit(url) for url in urls]
     event_ids = [f"e{i:05d}" for i in range(1, REVIEWERS * LABELLED_EVENTS + 1)]  # generate_swarm names them so
     start = threading.Barrier(REVIEWERS)
-    latencies, answered, errors = [], defaultdict(int), []
+    latencies, answered, errors, sent_at = [], defaultdict(int), [], []
     lock = threading.Lock()
 
     def reviewer(n: int) -> None:
@@ -181,6 +182,7 @@ def label_saves(urls: list[str], trace_id: str, saves: int) -> dict:
             used[i] = time.monotonic()
             with lock:
                 latencies.append(took)
+                sent_at.append((took, began - first))
                 if answer.status == 201:
                     answered[(event, f"r{n:02d}")] += 1
                 else:
@@ -189,7 +191,7 @@ def label_saves(urls: list[str], trace_id: str, saves: int) -> dict:
             connection.close()
 
     threads = [threading.Thread(target=reviewer, args=(n,)) for n in range(REVIEWERS)]
-    began = time.perf_counter()
+    began = first = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -204,7 +206,8 @@ def label_saves(urls: list[str], trace_id: str, saves: int) -> dict:
     ordered = sorted(latencies)
     return {"saves": len(latencies), "per_s": len(latencies) / wall, "p50": statistics.median(ordered),
             "p99": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], "errors": errors, "lost": lost,
-            "bad_labels": bad, "stored": sum(map(len, stored.values()))}
+            "bad_labels": bad, "stored": sum(map(len, stored.values())),
+            "slowest": sorted(sent_at, reverse=True)[:max(1, len(sent_at) // 100)]}
 
 
 def open_trace(urls: list[str], trace_ids: list[str], repeats: int = 3) -> tuple[list[float], list[float]]:
@@ -258,7 +261,8 @@ def run(name: str, urls: list[str], args) -> dict:
     print(f"  saves      p50 {saves['p50'] * 1000:.1f} ms, p99 {saves['p99'] * 1000:.1f} ms, "
           f"{saves['per_s']:.0f} saves/s; {saves['saves']} sent, {saves['stored']} stored, lost {saves['lost']}, "
           f"labels with versions not 1..n: {saves['bad_labels']}, refused: {len(saves['errors'])}"
-          + (f" {sorted(set(saves['errors']))}" if saves["errors"] else ""))
+          + (f" {sorted(set(saves['errors']))}" if saves["errors"] else "")
+          + "; slowest 1% sent at " + ", ".join(f"{at:.2f} s ({took * 1000:.0f} ms)" for took, at in saves["slowest"]))
     print(f"  open       first {spread(first, 1000)} ms, again {spread(again, 1000)} ms (page + figure)", flush=True)
     for page, views in pages.items():
         print(f"  {page:<10} first {spread(views['first'], 1000)} ms, again {spread(views['again'], 1000)} ms "
