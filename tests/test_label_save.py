@@ -111,9 +111,9 @@ def test_saves_written_together_answer_each_as_alone(client, db, trace):
              request(reviewer="bob", note="n"), request(base_version=2, credit=0.75)]
     with traced_statements() as run:
         outcomes = labels.save_labels(db, group)
-    # One read, one insert, two new reviewers; the missing event's refusal asks whether its trace exists.
-    assert statements(run) == [STATEMENTS[0], "SELECT count(*) FROM traces WHERE trace_id = ?", *STATEMENTS[1:],
-                               STATEMENTS[2]]
+    # One read, one insert, the two new reviewers in one statement; the missing event's refusal asks whether its
+    # trace exists.
+    assert statements(run) == [STATEMENTS[0], "SELECT count(*) FROM traces WHERE trace_id = ?", *STATEMENTS[1:]]
     assert outcomes[0] == (stored(client, 1), True) and outcomes[1] == (stored(client, 2), True)
     assert outcomes[2].status == 404 and "no event 'nope'" in str(outcomes[2])
     assert isinstance(outcomes[3], labels.StaleVersion) and outcomes[3].current == stored(client, 2)
