@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from imported import otlp_json_of  # noqa: E402
-from ingest import post, start_server  # noqa: E402
+from ingest import cpu_ticks, post, start_server  # noqa: E402
 from opentelemetry import trace  # noqa: E402
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: E402
@@ -160,22 +160,6 @@ def sink_flush(spans: list, batch_size: int) -> float:
         sink.shutdown()
         sink.server_close()
     return elapsed
-
-
-def cpu_ticks(pid: int) -> int:
-    """User and system clock ticks a process (all its threads) and the processes it started (the analysis worker,
-    which stores a live trace's analysis after the trace is complete) have used so far."""
-    procs = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rpartition(")")[2].split()
-        except OSError:  # ended meanwhile
-            continue
-        procs[int(stat.parent.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
-    tree = {pid}
-    while grown := {child for child, (parent, _) in procs.items() if parent in tree} - tree:
-        tree |= grown
-    return sum(procs[p][1] for p in tree if p in procs)
 
 
 def wait_idle(proc) -> None:
