@@ -58,10 +58,11 @@ LAKE_TESTS := tests/test_store_schema.py tests/test_store_lake.py tests/test_ann
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/pytest
 
 # The whole suite on DuckDB files, then the LAKE_TESTS on a lake; each on both cores (pytest-xdist), a test file's
-# tests on one worker so that its module fixtures (servers, browsers) start once.
+# tests on one worker so that its module fixtures (servers, browsers) start once. Each run leaves its tests' times in
+# test-output/ (JUnit XML), to find what made the suite slower.
 test: install chromium postgres
-	$(PYTEST) -q -n 2 --dist loadfile
-	$(PYTEST) -q -n 2 --dist loadfile --store=lake $(LAKE_TESTS)
+	$(PYTEST) -q -n 2 --dist loadfile --junitxml=test-output/junit-files.xml
+	$(PYTEST) -q -n 2 --dist loadfile --store=lake --junitxml=test-output/junit-lake.xml $(LAKE_TESTS)
 
 postgres:
 	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
