@@ -85,55 +85,57 @@ def wait_for_a_refresh_that_saw(began: list[int], traces: int) -> None:
         time.sleep(QUIET_S)
 
 
-@pytest.mark.parametrize("url", ["/dashboard", "/audit", "/"])
-def test_a_page_asked_for_once_is_answered_after_an_ingest_from_what_the_background_built(settings, refreshes, url):
+# Each page has a fact of its own, which neither page before it in this order builds: the list's reward channels and
+# facets, the audit's rule totals, the dashboard's figures.
+PAGES = ("/", "/audit", "/dashboard")
+
+
+def views_again(client, first: dict) -> dict:
+    """Each page viewed again after a label is saved: that leaves the facts as they are, and makes a lake read the
+    pages' own rows again rather than answer them from the rows it kept (it may still answer a read the background
+    made at the same snapshot)."""
+    saved = client.post("/api/annotations", json={"trace_id": "a", "event_id": "e1", "reviewer": "ada", "credit": 0.5})
+    assert saved.status_code == 201, saved.text
+    return {url: client.get(url, params={"_trace": "1"}) for url in first}
+
+
+def test_pages_asked_for_once_are_answered_after_an_ingest_from_what_the_background_built(settings, refreshes):
     app = create_app(settings.model_copy(update={"trace_sql": True}))
     try:
         with TestClient(app, base_url=BASE_URL) as client:
             post_json(client, [make_trace("a"), make_trace("b")])
-            client.get(url)  # asked for: from now on built again after writes
+            for url in PAGES:
+                client.get(url)  # asked for: from now on built again after writes
             late = make_trace("late", rewards={"novel": 0.5})
             late["edges"].append({"src": "e6", "dst": "e1", "type": "causal"})
             post_json(client, late)
             wait_for_a_refresh_that_saw(refreshes, 3)
-            built = client.get(url, params={"_trace": "1"})
-            # the first view after the ingest runs nothing a view again does not: no fact is built on view (a label
-            # saved between them leaves the facts as they are, and makes a lake read the page's rows again; it may
-            # still answer a read the background made at the same snapshot from the rows it kept)
-            saved = client.post("/api/annotations", json={"trace_id": "a", "event_id": "e1", "reviewer": "ada",
-                                                          "credit": 0.5})
-            assert saved.status_code == 201, saved.text
-            assert set(statements(built)) <= set(statements(client.get(url, params={"_trace": "1"})))
-            page = BeautifulSoup(built.text, "html.parser")
-            if url == "/dashboard":
-                assert "reward-novel" in figures(built)
-                assert figures(built)["steps-wall"]["data"][0]["customdata"] == ["a", "b", "late"]
-            elif url == "/audit":
-                total = page.select_one('#rule-totals [data-rule="time_order"] .value')
-                assert total.get_text(" ", strip=True) == "1 in 1 trace"
-            else:
-                columns = [th.get_text(strip=True) for th in page.select("#trace-table th.reward")]
-                assert columns == ["novel", "team", "tool"]
+            built = {url: client.get(url, params={"_trace": "1"}) for url in PAGES}
+            # the first views after the ingest run nothing a view again does not: no fact is built on view
+            for url, again in views_again(client, built).items():
+                assert set(statements(built[url])) <= set(statements(again)), url
+            assert "reward-novel" in figures(built["/dashboard"])
+            assert figures(built["/dashboard"])["steps-wall"]["data"][0]["customdata"] == ["a", "b", "late"]
+            total = BeautifulSoup(built["/audit"].text, "html.parser").select_one(
+                '#rule-totals [data-rule="time_order"] .value')
+            assert total.get_text(" ", strip=True) == "1 in 1 trace"
+            columns = BeautifulSoup(built["/"].text, "html.parser").select("#trace-table th.reward")
+            assert [th.get_text(strip=True) for th in columns] == ["novel", "team", "tool"]
     finally:
         app.state.db.close()
 
 
-@pytest.mark.parametrize("url", ["/dashboard", "/audit", "/"])
-def test_a_page_first_viewed_after_a_start_is_answered_from_what_was_built_ahead(settings, url):
+def test_pages_first_viewed_after_a_start_are_answered_from_what_was_built_ahead(settings):
     with TestClient(create_app(settings), base_url=BASE_URL) as client:
         post_json(client, [make_trace("a"), make_trace("b", rewards={"novel": 0.5})])
     app = create_app(settings.model_copy(update={"trace_sql": True}))
     try:
         with TestClient(app, base_url=BASE_URL) as client:
             app.state.reanalysis.wait(WAIT_S)  # the stored traces analysed, then the facts built ahead
-            first = client.get(url, params={"_trace": "1"})
-            # a label saved between the views makes a lake read the page's own rows again (see above)
-            saved = client.post("/api/annotations", json={"trace_id": "a", "event_id": "e1", "reviewer": "ada",
-                                                          "credit": 0.5})
-            assert saved.status_code == 201, saved.text
-            assert set(statements(first)) <= set(statements(client.get(url, params={"_trace": "1"})))
-            if url == "/dashboard":
-                assert "reward-novel" in figures(first)
+            first = {url: client.get(url, params={"_trace": "1"}) for url in PAGES}
+            for url, again in views_again(client, first).items():
+                assert set(statements(first[url])) <= set(statements(again)), url
+            assert "reward-novel" in figures(first["/dashboard"])
     finally:
         app.state.db.close()
 
