@@ -21,11 +21,10 @@ $(SERVING): pyproject.toml
 	$(UV) -e .
 	touch $(SERVING)
 
-# The tests start many processes, each importing the packages: every package is byte-compiled once here, as pip
-# does it (a file that does not compile is left to fail where it is imported).
+# Nothing is byte-compiled here either: the tests write the bytecode of the modules they import (PYTEST below), and
+# compiling every package took 24 s of the run.
 $(STAMP): $(SERVING)
 	$(UV) -e '.[test]'
-	$(PY) -m compileall -qq -j 0 $(VENV)/lib || true
 	# harbor's ATIF models, which the ATIF tests validate exports with: harbor needs Python >= 3.12 to run, its models
 	# only pydantic, so they are installed without its dependencies (the tests skip with a reason without them)
 	$(PIP) --no-deps --ignore-requires-python harbor==0.25.0
@@ -48,9 +47,10 @@ chromium:
 # The storage, label, API, ingest and query tests again, on a DuckLake store over a throwaway PostgreSQL (issue 16);
 # `--store=lake` runs only their tests that use the `settings` fixture's store. A lake test takes some 1.5 s of CPU
 # (a file one 0.25 s): a file added here should earn its time. The blind review, paper and search tests are not here
-# (a minute of the run's three, and 20 s): their SQL is plain reads and writes, the same on both stores.
+# (a minute of the run's three, and 20 s): their SQL is plain reads and writes, the same on both stores. Nor are the
+# importers' API tests (24 s): what they store goes through the same store_traces as test_api_traces'.
 LAKE_TESTS := tests/test_store_schema.py tests/test_store_lake.py tests/test_annotations.py tests/test_api_traces.py \
-	tests/test_importers_api.py tests/test_otlp_receiver.py tests/test_analysis.py tests/test_lod.py tests/test_corpus_facts.py
+	tests/test_otlp_receiver.py tests/test_analysis.py tests/test_lod.py tests/test_corpus_facts.py
 
 # The tests write bytecode even where the environment says not to (PYTHONDONTWRITEBYTECODE): each pytest process
 # would otherwise rewrite the asserts of some 450 modules again (10-15 s a process), and each server or CLI a test
