@@ -48,9 +48,11 @@ chromium:
 # `--store=lake` runs only their tests that use the `settings` fixture's store. A lake test takes some 1.5 s of CPU
 # (a file one 0.25 s): a file added here should earn its time. The blind review, paper and search tests are not here
 # (a minute of the run's three, and 20 s): their SQL is plain reads and writes, the same on both stores. Nor are the
-# importers' API tests (24 s): what they store goes through the same store_traces as test_api_traces'.
+# importers' API tests (24 s): what they store goes through the same store_traces as test_api_traces'. Nor are the
+# level-of-detail tests (55 s): the suite had to come back under 15 minutes, and a lake's snapshots are checked by
+# tests/test_lake_reads.py in the file run; `make test-lake LAKE_TESTS=tests/test_lod.py` runs them on a lake.
 LAKE_TESTS := tests/test_store_schema.py tests/test_store_lake.py tests/test_annotations.py tests/test_api_traces.py \
-	tests/test_otlp_receiver.py tests/test_analysis.py tests/test_lod.py tests/test_corpus_facts.py
+	tests/test_otlp_receiver.py tests/test_analysis.py tests/test_corpus_facts.py
 
 # The tests write bytecode even where the environment says not to (PYTHONDONTWRITEBYTECODE): each pytest process
 # would otherwise rewrite the asserts of some 450 modules again (10-15 s a process), and each server or CLI a test
