@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 import app.store.db as db_module
 from app.main import create_app
 from app.services.corpus import CorpusFacts, Fact
+from app.settings import Settings
 from app.store import traces as trace_store
 from app.store.db import Database
 from app.store.sql import execute
@@ -123,6 +124,36 @@ def test_pages_asked_for_once_are_answered_after_an_ingest_from_what_the_backgro
             assert [th.get_text(strip=True) for th in columns] == ["novel", "team", "tool"]
     finally:
         app.state.db.close()
+
+
+def test_pages_on_a_lake_are_answered_after_another_instances_ingest_from_what_the_background_built(
+        migrated_lake, tmp_path, monkeypatch, quick_pause):
+    """Two instances on one lake: the one viewing the pages builds their facts again once the other's ingest has
+    committed, before anyone views them (its own commits are not what makes the work due)."""
+    monkeypatch.setattr(db_module, "LAKE_WATCH_S", QUIET_S)
+    began: dict[int, list[int]] = {}  # per instance's database: traces stored when each refresh began
+    refresh = CorpusFacts.refresh
+
+    def counted(self):
+        stored = trace_store.corpus_version(self._db)[0]
+        refresh(self)
+        began.setdefault(id(self._db), []).append(stored)
+
+    monkeypatch.setattr(CorpusFacts, "refresh", counted)
+    with migrated_lake.copy(tmp_path / "lake") as url:
+        shared = Settings(db=url, lake_data=str(tmp_path / "lake"))
+        writer, viewer = create_app(shared), create_app(shared.model_copy(update={"trace_sql": True}))
+        with TestClient(writer, base_url=BASE_URL) as ingest, TestClient(viewer, base_url=BASE_URL) as client:
+            post_json(ingest, [make_trace("a"), make_trace("b")])
+            for page in PAGES:
+                client.get(page)
+            post_json(ingest, make_trace("late", rewards={"novel": 0.5}))
+            wait_for_a_refresh_that_saw(began.setdefault(id(viewer.state.db), []), 3)
+            built = {page: client.get(page, params={"_trace": "1"}) for page in PAGES}
+            for page, again in views_again(client, built).items():
+                assert set(statements(built[page])) <= set(statements(again)), page
+            assert "reward-novel" in figures(built["/dashboard"])
+            assert figures(built["/dashboard"])["steps-wall"]["data"][0]["customdata"] == ["a", "b", "late"]
 
 
 def test_pages_first_viewed_after_a_start_are_answered_from_what_was_built_ahead(settings):

@@ -238,3 +238,21 @@ def test_a_group_of_label_saves_is_kept_in_the_catalog(lake):
         assert db.scalar("SELECT count(*) FROM annotations") == labels.SAVES_TOGETHER
     finally:
         db.close()
+
+
+def test_work_done_when_writes_pause_is_done_after_another_instances_commit_too(instances, monkeypatch):
+    monkeypatch.setattr(db_module, "LAKE_WATCH_S", 0.05)
+    monkeypatch.setattr(db_module, "CHECKPOINT_QUIET_S", 0.05)
+    first, second = instances
+    seen, ran = [], threading.Event()
+
+    def work():
+        seen.append([row["name"] for row in second.fetchall(REVIEWERS)])
+        ran.set()
+
+    second.when_writes_pause(work, "reading the reviewers")
+    time.sleep(0.3)  # a few looks at an unchanged lake: nothing to do
+    assert not ran.is_set()
+    add(first, "ada")  # committed by the other instance: no commit of `second` makes the work due
+    assert ran.wait(10), "the work was not done after the other instance's commit"
+    assert seen[-1] == ["ada"]

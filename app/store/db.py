@@ -73,6 +73,11 @@ FLUSH_FORCE_COMMITS = 2_000
 # any read while another database is attached (its state is not the lake's).
 SNAPSHOT_READS = 256
 SNAPSHOT_READ_ROWS = 1_000
+# On a lake that several instances may write, how often an instance asks the catalog for its latest snapshot, so that
+# work registered with `when_writes_pause` (the corpus pages' facts) is done after other instances' commits too: a
+# round trip of about 1 ms once a second, where a page first viewed after another instance's ingest would otherwise
+# build those facts while its user waits.
+LAKE_WATCH_S = 1.0
 # Within `one_look` (a web request), a lake's latest snapshot is asked once per Database: the request's reads are
 # answered as of that look, and asked again after a commit of this process. A look is a PostgreSQL round trip of
 # 1 ms idle and 10-25 ms while the process is busy (a page made 4-5, which were most of its time on a lake).
@@ -183,10 +188,14 @@ class Database:
         self._conn.close()
 
     def when_writes_pause(self, work: Callable[[], None], what: str) -> None:
-        """Run `work` on a thread of its own once this process's writes pause after a commit (CHECKPOINT_QUIET_S),
-        each time they do (a failure is logged and tried again CHECKPOINT_RETRY_S later). Registered before any
-        request is served: the list is not guarded."""
-        self._pausing.append(_AfterWrites(self, work, what))
+        """Run `work` on a thread of its own once writes pause after a commit (CHECKPOINT_QUIET_S), each time they do
+        (a failure is logged and tried again CHECKPOINT_RETRY_S later): this process's commits and, on a lake that
+        other instances may write, theirs too (seen within LAKE_WATCH_S). Registered before any request is served:
+        the list is not guarded."""
+        after = _AfterWrites(self, work, what)
+        self._pausing.append(after)
+        if self.locking:
+            self._pausing.append(_LakeWatcher(self, after))
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         cur = self._conn.cursor()
@@ -525,6 +534,40 @@ class _AfterWrites(_WhenWritesPause):
 
     def _work(self) -> None:
         self._do()
+
+
+class _LakeWatcher:
+    """Makes `after`'s work due whenever the lake's latest snapshot moves, whoever committed it (another instance's
+    commits reach no `wrote` of this process): it asks the catalog every LAKE_WATCH_S."""
+
+    def __init__(self, db: Database, after: _AfterWrites):
+        self._db, self._after = db, after
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lake-watcher", daemon=True)
+        self._thread.start()
+
+    def wrote(self) -> None:
+        """This process's commits make the work due by themselves (see Database.transaction)."""
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        cur = self._db._conn.cursor()  # in the in-memory catalog, as Database._looker's (no lake transaction)
+        seen = None
+        try:
+            while not self._stopping.wait(LAKE_WATCH_S):
+                try:
+                    latest = lake.snapshot_id(cur)
+                except duckdb.Error as exc:  # the catalog is unreachable for now: asked again next time
+                    log.warning("asking the lake for its latest snapshot failed: %s", exc)
+                    continue
+                if seen is not None and latest != seen:
+                    self._after.wrote()
+                seen = latest
+        finally:
+            cur.close()
 
 
 def _apply_migration(cur: duckdb.DuckDBPyConnection, path: Path) -> bool:
