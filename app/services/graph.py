@@ -129,9 +129,8 @@ def ensure_lod(db: Database, trace_id: str) -> None:
 def prepare_lod(db: Database, trace_ids: list[str]) -> None:
     """Keep the lanes of the large ones among just-stored traces, after the ingest has answered, so that their
     first view does not wait for it (a million events take seconds)."""
-    for trace_id in trace_ids:
-        if (trace_store.event_count(db, trace_id) or 0) > LOD_ABOVE:
-            ensure_lod(db, trace_id)
+    for trace_id in lod_store.traces_above(db, trace_ids, LOD_ABOVE):
+        ensure_lod(db, trace_id)
 
 
 def _skeleton(db: Database, cache: TraceCache, trace_id: str, version) -> tuple[list[dict], list[str], dict]:
