@@ -3,13 +3,17 @@ over a training run's rollouts matches hundreds of thousands), and chooses what 
 loaded, chooses: a seeded sample stays the same."""
 
 import random
+import shutil
 from collections import defaultdict
 
 import pytest
-from conftest import post_json
+from conftest import BASE_URL, post_json
+from fastapi.testclient import TestClient
 
 from app.domain.generate import generate_swarm
+from app.main import create_app
 from app.services import queues
+from app.settings import Settings
 from app.store import queues as queue_store
 
 NO_FILTER = {key: [] for key in queues.FILTER_KEYS if key != "subdecisions"}
@@ -34,8 +38,12 @@ def drawn_from_every_event(candidates: list[dict], sample: dict) -> list[dict]:
     return [candidates[i] for i in sorted(chosen)]
 
 
-@pytest.fixture
-def stored(client, db):
+@pytest.fixture(scope="module")
+def stored(migrated_file, tmp_path_factory):
+    """Twelve small swarms stored once for the module: its tests only read them (a store each took a second)."""
+    path = tmp_path_factory.mktemp("sample") / "sample.duckdb"
+    shutil.copyfile(migrated_file, path)
+    app = create_app(Settings(db=path))
     traces = []
     for i in range(12):
         trace = generate_swarm(3 + i % 4, 30 + 7 * i, seed=i)
@@ -43,8 +51,10 @@ def stored(client, db):
         if trace["system"] is None:
             del trace["system"]
         traces.append(trace)
-    assert post_json(client, traces).status_code == 201
-    return db
+    with TestClient(app, base_url=BASE_URL) as client:
+        assert post_json(client, traces).status_code == 201
+        yield app.state.db
+    app.state.db.close()
 
 
 FILTERS = [NO_FILTER, NO_FILTER | {"event_types": ["tool_call", "message"]},
