@@ -188,6 +188,22 @@ def test_replace_keeps_labels_and_reports_orphans(client, trace):
     assert [o["event_id"] for o in orphans] == ["e6"]
 
 
+def test_a_replace_of_many_traces_reports_the_orphans_of_those_it_replaced(client, trace):
+    others = [make_trace(f"other-{k}") for k in range(3)]
+    assert post_json(client, others).status_code == 201
+    for trace_id in ("lab", "other-0", "other-2"):
+        assert save(client, trace_id=trace_id, event_id="e6", credit=1.0).status_code == 201
+    assert save(client, trace_id="other-1", event_id="e2", credit=0.5).status_code == 201
+    smaller = [make_trace(trace_id) for trace_id in ("other-2", "other-1", "other-0")]
+    for replacement in smaller:
+        replacement["events"] = replacement["events"][:5]
+        replacement["edges"] = [e for e in replacement["edges"] if e["dst"] != "e6"]
+    replaced = post_json(client, smaller, replace="true")
+    assert replaced.status_code == 201
+    assert [(o["trace_id"], o["event_id"]) for o in replaced.json()["orphaned_labels"]] == [
+        ("other-0", "e6"), ("other-2", "e6")]  # not lab's, which was not replaced; not other-1's kept e2
+
+
 def test_delete_with_labels_needs_force_and_keeps_labels(client, trace):
     save(client, credit=0.5)
     refused = client.delete("/api/traces/lab")

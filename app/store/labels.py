@@ -181,11 +181,17 @@ def traces_with_labels(db: Database, viewer: str | None) -> list[str]:
 
 def orphaned_labels(db: Database, viewer: str | None, trace_id: str | None = None) -> list[dict]:
     """Current labels whose event no longer exists (its trace was replaced without it, or deleted)."""
+    return orphaned_labels_in(db, viewer, None if trace_id is None else [trace_id])
+
+
+def orphaned_labels_in(db: Database, viewer: str | None, trace_ids: list[str] | None) -> list[dict]:
+    """orphaned_labels of these traces (of all with None) in one read: a replace of 1,000 rollouts read them
+    a trace at a time, each read a scan of the events."""
     return db.fetchall(
         f"SELECT l.trace_id, l.event_id, l.reviewer, l.version FROM {VISIBLE_CURRENT} l "
         "LEFT JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
-        "WHERE e.event_id IS NULL AND ($trace::VARCHAR IS NULL OR l.trace_id = $trace) "
-        "ORDER BY l.trace_id, l.event_id, l.reviewer", {"viewer": viewer, "trace": trace_id})
+        "WHERE e.event_id IS NULL AND ($traces::VARCHAR[] IS NULL OR list_contains($traces, l.trace_id)) "
+        "ORDER BY l.trace_id, l.event_id, l.reviewer", {"viewer": viewer, "traces": trace_ids})
 
 
 def human_answers(db: Database, viewer: str | None, trace_id: str) -> list[dict]:

@@ -119,8 +119,7 @@ async def create_traces(request: Request, db: DbDep, settings: SettingsDep, back
     background.add_task(graph.prepare_lod, db, stored)
     answer = {"ingested": stored, "warnings": warnings}
     if replace:  # labels of events that vanished with the replacement are kept and reported
-        orphans = [o for trace_id in stored for o in label_store.orphaned_labels(db, None, trace_id)]
-        answer["orphaned_labels"] = orphans
+        answer["orphaned_labels"] = label_store.orphaned_labels_in(db, None, stored)
     return answer
 
 
