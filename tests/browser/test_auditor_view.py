@@ -74,6 +74,8 @@ def test_the_overview_bundles_edges_within_the_budget_and_starts_in_the_first_sc
     assert top < size["height"] - 200, top  # the plot's first lanes are seen without scrolling
     expect(page.locator("#edge-toggles input[data-edge=temporal]")).not_to_be_checked()
     shot(page, "overview")
+    if size != SIZES[0]:
+        return  # a toggle kept in the URL is the same at any size: checked once (a second load of the trace is seconds)
     message = page.locator("#edge-toggles input[data-edge=message]")
     message.uncheck()
     expect(page).to_have_url(re.compile(r"[?&]edges=[^&]*"))
