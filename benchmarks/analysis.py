@@ -3,7 +3,10 @@ users' requests while it runs.
 
 1. In process, per size (1,000-agent generated swarms; 20,000, 100,000 and 1,000,000 events by default): the
    analysis ingest stores (app/domain/analysis.py analyse: metrics.analyse_graph, compute_metrics, audit) per
-   stage, medians with ranges of REPEAT runs, and the ratio of each size's total to the smallest's.
+   stage, medians with ranges of REPEAT runs, and the ratio of each size's total to the smallest's. Then the same
+   traces stored in a DuckDB file and analysed again as the background re-analysis does (app/store/analyst.py
+   analyse_tables, here in this process): read as Arrow tables (read_trace_tables), made columns and a graph
+   (graphs_from_tables: no event dict), and analysed.
 2. Over HTTP, a real uvicorn over a DuckDB file: a trace of --server-events events (100,000 by default: a
    larger trace's JSON holds more values than one request may) posted, stored with its analysis (made in the worker
    process meanwhile), and its metrics and audit asked for the first time; then REVIEWERS reviewers save labels
@@ -35,9 +38,13 @@ import duckdb
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from app.domain.analysis import analyse  # noqa: E402
 from app.domain.audit import audit  # noqa: E402
 from app.domain.generate import generate_swarm  # noqa: E402
 from app.domain.metrics import analyse_graph, compute_metrics  # noqa: E402
+from app.store.db import Database  # noqa: E402
+from app.store.traces import graphs_from_tables, read_trace_tables  # noqa: E402
+from app.store.writes import store_traces  # noqa: E402
 from benchmarks.ingest import get, post, start_server  # noqa: E402
 
 REPEAT = 5
@@ -88,6 +95,45 @@ def in_process(sizes: list[int]) -> None:
     smallest = min(totals)
     print("total against the smallest: " + ", ".join(f"{events:,} {total / totals[smallest]:.1f}x (linear "
                                                       f"{events / smallest:.0f}x)" for events, total in totals.items()))
+
+
+def stored_stages(db: Database, trace_id: str) -> dict[str, float]:
+    """Seconds per stage of a stored trace's analysis from its tables (collection paused, as in `stages`)."""
+    gc.collect()
+    gc.disable()
+    try:
+        cpu = time.process_time()
+        t0 = time.perf_counter()
+        tables = read_trace_tables(db, [trace_id])
+        t1 = time.perf_counter()
+        [(trace, g)] = graphs_from_tables(*tables)
+        t2 = time.perf_counter()
+        analyse(trace, g)
+        t3 = time.perf_counter()
+        cpu = time.process_time() - cpu
+    finally:
+        gc.enable()
+    return {"read": t1 - t0, "columns": t2 - t1, "analysis": t3 - t2, "total": t3 - t0, "cpu": cpu}
+
+
+def stored(sizes: list[int]) -> None:
+    print(f"stored traces, analysed again from their tables; load before: {os.getloadavg()[0]:.1f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Database(Path(tmp) / "stored.duckdb")
+        db.migrate(ROOT / "migrations")
+        try:
+            for events in sizes:
+                trace = generate_swarm(AGENTS, events, seed=1)
+                trace["trace_id"] = f"swarm-{events}"
+                store_traces(db, [trace])
+                del trace
+                runs = [stored_stages(db, f"swarm-{events}") for _ in range(REPEAT if events < 1_000_000 else 3)]
+                print(f"{events:,} events, median (range) of {len(runs)} runs:")
+                for stage in ("read", "columns", "analysis", "total", "cpu"):
+                    print(f"  {stage:8} {spread([run[stage] for run in runs])}")
+        finally:
+            db.close()
+    print(f"load after: {os.getloadavg()[0]:.1f}")
 
 
 def label_saves(url: str, trace_id: str, event_ids: list[str], until=None) -> list[float]:
@@ -176,8 +222,11 @@ def main() -> None:
     parser.add_argument("--server-events", type=int, default=SERVER_EVENTS,
                         help="events of the trace posted to the server (a request body must fit its upload limit)")
     parser.add_argument("--skip-server", action="store_true")
+    parser.add_argument("--skip-stored", action="store_true")
     args = parser.parse_args()
     in_process(args.sizes)
+    if not args.skip_stored:
+        stored(args.sizes)
     if not args.skip_server:
         while_analysing(args.server_events)
 

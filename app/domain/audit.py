@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain, compress, repeat
-from operator import eq
+from operator import eq, is_
 
 from app.domain.metrics import BACK_IN_TIME, SELF_LOOP, TraceGraph, analyse_graph, is_number
 
@@ -93,9 +93,10 @@ def leaked_agent(trace, g):
     if not leaked:
         return []
     first_spawn: dict = {}  # spawned agent -> its first spawn event
-    for e, kind in zip(g.events, g.types):
-        if kind == "spawn" and isinstance(e.get("to"), str):
-            first_spawn.setdefault(e["to"], e["id"])
+    for i in g.positions("spawn"):
+        to = g.value(i, "to")
+        if isinstance(to, str):
+            first_spawn.setdefault(to, g.ids[i])
     return [(f"{agent} was spawned by {g.spawner[agent]} but never returns and is never despawned",
              [first_spawn[agent]]) for agent in leaked]
 
@@ -107,23 +108,24 @@ def orphan_return(trace, g):
     spawners = set(g.spawner.values())
     handed_off = {agent for agent, kind in zip(g.agents, g.types) if kind == "despawn"}
     out = []
-    for e in compress(g.events, map(eq, g.types, repeat("return"))):
-        spawner = g.spawner.get(e["agent"])
-        target = e.get("to")
-        if spawner is None and isinstance(target, str) and target in spawners and target != e["agent"]:
-            out.append((f"return from {e['agent']} to {target}, but {e['agent']} was never spawned", [e["id"]]))
+    for i in g.positions("return"):
+        agent, id_ = g.agents[i], g.ids[i]
+        spawner = g.spawner.get(agent)
+        target = g.value(i, "to")
+        if spawner is None and isinstance(target, str) and target in spawners and target != agent:
+            out.append((f"return from {agent} to {target}, but {agent} was never spawned", [id_]))
         elif spawner is not None and isinstance(target, str) and target != spawner and spawner not in handed_off:
-            out.append((f"{e['agent']} returns to {target}, not to its spawner {spawner}", [e["id"]]))
+            out.append((f"{agent} returns to {target}, not to its spawner {spawner}", [id_]))
     return out
 
 
 def empty_aggregate(trace, g):
-    aggregates = [e for e, kind in zip(g.events, g.types) if kind == "aggregate"]
+    aggregates = [g.ids[i] for i in g.positions("aggregate")]
     if not aggregates:
         return []
     fed = set(compress(g.edge_dst, map(FEEDS.__contains__, g.edge_types)))
-    return [(f"aggregate {e['id']} has no incoming return, message or aggregate edge", [e["id"]])
-            for e in aggregates if e["id"] not in fed]
+    return [(f"aggregate {id_} has no incoming return, message or aggregate edge", [id_])
+            for id_ in aggregates if id_ not in fed]
 
 
 def untrusted_flow(trace, g):
@@ -135,7 +137,8 @@ def untrusted_flow(trace, g):
     Only the sources audit() lists need their reach spelled out: one pass back in time finds which sources
     reach any action, one pass forward carries those listed as bits (a few hundred at most) to the actions,
     so the work grows with the trace, not with the trace times its actions."""
-    sources = sorted((i for i, e in enumerate(g.events) if e.get("trusted") is False), key=g.rank.__getitem__)
+    sources = sorted(compress(range(len(g.ids)), map(is_, g.column("trusted"), repeat(False))),
+                     key=g.rank.__getitem__)
     if not sources:
         return []
     types, rank = g.types, g.rank
@@ -151,7 +154,7 @@ def untrusted_flow(trace, g):
         by_src = sorted(range(len(flow_src)), key=[rank[src] for src in flow_src].__getitem__)
         flow_src, flow_dst = [flow_src[k] for k in by_src], [flow_dst[k] for k in by_src]
     is_action = [kind in REACHABLE_ACTIONS for kind in types]
-    reaches = [False] * len(g.events)  # reaches an action by one edge or more
+    reaches = [False] * len(g.ids)  # reaches an action by one edge or more
     for src, dst in zip(reversed(flow_src), reversed(flow_dst)):  # latest source first: dst is settled
         if is_action[dst] or reaches[dst]:
             reaches[src] = True
@@ -160,7 +163,7 @@ def untrusted_flow(trace, g):
         return []
     listed = hits[:MAX_FINDINGS_PER_RULE]  # audit() lists no more: the rest are counted, not described
     carried = {v: 1 << k for k, v in enumerate(listed)}
-    came = [0] * len(g.events)  # bit k: listed[k] reaches the node, or is it
+    came = [0] * len(g.ids)  # bit k: listed[k] reaches the node, or is it
     for v, bit in carried.items():
         came[v] = bit
     for src, dst in zip(flow_src, flow_dst):  # earliest source first: src is settled
@@ -190,7 +193,6 @@ def untrusted_flow(trace, g):
             bits ^= low
     out = []
     for i, parts in zip(listed, reached):
-        source = g.events[i]
         in_time = sorted(chain.from_iterable(places for places, _, _ in parts))
         total = len(in_time)
         counts = " and ".join(_plural(n, kind) for kind, n in zip(REACHABLE_ACTIONS, map(sum, zip(
@@ -199,10 +201,10 @@ def untrusted_flow(trace, g):
         who = [agent_names[k] for k in agents[:REACH_NAMED]] + (["…"] if len(agents) > REACH_NAMED else [])
         ids = [g.ids[actions[p]] for p in in_time[:REACH_EVENTS]]
         first = ids[:REACH_NAMED] + (["…"] if total > REACH_NAMED else [])
-        message = (f"untrusted {source['id']} ({source.get('tool') or source['agent']}) reaches {counts} "
+        message = (f"untrusted {g.ids[i]} ({g.value(i, 'tool') or g.agents[i]}) reaches {counts} "
                    f"by {_plural(len(agents), 'agent')} ({', '.join(who)}), no safety_event on the way: "
                    f"{', '.join(first)}")
-        out.append((message, [source["id"]] + ids))
+        out.append((message, [g.ids[i]] + ids))
     return out + [("", [])] * (len(hits) - len(listed))  # audit() only counts these
 
 
@@ -228,20 +230,21 @@ def cost_mismatch(trace, g):
 
 
 def no_stop(trace, g):
-    if not g.events:
+    if not g.ids:
         return []
-    last = g.events[g.order[-1]]
-    if last["type"] in ("aggregate", "orchestrator_decision"):
+    last = g.order[-1]
+    kind, id_ = g.types[last], g.ids[last]
+    if kind in ("aggregate", "orchestrator_decision"):
         return []
-    return [((f"the trace ends with {last['type']} {last['id']}, not a final aggregate or stop decision "
-              "(O5: when to stop)"), [last["id"]])]
+    return [((f"the trace ends with {kind} {id_}, not a final aggregate or stop decision "
+              "(O5: when to stop)"), [id_])]
 
 
 def disconnected(trace, g):
     """Events in weakly connected components apart from the largest one."""
-    if not g.edges:
+    if not g.edge_src:
         return []
-    parent = list(range(len(g.events)))  # union-find, path halving written out: a call per step costs most
+    parent = list(range(len(g.ids)))  # union-find, path halving written out: a call per step costs most
     for src, dst in zip(g.src, g.dst):
         while parent[src] != src:
             parent[src] = src = parent[parent[src]]
@@ -249,7 +252,7 @@ def disconnected(trace, g):
             parent[dst] = dst = parent[parent[dst]]
         parent[src] = dst
     roots = []
-    for i in range(len(g.events)):
+    for i in range(len(g.ids)):
         root = i
         while parent[root] != root:
             parent[root] = root = parent[parent[root]]
@@ -260,14 +263,14 @@ def disconnected(trace, g):
     for i, root in enumerate(roots):
         groups.setdefault(root, []).append(i)
     biggest = max(groups.values(), key=len)
-    return [(f"{len(members)} event(s) not connected to the rest of the trace", [g.events[i]["id"] for i in members])
+    return [(f"{len(members)} event(s) not connected to the rest of the trace", [g.ids[i] for i in members])
             for members in groups.values() if members is not biggest]
 
 
 def duplicate_edge(trace, g):
-    if len(g.linked) == len(g.edges):  # every edge joins events: rule out repeats on positions, cheaply
+    if len(g.src) == len(g.edge_src):  # every edge joins events: rule out repeats on positions, cheaply
         code = {kind: k for k, kind in enumerate(dict.fromkeys(g.kinds))}
-        n = len(g.events)
+        n = len(g.ids)
         keys = [(src * n + dst) * len(code) + code[kind] for src, dst, kind in zip(g.src, g.dst, g.kinds)]
         if len(set(keys)) == len(keys):
             return []
@@ -278,14 +281,14 @@ def duplicate_edge(trace, g):
 
 def self_loop(trace, g):
     return [(f"{g.edge_types[k]} edge from {g.edge_src[k]} to itself", [g.edge_src[k]])
-            for k in compress(range(len(g.edges)), map(eq, g.edge_src, g.edge_dst))]
+            for k in compress(range(len(g.edge_src)), map(eq, g.edge_src, g.edge_dst))]
 
 
 def cycle(trace, g):
     """Strongly connected groups of events over the non-temporal edges (iterative Tarjan)."""
     if all(reason == SELF_LOOP for *_, reason in g.ignored):
         return []  # every non-temporal edge runs forward in (t, position) order: no cycle is possible
-    n = len(g.events)
+    n = len(g.ids)
     adjacency = [[] for _ in range(n)]
     for kind, src, dst in zip(g.kinds, g.src, g.dst):
         if kind != "temporal" and src != dst:
@@ -319,7 +322,7 @@ def cycle(trace, g):
                     if w == v:
                         break
                 if len(members) > 1:
-                    ids = [g.events[i]["id"] for i in sorted(members)]
+                    ids = [g.ids[i] for i in sorted(members)]
                     out.append((f"{len(ids)} events form a cycle: " + " → ".join(ids), ids))
             if work:
                 parent_v = work[-1][0]

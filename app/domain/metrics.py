@@ -1,15 +1,16 @@
 """Trace-level orchestration measures, defined exactly here (the README repeats the definitions).
 
-Pure functions over a trace dict; linear in events and edges. `analyse_graph` is shared with the
-credit rules and the audit so the critical path and lifetimes have one definition.
+Pure functions over a trace dict, or over its columns (graph_from_columns: a stored trace is analysed with no
+event dict built); linear in events and edges. `analyse_graph` is shared with the credit rules and the audit so the
+critical path and lifetimes have one definition.
 """
 
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import compress, islice
-from operator import ge, le, lt
+from itertools import compress, islice, repeat
+from operator import eq, ge, is_not, le, lt
 
 COORDINATION_TYPES = ("orchestrator_decision", "spawn", "despawn", "message", "return", "aggregate")
 NOT_TEAM_TYPES = ("tool_result", "human_intervention")  # a tool answering, a person stepping in
@@ -29,6 +30,8 @@ REPORTED_ABS_TOLERANCE = 0.0005
 SELF_LOOP = "self loop"  # why an edge is left out of the path graph
 BACK_IN_TIME = "points back in time"
 CLOSES_CYCLE = "closes a cycle among simultaneous events"
+# The event properties the analysis reads beside id, t, type and agent: a graph built from columns has them so
+EVENT_FIELDS = ("role", "to", "trusted", "tool", "tokens")
 
 
 @dataclass
@@ -37,8 +40,8 @@ class TraceGraph:
     reading a long trace's event dicts costs more than the work, and many small lists make the garbage
     collector walk everything alive again and again."""
 
-    events: list[dict]
-    edges: list[dict]
+    events: list[dict] | None                     # the trace's own, or None when built from columns
+    edges: list[dict] | None
     index: dict[str, int]                         # event id -> position
     ids: list[str]                                # position -> event id, time, type and agent
     t: list[float]
@@ -48,7 +51,7 @@ class TraceGraph:
     rank: list[int]                               # position -> place in `order`
     path_src: list[int]                           # the path graph: non-temporal edges, forward in (t, position)
     path_dst: list[int]                           # order, sorted by the place of their dst (stable)
-    linked: list[dict]                            # the edges whose two ends are events, in edge order...
+    linked: list[dict] | None                     # the edges whose two ends are events, in edge order...
     kinds: list[str]                              # ...their types...
     src: list[int]                                # ...and the positions of their ends
     dst: list[int]
@@ -62,20 +65,43 @@ class TraceGraph:
     in_order: bool                                # events come in time order: `order` is their positions
     forward_src: list[int] | None                 # the linked edges forward in `order` (temporal ones too), by
     forward_dst: list[int] | None                 # the place of their dst; None when times do not sort cleanly
+    columns: dict[str, list] | None = None        # EVENT_FIELDS by position (None: absent) when built from columns
 
     @cached_property
     def tokens(self) -> list[float | None]:
         """Each event's token count (see event_tokens); the metrics and the credit roll-up share it."""
+        if self.columns is not None:
+            return self.columns["tokens"]
         return [event_tokens(e) for e in self.events]
 
     @cached_property
     def roles(self) -> dict[str, str]:
         """Each agent's role: the first `role` on its events, spawns and tool results aside."""
         roles: dict[str, str] = {}
+        if self.columns is not None:  # a stored event has no role, or a string
+            for role, kind, agent in zip(self.columns["role"], self.types, self.agents):
+                if role is not None and agent not in roles and kind != "tool_result" and kind != "spawn":
+                    roles[agent] = role
+            return roles
         for e, kind, agent in zip(self.events, self.types, self.agents):
             if agent not in roles and kind != "tool_result" and kind != "spawn" and "role" in e:
                 roles[agent] = e["role"]
         return roles
+
+    def column(self, key: str) -> list:
+        """Each event's `key` (one of EVENT_FIELDS), None where it has none."""
+        if self.columns is not None:
+            return self.columns[key]
+        return [e.get(key) for e in self.events]
+
+    def value(self, i: int, key: str):
+        """The event at position i's `key` (one of EVENT_FIELDS), None when it has none: for the few events a rule
+        reads (spawns, returns, sources), not a column's worth."""
+        return self.columns[key][i] if self.columns is not None else self.events[i].get(key)
+
+    def positions(self, kind: str) -> list[int]:
+        """The positions of the events of this type."""
+        return list(compress(range(len(self.types)), map(eq, self.types, repeat(kind))))
 
     @cached_property
     def first_at(self) -> dict[str, int]:
@@ -95,11 +121,21 @@ def is_number(value) -> bool:
 def analyse_graph(trace: dict) -> TraceGraph:
     """Build the indexes; edges pointing back in time or closing a cycle are set aside, not followed."""
     events, edges = trace["events"], trace["edges"]
-    n = len(events)
-    ids = [e["id"] for e in events]
-    t = [e["t"] for e in events]
-    types = [e["type"] for e in events]
-    agents = [e["agent"] for e in events]
+    return _graph([e["id"] for e in events], [e["t"] for e in events], [e["type"] for e in events],
+                  [e["agent"] for e in events], [e["src"] for e in edges], [e["dst"] for e in edges],
+                  [e["type"] for e in edges], events, edges, None)
+
+
+def graph_from_columns(ids: list, t: list, types: list, agents: list, edge_src: list, edge_dst: list,
+                       edge_types: list, columns: dict[str, list]) -> TraceGraph:
+    """analyse_graph of a trace given as columns by position (a stored trace: no event dict to build), with its
+    EVENT_FIELDS in `columns`, None where an event has none (`tokens` as event_tokens gives it)."""
+    return _graph(ids, t, types, agents, edge_src, edge_dst, edge_types, None, None, columns)
+
+
+def _graph(ids: list, t: list, types: list, agents: list, edge_src: list, edge_dst: list, edge_types: list,
+           events: list[dict] | None, edges: list[dict] | None, columns: dict[str, list] | None) -> TraceGraph:
+    n = len(ids)
     index = dict(zip(ids, range(n)))
     in_order = ascending(t)
     if in_order:  # as sorted() would leave them: equal times keep position order
@@ -109,21 +145,29 @@ def analyse_graph(trace: dict) -> TraceGraph:
         rank = [0] * n
         for place, i in enumerate(order):
             rank[i] = place
-    edge_src, edge_dst, edge_types = [e["src"] for e in edges], [e["dst"] for e in edges], [e["type"] for e in edges]
-    kinds, linked = edge_types, edges
+    kinds, linked, kept = edge_types, edges, None
     try:
         src, dst = list(map(index.__getitem__, edge_src)), list(map(index.__getitem__, edge_dst))
     except KeyError:  # an edge to no event: left out
         src, dst = list(map(index.get, edge_src)), list(map(index.get, edge_dst))
         kept = [k for k, (s, d) in enumerate(zip(src, dst)) if s is not None and d is not None]
-        linked, src, dst = [edges[k] for k in kept], [src[k] for k in kept], [dst[k] for k in kept]
+        src, dst = [src[k] for k in kept], [dst[k] for k in kept]
         kinds = [kinds[k] for k in kept]
+        if edges is not None:
+            linked = [edges[k] for k in kept]
+
+    def edge(k: int) -> dict:
+        """The k-th linked edge: the trace's own dict, or one made for it (only edges set aside need one)."""
+        if linked is not None:
+            return linked[k]
+        k = k if kept is None else kept[k]
+        return {"src": edge_src[k], "dst": edge_dst[k], "type": edge_types[k]}
     forward_src = forward_dst = None
     if in_order or ascending([t[i] for i in order]):
         # Times sort cleanly, so an edge forward in `order` is forward in time: only the others need a look.
         src_place, dst_place = (src, dst) if in_order else ([rank[s] for s in src], [rank[d] for d in dst])
         temporal = [kind == "temporal" for kind in kinds]
-        ignored = [(linked[k], src[k], dst[k], SELF_LOOP if src[k] == dst[k] else BACK_IN_TIME
+        ignored = [(edge(k), src[k], dst[k], SELF_LOOP if src[k] == dst[k] else BACK_IN_TIME
                     if t[dst[k]] < t[src[k]] else CLOSES_CYCLE)
                    for k in compress(range(len(src)), map(ge, src_place, dst_place)) if not temporal[k]]
         forward = list(compress(range(len(src)), map(lt, src_place, dst_place)))
@@ -133,25 +177,27 @@ def analyse_graph(trace: dict) -> TraceGraph:
         path_src, path_dst = list(compress(forward_src, path)), list(compress(forward_dst, path))
     else:
         path_src, path_dst, ignored = [], [], []
-        for edge, kind, s, d in zip(linked, kinds, src, dst):
+        for k, (kind, s, d) in enumerate(zip(kinds, src, dst)):
             if kind == "temporal":
                 continue
             if s == d:
-                ignored.append((edge, s, d, SELF_LOOP))
+                ignored.append((edge(k), s, d, SELF_LOOP))
             elif t[d] < t[s]:
-                ignored.append((edge, s, d, BACK_IN_TIME))
+                ignored.append((edge(k), s, d, BACK_IN_TIME))
             elif rank[d] < rank[s]:
-                ignored.append((edge, s, d, CLOSES_CYCLE))
+                ignored.append((edge(k), s, d, CLOSES_CYCLE))
             else:
                 path_src.append(s)
                 path_dst.append(d)
         by_dst = sorted(range(len(path_dst)), key=[rank[d] for d in path_dst].__getitem__)
         path_src, path_dst = [path_src[k] for k in by_dst], [path_dst[k] for k in by_dst]
-    spawner, spawn_t, despawn_t = spawn_times(
-        [e for e, kind in zip(events, types) if kind == "spawn" or kind == "despawn"])
+    to = columns["to"] if columns is not None else None
+    spawner, spawn_t, despawn_t = _spawn_times(
+        (kind, agents[i], t[i], to[i] if to is not None else events[i].get("to"))
+        for i, kind in enumerate(types) if kind == "spawn" or kind == "despawn")
     return TraceGraph(events, edges, index, ids, t, types, agents, order, rank, path_src, path_dst, linked, kinds,
                       src, dst, ignored, spawner, spawn_t, despawn_t, edge_src, edge_dst, edge_types, in_order,
-                      forward_src, forward_dst)
+                      forward_src, forward_dst, columns)
 
 
 def ascending(values: list) -> bool:
@@ -164,18 +210,22 @@ def ascending(values: list) -> bool:
 
 def spawn_times(events: list[dict]) -> tuple[dict[str, str], dict[str, float], dict[str, float]]:
     """Who spawned each agent, when, and when each agent was despawned (the first such event counts)."""
+    return _spawn_times((e["type"], e["agent"], e["t"], e.get("to")) for e in events
+                        if e["type"] == "spawn" or e["type"] == "despawn")
+
+
+def _spawn_times(rows) -> tuple[dict[str, str], dict[str, float], dict[str, float]]:
+    """spawn_times of the spawns and despawns as (type, agent, t, to) rows."""
     spawner: dict[str, str] = {}
     spawn_t: dict[str, float] = {}
     despawn_t: dict[str, float] = {}
-    for e in events:
-        if e["type"] not in ("spawn", "despawn"):
-            continue
-        target = e.get("to") if isinstance(e.get("to"), str) else None
-        if e["type"] == "spawn" and target and target != e["agent"] and target not in spawner:
-            spawner[target] = e["agent"]
-            spawn_t[target] = e["t"]
-        elif e["type"] == "despawn":
-            despawn_t.setdefault(target or e["agent"], e["t"])
+    for kind, agent, t, to in rows:
+        target = to if isinstance(to, str) else None
+        if kind == "spawn" and target and target != agent and target not in spawner:
+            spawner[target] = agent
+            spawn_t[target] = t
+        elif kind == "despawn":
+            despawn_t.setdefault(target or agent, t)
     return spawner, spawn_t, despawn_t
 
 
@@ -232,10 +282,10 @@ def lifetimes(times: list[float], types: list[str], agents: list[str], spawn_t: 
 
 def critical_path(g: TraceGraph) -> list[int]:
     """Positions of the events on the longest path (in events) through the non-temporal edges."""
-    if not g.events:
+    if not g.ids:
         return []
-    length = [1] * len(g.events)
-    back = [-1] * len(g.events)
+    length = [1] * len(g.ids)
+    back = [-1] * len(g.ids)
     for j, i in zip(g.path_src, g.path_dst):  # by the place of i, so j's length is final by now
         if length[j] + 1 > length[i]:
             length[i], back[i] = length[j] + 1, j
@@ -279,8 +329,14 @@ def event_tokens(event: dict) -> float | None:
         return tokens
     if "tokens_in" not in event and "tokens_out" not in event:  # most events: skip the checks below
         return None
+    return tokens_of(None, event.get("tokens_in"), event.get("tokens_out"))
+
+
+def tokens_of(tokens, tokens_in, tokens_out) -> float | None:
+    """event_tokens of an event's `tokens`, `tokens_in` and `tokens_out` (None when absent: the same count)."""
+    if tokens is not None and is_number(tokens):
+        return tokens
     # sum() of the parts that are numbers, written out: an int is one (the common case, checked first)
-    tokens_in, tokens_out = event.get("tokens_in"), event.get("tokens_out")
     has_in = type(tokens_in) is int or is_number(tokens_in)
     if type(tokens_out) is int or is_number(tokens_out):
         return 0 + tokens_in + tokens_out if has_in else 0 + tokens_out
@@ -290,35 +346,36 @@ def event_tokens(event: dict) -> float | None:
 def compute_metrics(trace: dict, g: TraceGraph | None = None) -> dict:
     """Every measure of one trace (see the README for the exact definitions)."""
     g = g or analyse_graph(trace)
-    events = g.events
+    n = len(g.ids)
     types = Counter(g.types)
     spans = lifetimes(g.t, g.types, g.agents, g.spawn_t, g.despawn_t)
     path = critical_path(g)
-    span_s = max(g.t) - min(g.t) if events else 0
+    span_s = max(g.t) - min(g.t) if n else 0
     work_s = sum(hi - lo for lo, hi in spans.values())
     roles = g.roles
     by_agent: dict[str, float] = defaultdict(float)
     by_role: dict[str, float] = defaultdict(float)
-    for e, agent, tokens in zip(events, g.agents, g.tokens):
-        if tokens is not None:
-            by_agent[agent] += tokens
-            by_role[e.get("role") or roles.get(agent, "(no role)")] += tokens
-    fanout = Counter(agent for agent, kind in zip(g.agents, g.types) if kind == "spawn")
+    agents, all_tokens = g.agents, g.tokens
+    for i in compress(range(n), map(is_not, all_tokens, repeat(None))):
+        agent, tokens = agents[i], all_tokens[i]
+        by_agent[agent] += tokens
+        by_role[g.value(i, "role") or roles.get(agent, "(no role)")] += tokens
+    fanout = Counter(compress(g.agents, map(eq, g.types, repeat("spawn"))))
     return {
-        "events": len(events),
-        "edges": len(g.edges),
+        "events": n,
+        "edges": len(g.edge_src),
         "agents": len(spans),
         "spawns": types["spawn"],
         "max_fanout": max(fanout.values(), default=0),
         "spawn_depth": spawn_depth(g),
         "max_concurrency": max_concurrency(spans),
         "critical_path_steps": len(path),
-        "critical_path_s": (events[path[-1]]["t"] - events[path[0]]["t"]) if path else 0,
-        "critical_path": [events[i]["id"] for i in path],
+        "critical_path_s": (g.t[path[-1]] - g.t[path[0]]) if path else 0,
+        "critical_path": [g.ids[i] for i in path],
         "span_s": span_s,
         "work_s": work_s,
         "parallelism_speedup": work_s / span_s if span_s else None,
-        "protocol_overhead": sum(types[t] for t in COORDINATION_TYPES) / len(events) if events else 0,
+        "protocol_overhead": sum(types[t] for t in COORDINATION_TYPES) / n if n else 0,
         "tool_calls": types["tool_call"],
         "messages": types["message"],
         "tokens": sum(by_agent.values()) if by_agent else None,

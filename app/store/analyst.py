@@ -10,7 +10,7 @@ core), and msgspec reads back in the worker. A server that has stored all else o
 back the pieces of whole traces the worker has not begun (of SHARE_EVENTS at most: a larger trace is left to the
 worker) and analyses them itself: its core is idle by then (1,000 rollouts waited about a third of their time for
 the worker), and such a piece holds the GIL no longer than the request's own parsing. Stored traces analysed again
-travel as the Arrow tables DuckDB reads them into, and the worker rebuilds them (analyse_tables). When the worker
+travel as the Arrow tables DuckDB reads them into, and the worker analyses their columns (analyse_tables). When the worker
 cannot be had (it died, or processes cannot be started here), the analysis runs in the calling thread: slower for
 others, never lost.
 
@@ -40,8 +40,9 @@ import orjson
 import pyarrow as pa
 
 from app.domain.analysis import analyse
+from app.domain.metrics import TraceGraph
 from app.domain.validation import finite_throughout
-from app.store.traces import traces_from_tables
+from app.store.traces import graphs_from_tables
 
 PIECE_EVENTS = 20_000  # events (and as many edges) per piece sent to the worker
 # Events and edges of whole traces analysed as one task: small enough that the worker and the server, sharing the
@@ -109,9 +110,9 @@ def analyse_traces(traces: list[dict]) -> dict[str, dict]:
 
 
 def analyse_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> dict[str, dict]:
-    """analyse_traces of stored traces given as read_trace_tables reads them: the worker rebuilds the traces from
-    the tables as well, so this process neither builds an event dict nor holds the GIL for it (the tables travel
-    in slices of PIECE_EVENTS rows: pickling Arrow copies buffers)."""
+    """analyse_traces of stored traces given as read_trace_tables reads them: the worker analyses their columns
+    (graphs_from_tables), so no process builds an event dict, and this one holds the GIL for none of it (the tables
+    travel in slices of PIECE_EVENTS rows: pickling Arrow copies buffers)."""
     try:
         pool = _worker()
         key = uuid.uuid4().hex
@@ -123,7 +124,7 @@ def analyse_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> dict
         return futures[-1].result()
     except (BrokenProcessPool, OSError, RuntimeError) as exc:
         _discard(exc)
-        return _here(traces_from_tables(heads, events, edges))
+        return _graphs_here(graphs_from_tables(heads, events, edges))
 
 
 def start(traces: list[dict]):
@@ -176,6 +177,10 @@ def _gather(traces: list[dict], pieces: list[tuple[Future, list[dict], int]], re
 
 def _here(traces: list[dict]) -> dict[str, dict]:
     return {trace["trace_id"]: analyse(trace) for trace in traces}
+
+
+def _graphs_here(graphs: list[tuple[dict, TraceGraph]]) -> dict[str, dict]:
+    return {trace["trace_id"]: analyse(trace, g) for trace, g in graphs}
 
 
 def _send(traces: list[dict]) -> tuple[list[tuple[Future, list[dict], int]], list[Future]]:
@@ -286,7 +291,7 @@ def _receive_table(key: str, name: str, part) -> None:
 def _analyse_tables_received(key: str) -> dict[str, dict]:
     parts = _received.pop(key)
     heads = [head for chunk in parts["heads"] for head in chunk]
-    return _here(traces_from_tables(heads, *(pa.concat_tables(parts[name]) for name in ("events", "edges"))))
+    return _graphs_here(graphs_from_tables(heads, *(pa.concat_tables(parts[name]) for name in ("events", "edges"))))
 
 
 def _worker() -> ProcessPoolExecutor:

@@ -5,12 +5,15 @@ parameters."""
 import json
 import math
 from dataclasses import dataclass
+from typing import Any
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.domain.audit import RULES
 from app.domain.jsontext import loads
+from app.domain.metrics import TraceGraph, graph_from_columns, tokens_of
 from app.store.db import Database, iso_utc
 from app.store.gcpause import paused_gc
 from app.store.lists import registered
@@ -351,8 +354,8 @@ def _assemble(head: dict, events: list[dict], edges: list[dict]) -> dict:
 
 def read_trace_tables(db: Database, trace_ids: list[str]) -> tuple[list[dict], pa.Table, pa.Table]:
     """The traces' rows, and all their events and edges as Arrow tables in (trace, position) order: what
-    traces_from_tables rebuilds them from, in another process, without this one building a dict per event (the
-    server's re-analysis: reading a million events as dicts held the GIL every other request needs for seconds)."""
+    graphs_from_tables analyses them from, in another process, without building a dict per event (the server's
+    re-analysis: reading a million events as dicts held the GIL every other request needs for seconds)."""
     ids = sorted(trace_ids)
     heads = db.fetchall(HEAD_SELECT + " WHERE trace_id IN (SELECT unnest(?)) ORDER BY trace_id", [ids])
     events = db.arrow(f"SELECT trace_id, {EVENT_COLUMNS} FROM events WHERE trace_id IN (SELECT unnest(?)) "
@@ -362,29 +365,70 @@ def read_trace_tables(db: Database, trace_ids: list[str]) -> tuple[list[dict], p
     return heads, events, edges
 
 
-def traces_from_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> list[dict]:
-    """The traces as read_trace rebuilds them, from read_trace_tables' rows and tables."""
-    event_rows, edge_rows = _by_trace(events), _by_trace(edges)
-    orders: dict[str, list[str]] = {}
-    with paused_gc():
-        return [_assemble(head, [_rebuild(row, orders) for row in event_rows.get(head["trace_id"], [])],
-                          [{"src": src, "dst": dst, "type": type_}
-                           for src, dst, type_ in edge_rows.get(head["trace_id"], [])])
-                for head in heads]
+class _Numbers(msgspec.Struct):
+    """What the analysis reads of an event's `extra`: its token counts, and `t` when a double cannot hold it."""
+
+    tokens: Any = None
+    tokens_in: Any = None
+    tokens_out: Any = None
+    t: Any = msgspec.UNSET
 
 
-def _by_trace(table: pa.Table) -> dict[str, list[tuple]]:
-    """A table's rows (its columns but the first, trace_id) grouped by trace, in order."""
+_NUMBERS = msgspec.json.Decoder(list[_Numbers])
+
+
+def graphs_from_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> list[tuple[dict, TraceGraph]]:
+    """Per trace of read_trace_tables' rows and tables: the trace as read_trace gives it but with no event nor edge
+    (its costs are what the audit reads of it), and the graph analyse_graph builds of the whole one, made from the
+    columns with no event dict built (at a million events, rebuilding them took 4-5 s)."""
+    runs = {name: _runs(table) for name, table in (("events", events), ("edges", edges))}
+    columns = _event_columns(events)
+    src, dst, kinds = (edges.column(name).to_pylist() for name in ("src", "dst", "type"))
+    out = []
+    for head in heads:
+        lo, hi = runs["events"].get(head["trace_id"], (0, 0))
+        a, b = runs["edges"].get(head["trace_id"], (0, 0))
+        part = {name: values[lo:hi] for name, values in columns.items()}
+        graph = graph_from_columns(part.pop("id"), part.pop("t"), part.pop("type"), part.pop("agent"), src[a:b],
+                                   dst[a:b], kinds[a:b], part)
+        out.append((_assemble(head, [], []), graph))
+    return out
+
+
+def _runs(table: pa.Table) -> dict[str, tuple[int, int]]:
+    """The rows (from, to) of each trace in a table ordered by trace_id."""
     if not table.num_rows:
         return {}
-    columns = [column.to_pylist() for column in table.columns[1:]]
-    rows = list(zip(*columns))
-    runs = pc.run_end_encode(table.column(0).combine_chunks())
-    out, start = {}, 0
-    for trace_id, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist()):
-        out[trace_id] = rows[start:end]
-        start = end
-    return out
+    runs = pc.run_end_encode(table.column("trace_id").combine_chunks())
+    ends = runs.run_ends.to_pylist()
+    return dict(zip(runs.values.to_pylist(), zip([0] + ends[:-1], ends)))
+
+
+def _event_columns(events: pa.Table) -> dict[str, list]:
+    """The id, t, type and agent and the EVENT_FIELDS of every event, as _rebuild would give them (None where an
+    event has none): `t` an int where it was one, the token counts read from `extra` (see event_tokens)."""
+    column = events.column
+    t = column("t").to_pylist()
+    if pc.any(column("t_is_int")).as_py():
+        t = [int(x) if is_int and math.isfinite(x) else x for x, is_int in zip(t, column("t_is_int").to_pylist())]
+    tokens = [None] * len(t)
+    extra = column("extra")
+    numbered = pc.fill_null(pc.match_substring(extra, '"t'), False)  # "t" or a "tokens..." key: maybe one
+    rows = pc.indices_nonzero(numbered).to_pylist()
+    if rows:
+        texts = pc.take(extra, pa.array(rows, pa.int64())).to_pylist()
+        try:
+            numbers = _NUMBERS.decode("[" + ",".join(texts) + "]")
+        except msgspec.DecodeError:  # text msgspec refuses (a lone surrogate): read each as _rebuild does
+            numbers = [msgspec.convert(loads(text), _Numbers) for text in texts]
+        for i, found in zip(rows, numbers):
+            tokens[i] = tokens_of(found.tokens, found.tokens_in, found.tokens_out)
+            if found.t is not msgspec.UNSET:
+                t[i] = found.t
+    return {"id": column("event_id").to_pylist(), "t": t, "type": column("type").to_pylist(),
+            "agent": column("agent").to_pylist(), "role": column("role").to_pylist(),
+            "to": column("to_agent").to_pylist(), "trusted": column("trusted").to_pylist(),
+            "tool": column("tool").to_pylist(), "tokens": tokens}
 
 
 # The key order is JSON text, parsed once per distinct order (see _rebuild): events share a few orders.
