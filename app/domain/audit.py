@@ -8,8 +8,9 @@ version. audit(), the rule lists of the pages and the CLI (RULES, SUMMARIES) and
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import chain, compress, repeat
-from operator import eq, is_
+from heapq import merge
+from itertools import compress, islice, repeat
+from operator import eq, is_, ne
 
 from app.domain.metrics import BACK_IN_TIME, SELF_LOOP, TraceGraph, analyse_graph, is_number
 
@@ -123,7 +124,8 @@ def empty_aggregate(trace, g):
     aggregates = [g.ids[i] for i in g.positions("aggregate")]
     if not aggregates:
         return []
-    fed = set(compress(g.edge_dst, map(FEEDS.__contains__, g.edge_types)))
+    into = list(compress(range(len(g.edge_dst)), map(set(aggregates).__contains__, g.edge_dst)))  # few edges
+    fed = {g.edge_dst[k] for k in into if g.edge_types[k] in FEEDS}
     return [(f"aggregate {id_} has no incoming return, message or aggregate edge", [id_])
             for id_ in aggregates if id_ not in fed]
 
@@ -145,8 +147,10 @@ def untrusted_flow(trace, g):
     # The flow graph as two lists in an order where every edge into an event comes before every edge out of it
     # (by the place of their src or, as the graph has them, of their dst): forward in time, never into a
     # safety_event (it stops the flow).
-    if g.forward_src is not None:
-        flows = [types[dst] != "safety_event" for dst in g.forward_dst]
+    if g.forward_src is not None and "safety_event" not in types:  # nothing stops the flow
+        flow_src, flow_dst = g.forward_src, g.forward_dst
+    elif g.forward_src is not None:
+        flows = list(map(ne, map(types.__getitem__, g.forward_dst), repeat("safety_event")))
         flow_src, flow_dst = list(compress(g.forward_src, flows)), list(compress(g.forward_dst, flows))
     else:
         flows = [rank[dst] > rank[src] and types[dst] != "safety_event" for src, dst in zip(g.src, g.dst)]
@@ -182,7 +186,7 @@ def untrusted_flow(trace, g):
         if bits:
             groups.setdefault(bits, []).append(place)
     # Per listed source: (places, count of each REACHABLE_ACTIONS kind, agents) of its groups; the groups are
-    # disjoint, so a source's actions in time are their places sorted together.
+    # disjoint, so a source's actions in time are their places merged.
     reached: list[list[tuple]] = [[] for _ in listed]
     for bits, places in groups.items():
         kinds = [action_kind[p] for p in places]
@@ -193,13 +197,14 @@ def untrusted_flow(trace, g):
             bits ^= low
     out = []
     for i, parts in zip(listed, reached):
-        in_time = sorted(chain.from_iterable(places for places, _, _ in parts))
-        total = len(in_time)
+        # each group's places are in time already: merged, the first REACH_EVENTS are all a message shows
+        in_time = list(islice(merge(*(places for places, _, _ in parts)), REACH_EVENTS))
+        total = sum(len(places) for places, _, _ in parts)
         counts = " and ".join(_plural(n, kind) for kind, n in zip(REACHABLE_ACTIONS, map(sum, zip(
             *(per_kind for _, per_kind, _ in parts)))) if n)
         agents = sorted(set().union(*(members for _, _, members in parts)))
         who = [agent_names[k] for k in agents[:REACH_NAMED]] + (["…"] if len(agents) > REACH_NAMED else [])
-        ids = [g.ids[actions[p]] for p in in_time[:REACH_EVENTS]]
+        ids = [g.ids[actions[p]] for p in in_time]
         first = ids[:REACH_NAMED] + (["…"] if total > REACH_NAMED else [])
         message = (f"untrusted {g.ids[i]} ({g.value(i, 'tool') or g.agents[i]}) reaches {counts} "
                    f"by {_plural(len(agents), 'agent')} ({', '.join(who)}), no safety_event on the way: "
@@ -244,7 +249,11 @@ def disconnected(trace, g):
     """Events in weakly connected components apart from the largest one."""
     if not g.edge_src:
         return []
-    parent = list(range(len(g.ids)))  # union-find, path halving written out: a call per step costs most
+    n = len(g.ids)
+    # Every event but the first joined by an edge to an earlier one: all joined to the first, one group.
+    if len(set(compress(map(max, g.src, g.dst), map(ne, g.src, g.dst)))) == n - 1:
+        return []
+    parent = list(range(n))  # union-find, path halving written out: a call per step costs most
     for src, dst in zip(g.src, g.dst):
         while parent[src] != src:
             parent[src] = src = parent[parent[src]]

@@ -390,9 +390,19 @@ def graphs_from_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> 
         a, b = runs["edges"].get(head["trace_id"], (0, 0))
         part = {name: values[lo:hi] for name, values in columns.items()}
         graph = graph_from_columns(part.pop("id"), part.pop("t"), part.pop("type"), part.pop("agent"), src[a:b],
-                                   dst[a:b], kinds[a:b], part)
+                                   dst[a:b], kinds[a:b], part,
+                                   _ends(events.column("event_id").slice(lo, hi - lo), edges.slice(a, b - a)))
         out.append((_assemble(head, [], []), graph))
     return out
+
+
+def _ends(ids: pa.ChunkedArray, edges: pa.Table) -> tuple[list, list] | None:
+    """The positions of the edges' src and dst among the trace's events (None for no event), or None when an id is
+    given twice: Arrow finds an id's first position, the analysis takes its last."""
+    if pc.count_distinct(ids).as_py() != len(ids):
+        return None
+    ids = ids.combine_chunks()
+    return tuple(pc.index_in(edges.column(name), value_set=ids).to_pylist() for name in ("src", "dst"))
 
 
 def _runs(table: pa.Table) -> dict[str, tuple[int, int]]:
