@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress, islice, repeat
-from operator import eq, ge, is_not, le, lt
+from operator import eq, ge, is_not, itemgetter, le, lt, ne
 
 COORDINATION_TYPES = ("orchestrator_decision", "spawn", "despawn", "message", "return", "aggregate")
 NOT_TEAM_TYPES = ("tool_result", "human_intervention")  # a tool answering, a person stepping in
@@ -125,9 +125,11 @@ def is_number(value) -> bool:
 def analyse_graph(trace: dict) -> TraceGraph:
     """Build the indexes; edges pointing back in time or closing a cycle are set aside, not followed."""
     events, edges = trace["events"], trace["edges"]
-    return _graph([e["id"] for e in events], [e["t"] for e in events], [e["type"] for e in events],
-                  [e["agent"] for e in events], [e["src"] for e in edges], [e["dst"] for e in edges],
-                  [e["type"] for e in edges], events, edges, None)
+    def pull(key: str, items: list[dict]) -> list:
+        return list(map(itemgetter(key), items))
+
+    return _graph(pull("id", events), pull("t", events), pull("type", events), pull("agent", events),
+                  pull("src", edges), pull("dst", edges), pull("type", edges), events, edges, None)
 
 
 def graph_from_columns(ids: list, t: list, types: list, agents: list, edge_src: list, edge_dst: list,
@@ -180,15 +182,16 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_src: list, edge_d
     forward_src = forward_dst = None
     if in_order or ascending([t[i] for i in order]):
         # Times sort cleanly, so an edge forward in `order` is forward in time: only the others need a look.
-        src_place, dst_place = (src, dst) if in_order else ([rank[s] for s in src], [rank[d] for d in dst])
-        temporal = [kind == "temporal" for kind in kinds]
+        src_place, dst_place = (src, dst) if in_order else (list(map(rank.__getitem__, src)),
+                                                            list(map(rank.__getitem__, dst)))
+        temporal = list(map(eq, kinds, repeat("temporal")))
         ignored = [(edge(k), src[k], dst[k], SELF_LOOP if src[k] == dst[k] else BACK_IN_TIME
                     if t[dst[k]] < t[src[k]] else CLOSES_CYCLE)
                    for k in compress(range(len(src)), map(ge, src_place, dst_place)) if not temporal[k]]
         forward = list(compress(range(len(src)), map(lt, src_place, dst_place)))
         forward.sort(key=dst_place.__getitem__)  # stable: edge order among equal places
-        forward_src, forward_dst = [src[k] for k in forward], [dst[k] for k in forward]
-        path = [not temporal[k] for k in forward]
+        forward_src, forward_dst = list(map(src.__getitem__, forward)), list(map(dst.__getitem__, forward))
+        path = list(map(ne, map(kinds.__getitem__, forward), repeat("temporal")))
         path_src, path_dst = list(compress(forward_src, path)), list(compress(forward_dst, path))
     else:
         path_src, path_dst, ignored = [], [], []
@@ -277,7 +280,7 @@ def lifetimes(times: list[float], types: list[str], agents: list[str], spawn_t: 
     last: dict[str, float] = {}
     last_return: dict[str, float] = {}
     for t, kind, agent in zip(times, types, agents):
-        if not is_team(kind, agent):
+        if kind in NOT_TEAM_TYPES or agent == PERSON:  # is_team, written out: a call per event costs most
             continue
         if agent not in first:  # the comparisons keep the earlier of equal times, as min and max would
             first[agent] = last[agent] = t
@@ -370,11 +373,11 @@ def compute_metrics(trace: dict, g: TraceGraph | None = None) -> dict:
     roles = g.roles
     by_agent: dict[str, float] = defaultdict(float)
     by_role: dict[str, float] = defaultdict(float)
-    agents, all_tokens = g.agents, g.tokens
-    for i in compress(range(n), map(is_not, all_tokens, repeat(None))):
-        agent, tokens = agents[i], all_tokens[i]
+    counted = list(map(is_not, g.tokens, repeat(None)))
+    for agent, tokens, role in zip(compress(g.agents, counted), compress(g.tokens, counted),
+                                   compress(g.column("role"), counted)):
         by_agent[agent] += tokens
-        by_role[g.value(i, "role") or roles.get(agent, "(no role)")] += tokens
+        by_role[role or roles.get(agent, "(no role)")] += tokens
     fanout = Counter(compress(g.agents, map(eq, g.types, repeat("spawn"))))
     return {
         "events": n,
