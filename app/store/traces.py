@@ -360,9 +360,26 @@ def read_trace_tables(db: Database, trace_ids: list[str]) -> tuple[list[dict], p
     heads = db.fetchall(HEAD_SELECT + " WHERE trace_id IN (SELECT unnest(?)) ORDER BY trace_id", [ids])
     events = db.arrow(f"SELECT trace_id, {EVENT_COLUMNS} FROM events WHERE trace_id IN (SELECT unnest(?)) "
                       "ORDER BY trace_id, seq", [ids])
-    edges = db.arrow("SELECT trace_id, src, dst, type FROM edges WHERE trace_id IN (SELECT unnest(?)) "
-                     "ORDER BY trace_id, seq", [ids])
+    edges = db.arrow(EDGE_ENDS, [ids, ids])
     return heads, events, edges
+
+
+# Each edge with the positions of its ends among its trace's events (null for no event; the last of an id given
+# twice, as the analysis takes it): a join here, rather than a dict of a million ids in the analysis.
+EDGE_ENDS = """
+    WITH ids AS (
+        SELECT trace_id, event_id, max(position) AS position
+        FROM (SELECT trace_id, event_id, row_number() OVER (PARTITION BY trace_id ORDER BY seq) - 1 AS position
+              FROM events WHERE trace_id IN (SELECT unnest(?)))
+        GROUP BY trace_id, event_id
+    )
+    SELECT d.trace_id, d.src, d.dst, d.type, s.position AS src_position, t.position AS dst_position
+    FROM edges d
+    LEFT JOIN ids s ON s.trace_id = d.trace_id AND s.event_id = d.src
+    LEFT JOIN ids t ON t.trace_id = d.trace_id AND t.event_id = d.dst
+    WHERE d.trace_id IN (SELECT unnest(?))
+    ORDER BY d.trace_id, d.seq
+"""
 
 
 class _Numbers(msgspec.Struct):
@@ -383,26 +400,17 @@ def graphs_from_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> 
     columns with no event dict built (at a million events, rebuilding them took 4-5 s)."""
     runs = {name: _runs(table) for name, table in (("events", events), ("edges", edges))}
     columns = _event_columns(events)
-    src, dst, kinds = (edges.column(name).to_pylist() for name in ("src", "dst", "type"))
+    src, dst, kinds, src_at, dst_at = (edges.column(name).to_pylist()
+                                       for name in ("src", "dst", "type", "src_position", "dst_position"))
     out = []
     for head in heads:
         lo, hi = runs["events"].get(head["trace_id"], (0, 0))
         a, b = runs["edges"].get(head["trace_id"], (0, 0))
         part = {name: values[lo:hi] for name, values in columns.items()}
         graph = graph_from_columns(part.pop("id"), part.pop("t"), part.pop("type"), part.pop("agent"), src[a:b],
-                                   dst[a:b], kinds[a:b], part,
-                                   _ends(events.column("event_id").slice(lo, hi - lo), edges.slice(a, b - a)))
+                                   dst[a:b], kinds[a:b], part, (src_at[a:b], dst_at[a:b]))
         out.append((_assemble(head, [], []), graph))
     return out
-
-
-def _ends(ids: pa.ChunkedArray, edges: pa.Table) -> tuple[list, list] | None:
-    """The positions of the edges' src and dst among the trace's events (None for no event), or None when an id is
-    given twice: Arrow finds an id's first position, the analysis takes its last."""
-    if pc.count_distinct(ids).as_py() != len(ids):
-        return None
-    ids = ids.combine_chunks()
-    return tuple(pc.index_in(edges.column(name), value_set=ids).to_pylist() for name in ("src", "dst"))
 
 
 def _runs(table: pa.Table) -> dict[str, tuple[int, int]]:
