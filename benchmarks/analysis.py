@@ -57,24 +57,30 @@ BUSY_TIMEOUT_S = 600
 SERVER_EVENTS = 100_000  # a larger trace's JSON is over what one request may hold (MAX_JSON_VALUES)
 
 
-def stages(trace: dict) -> dict[str, float]:
-    """Seconds per stage of one analysis (collection paused, as ingest pauses it), and the CPU seconds of the whole:
-    on two cores shared with other work, wall time also counts the waits for a core."""
+def timed(*steps) -> dict[str, float]:
+    """Seconds per named step, each given the result of the one before (collection paused, as ingest pauses it), and
+    the CPU seconds of the whole: on two cores shared with other work, wall time also counts the waits for a core."""
     gc.collect()
     gc.disable()
     try:
+        times, value = {}, None
         cpu = time.process_time()
-        t0 = time.perf_counter()
-        g = analyse_graph(trace)
-        t1 = time.perf_counter()
-        compute_metrics(trace, g)
-        t2 = time.perf_counter()
-        audit(trace, g)
-        t3 = time.perf_counter()
+        start = before = time.perf_counter()
+        for name, step in steps:
+            value = step(value)
+            now = time.perf_counter()
+            times[name], before = now - before, now
         cpu = time.process_time() - cpu
     finally:
         gc.enable()
-    return {"graph": t1 - t0, "metrics": t2 - t1, "audit": t3 - t2, "total": t3 - t0, "cpu": cpu}
+    return times | {"total": before - start, "cpu": cpu}
+
+
+def stages(trace: dict) -> dict[str, float]:
+    """Seconds per stage of one analysis from the trace's dicts (see `timed`)."""
+    return timed(("graph", lambda _: analyse_graph(trace)),
+                 ("metrics", lambda g: (compute_metrics(trace, g), g)[1]),
+                 ("audit", lambda g: audit(trace, g)))
 
 
 def spread(values: list[float]) -> str:
@@ -98,22 +104,10 @@ def in_process(sizes: list[int]) -> None:
 
 
 def stored_stages(db: Database, trace_id: str) -> dict[str, float]:
-    """Seconds per stage of a stored trace's analysis from its tables (collection paused, as in `stages`)."""
-    gc.collect()
-    gc.disable()
-    try:
-        cpu = time.process_time()
-        t0 = time.perf_counter()
-        tables = read_trace_tables(db, [trace_id])
-        t1 = time.perf_counter()
-        [(trace, g)] = graphs_from_tables(*tables)
-        t2 = time.perf_counter()
-        analyse(trace, g)
-        t3 = time.perf_counter()
-        cpu = time.process_time() - cpu
-    finally:
-        gc.enable()
-    return {"read": t1 - t0, "columns": t2 - t1, "analysis": t3 - t2, "total": t3 - t0, "cpu": cpu}
+    """Seconds per stage of a stored trace's analysis from its tables (see `timed`)."""
+    return timed(("read", lambda _: read_trace_tables(db, [trace_id])),
+                 ("columns", lambda tables: graphs_from_tables(*tables)[0]),
+                 ("analysis", lambda pair: analyse(*pair)))
 
 
 def stored(sizes: list[int]) -> None:
