@@ -75,7 +75,6 @@ The mapping (IMPORTERS.md §0 where it speaks; choices where it does not):
 
 import json
 import re
-import sqlite3
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Mapping
@@ -99,6 +98,7 @@ from app.ingest.importers.common import (
     ref,
     show,
 )
+from app.store import codex_state
 
 MAIN, USER, SYSTEM = "main", "user", "system"
 LEAD_ROLE, SUBAGENT_ROLE, COMPACTION = "lead", "subagent", "compaction"
@@ -178,18 +178,12 @@ def _state_number(path: Path) -> int:
 
 
 def state_db_bytes(path: Path) -> bytes:
-    """A state database on disk as the bytes of one file, its write-ahead log folded in (Codex keeps it in WAL
-    mode, so the main file alone can miss the latest spawn edges): for an upload. ImportFailed names the file."""
+    """A state database on disk as the bytes of one file, its write-ahead log folded in: for an upload.
+    ImportFailed names the file."""
     path = Path(path)
     try:
-        source = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            copy = sqlite3.connect(":memory:")
-            source.backup(copy)
-            return copy.serialize()
-        finally:
-            source.close()
-    except sqlite3.Error as exc:
+        return codex_state.serialized(path)
+    except codex_state.Error as exc:
         raise ImportFailed(f"{path.name}: not a readable SQLite database ({exc})") from None
 
 
@@ -310,52 +304,37 @@ class _State:
 
 
 def _read_state(db: bytes | str | PathLike, name: str) -> _State:
-    """Spawn edges and thread rows of a Codex state database, by the standard library's sqlite3."""
-    connection = None
-    try:
-        if isinstance(db, (str, PathLike)):
-            path = Path(db)
+    """Spawn edges and thread rows of a Codex state database (app/store/codex_state.py reads it)."""
+    if isinstance(db, (str, PathLike)):
+        path = Path(db)
+        if codex_state.opens(path):
+            db = path
+        else:
             try:
-                connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-                connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            except sqlite3.Error:
-                if connection is not None:
-                    connection.close()
-                connection = None
-            if connection is None:
-                try:
-                    db = path.read_bytes()
-                except OSError as exc:
-                    raise ImportFailed(f"{name}: cannot read the state database ({exc.strerror})") from None
-        if connection is None:
-            data = bytes(db)
-            if not is_state_db(data):
-                raise ImportFailed(f"{name}: not a SQLite database")
-            if data[18:20] == b"\x02\x02":  # write-ahead-log mode: read the file as a rollback-journal database
-                data = data[:18] + b"\x01\x01" + data[20:]
-            connection = sqlite3.connect(":memory:")
-            connection.deserialize(data)
-        connection.row_factory = sqlite3.Row
-        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        state = _State()
-        if "thread_spawn_edges" in tables:
-            for row in connection.execute("SELECT parent_thread_id, child_thread_id FROM thread_spawn_edges"):
-                if isinstance(row[0], str) and isinstance(row[1], str):
-                    state.parents[row[1]] = row[0]
-        if "threads" in tables:
-            for row in connection.execute("SELECT * FROM threads"):
-                row = dict(row)
-                if isinstance(row.get("id"), str):
-                    state.rows[row["id"]] = row
-        if not {"thread_spawn_edges", "threads"} & tables:
-            raise ImportFailed(f"{name}: neither a thread_spawn_edges nor a threads table: not a Codex state "
-                               "database")
-        return state
-    except sqlite3.Error as exc:
+                db = path.read_bytes()
+            except OSError as exc:
+                raise ImportFailed(f"{name}: cannot read the state database ({exc.strerror})") from None
+    if not isinstance(db, Path):
+        db = bytes(db)
+        if not is_state_db(db):
+            raise ImportFailed(f"{name}: not a SQLite database")
+    try:
+        with codex_state.opened(db) as connection:
+            tables = codex_state.tables(connection)
+            state = _State()
+            if "thread_spawn_edges" in tables:
+                for parent, child in codex_state.spawn_edges(connection):
+                    if isinstance(parent, str) and isinstance(child, str):
+                        state.parents[child] = parent
+            if "threads" in tables:
+                for row in codex_state.threads(connection):
+                    if isinstance(row.get("id"), str):
+                        state.rows[row["id"]] = row
+    except codex_state.Error as exc:
         raise ImportFailed(f"{name}: not a readable SQLite database ({exc})") from None
-    finally:
-        if connection is not None:
-            connection.close()
+    if not {"thread_spawn_edges", "threads"} & tables:
+        raise ImportFailed(f"{name}: neither a thread_spawn_edges nor a threads table: not a Codex state database")
+    return state
 
 
 def _apply_state(threads: list[_Thread], state: _State, name: str, warnings: list[str]) -> None:
