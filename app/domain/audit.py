@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from heapq import merge
 from itertools import compress, islice, repeat
-from operator import eq, is_, ne
+from operator import eq, gt, is_, lt, ne
 
 from app.domain.metrics import BACK_IN_TIME, SELF_LOOP, TraceGraph, analyse_graph, is_number
 
@@ -107,7 +107,7 @@ def orphan_return(trace, g):
     others lacks its spawn. The root answering `user` (or no one) and an agent answering in place of a
     spawner that handed off to it (and despawned) are the normal ends of a run."""
     spawners = set(g.spawner.values())
-    handed_off = {agent for agent, kind in zip(g.agents, g.types) if kind == "despawn"}
+    handed_off = set(map(g.agents.__getitem__, g.positions("despawn")))
     out = []
     for i in g.positions("return"):
         agent, id_ = g.agents[i], g.ids[i]
@@ -250,8 +250,11 @@ def disconnected(trace, g):
     if not g.edge_src:
         return []
     n = len(g.ids)
-    # Every event but the first joined by an edge to an earlier one: all joined to the first, one group.
-    if len(set(compress(map(max, g.src, g.dst), map(ne, g.src, g.dst)))) == n - 1:
+    # Every event but the first joined by an edge to an earlier one: all joined to the first, one group. The
+    # events with an edge from an earlier one are usually all of them, the rest (an edge to an earlier one) not
+    # needed then.
+    later = set(g.forward_dst) if g.in_order else set(compress(g.dst, map(lt, g.src, g.dst)))
+    if len(later) == n - 1 or len(later.union(compress(g.src, map(gt, g.src, g.dst)))) == n - 1:
         return []
     parent = list(range(n))  # union-find, path halving written out: a call per step costs most
     for src, dst in zip(g.src, g.dst):

@@ -105,7 +105,7 @@ class TraceGraph:
 
     def positions(self, kind: str) -> list[int]:
         """The positions of the events of this type."""
-        return list(compress(range(len(self.types)), map(eq, self.types, repeat(kind))))
+        return _positions(self.types, kind)
 
     @cached_property
     def first_at(self) -> dict[str, int]:
@@ -116,6 +116,10 @@ class TraceGraph:
     def last_at(self) -> dict[str, int]:
         """Each agent's last event (position); with events in time order, its latest."""
         return dict(zip(self.agents, range(len(self.agents))))
+
+
+def _positions(types: list[str], kind: str) -> list[int]:
+    return list(compress(range(len(types)), map(eq, types, repeat(kind))))
 
 
 def is_number(value) -> bool:
@@ -184,13 +188,17 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_src: list, edge_d
         # Times sort cleanly, so an edge forward in `order` is forward in time: only the others need a look.
         src_place, dst_place = (src, dst) if in_order else (list(map(rank.__getitem__, src)),
                                                             list(map(rank.__getitem__, dst)))
-        temporal = list(map(eq, kinds, repeat("temporal")))
         ignored = [(edge(k), src[k], dst[k], SELF_LOOP if src[k] == dst[k] else BACK_IN_TIME
                     if t[dst[k]] < t[src[k]] else CLOSES_CYCLE)
-                   for k in compress(range(len(src)), map(ge, src_place, dst_place)) if not temporal[k]]
+                   for k in compress(range(len(src)), map(ge, src_place, dst_place)) if kinds[k] != "temporal"]
         forward = list(compress(range(len(src)), map(lt, src_place, dst_place)))
-        forward.sort(key=dst_place.__getitem__)  # stable: edge order among equal places
-        forward_src, forward_dst = list(map(src.__getitem__, forward)), list(map(dst.__getitem__, forward))
+        forward_dst = list(map(dst.__getitem__, forward))
+        # Edges usually come in the order of their dst already (a trace records an edge with the event it leads
+        # to): then there is nothing to sort, and sorting by a key still called it for every edge.
+        if not ascending(forward_dst if in_order else list(map(rank.__getitem__, forward_dst))):
+            forward.sort(key=dst_place.__getitem__)  # stable: edge order among equal places
+            forward_dst = list(map(dst.__getitem__, forward))
+        forward_src = list(map(src.__getitem__, forward))
         path = list(map(ne, map(kinds.__getitem__, forward), repeat("temporal")))
         path_src, path_dst = list(compress(forward_src, path)), list(compress(forward_dst, path))
     else:
@@ -210,9 +218,9 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_src: list, edge_d
         by_dst = sorted(range(len(path_dst)), key=[rank[d] for d in path_dst].__getitem__)
         path_src, path_dst = [path_src[k] for k in by_dst], [path_dst[k] for k in by_dst]
     to = columns["to"] if columns is not None else None
+    changes = sorted(_positions(types, "spawn") + _positions(types, "despawn"))
     spawner, spawn_t, despawn_t = _spawn_times(
-        (kind, agents[i], t[i], to[i] if to is not None else events[i].get("to"))
-        for i, kind in enumerate(types) if kind == "spawn" or kind == "despawn")
+        (types[i], agents[i], t[i], to[i] if to is not None else events[i].get("to")) for i in changes)
     return TraceGraph(events, edges, ids, t, types, agents, order, rank, path_src, path_dst, linked, kinds,
                       src, dst, ignored, spawner, spawn_t, despawn_t, edge_src, edge_dst, edge_types, in_order,
                       forward_src, forward_dst, columns)
@@ -308,7 +316,8 @@ def critical_path(g: TraceGraph) -> list[int]:
         if length[j] + 1 > length[i]:
             length[i], back[i] = length[j] + 1, j
     longest = max(length)
-    end = next(i for i in g.order if length[i] == longest)  # the first in time of the longest
+    # the first in time of the longest
+    end = length.index(longest) if g.in_order else next(i for i in g.order if length[i] == longest)
     path = []
     while end != -1:
         path.append(end)
