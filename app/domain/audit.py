@@ -185,12 +185,16 @@ def untrusted_flow(trace, g):
     for place, bits in enumerate(map(came.__getitem__, actions)):
         if bits:
             groups.setdefault(bits, []).append(place)
-    # Per listed source: (places, count of each REACHABLE_ACTIONS kind, agents) of its groups; the groups are
-    # disjoint, so a source's actions in time are their places merged.
+    # Per listed source: (places, count of each REACHABLE_ACTIONS kind, agents as bits by number) of its groups, in
+    # the order of their first place (as made); the groups are disjoint, so a source's actions in time are their
+    # places merged, and its first REACH_EVENTS come from its first REACH_EVENTS groups.
     reached: list[list[tuple]] = [[] for _ in listed]
     for bits, places in groups.items():
         kinds = [action_kind[p] for p in places]
-        group = (places, tuple(map(kinds.count, REACHABLE_ACTIONS)), {action_agent[p] for p in places})
+        members = 0
+        for k in set(map(action_agent.__getitem__, places)):
+            members |= 1 << k
+        group = (places, tuple(map(kinds.count, REACHABLE_ACTIONS)), members)
         while bits:
             low = bits & -bits
             reached[low.bit_length() - 1].append(group)
@@ -198,16 +202,24 @@ def untrusted_flow(trace, g):
     out = []
     for i, parts in zip(listed, reached):
         # each group's places are in time already: merged, the first REACH_EVENTS are all a message shows
-        in_time = list(islice(merge(*(places for places, _, _ in parts)), REACH_EVENTS))
+        in_time = list(islice(merge(*(places for places, _, _ in parts[:REACH_EVENTS])), REACH_EVENTS))
         total = sum(len(places) for places, _, _ in parts)
         counts = " and ".join(_plural(n, kind) for kind, n in zip(REACHABLE_ACTIONS, map(sum, zip(
             *(per_kind for _, per_kind, _ in parts)))) if n)
-        agents = sorted(set().union(*(members for _, _, members in parts)))
-        who = [agent_names[k] for k in agents[:REACH_NAMED]] + (["…"] if len(agents) > REACH_NAMED else [])
+        agents = 0
+        for _, _, members in parts:
+            agents |= members
+        named = []  # the agents of the lowest numbers, as many as a message names
+        while agents and len(named) < REACH_NAMED:
+            low = agents & -agents
+            named.append(low.bit_length() - 1)
+            agents ^= low
+        agent_count = len(named) + agents.bit_count()
+        who = [agent_names[k] for k in named[:REACH_NAMED]] + (["…"] if agent_count > REACH_NAMED else [])
         ids = [g.ids[actions[p]] for p in in_time]
         first = ids[:REACH_NAMED] + (["…"] if total > REACH_NAMED else [])
         message = (f"untrusted {g.ids[i]} ({g.value(i, 'tool') or g.agents[i]}) reaches {counts} "
-                   f"by {_plural(len(agents), 'agent')} ({', '.join(who)}), no safety_event on the way: "
+                   f"by {_plural(agent_count, 'agent')} ({', '.join(who)}), no safety_event on the way: "
                    f"{', '.join(first)}")
         out.append((message, [g.ids[i]] + ids))
     return out + [("", [])] * (len(hits) - len(listed))  # audit() only counts these
