@@ -1,6 +1,8 @@
 """Analysis of one large trace (issue 30, part 4): how long its stored analysis takes, and what it does to other
 users' requests while it runs.
 
+0. In process, the analysis ingest makes of ROLLOUTS small rollouts (ROLLOUT_AGENTS agents, ROLLOUT_EVENTS events, as
+   an RL run sends them) from their dicts, one after another: what a request of 1,000 rollouts costs the worker.
 1. In process, per size (1,000-agent generated swarms; 20,000, 100,000 and 1,000,000 events by default): the
    analysis ingest stores (app/domain/analysis.py analyse: metrics.analyse_graph, compute_metrics, audit) per
    stage, medians with ranges of REPEAT runs, and the ratio of each size's total to the smallest's. Then the same
@@ -55,6 +57,7 @@ SAVES = 30  # per reviewer, with the server idle
 THINK_S = 0.5  # a reviewer's pause between saves: reading the next event
 BUSY_TIMEOUT_S = 600
 SERVER_EVENTS = 100_000  # a larger trace's JSON is over what one request may hold (MAX_JSON_VALUES)
+ROLLOUTS, ROLLOUT_AGENTS, ROLLOUT_EVENTS = 1000, 6, 37  # as benchmarks/ingest.py sends them
 
 
 def timed(*steps) -> dict[str, float]:
@@ -85,6 +88,15 @@ def stages(trace: dict) -> dict[str, float]:
 
 def spread(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:7.0f} ms ({min(values) * 1000:.0f}-{max(values) * 1000:.0f})"
+
+
+def rollouts() -> None:
+    traces = [generate_swarm(ROLLOUT_AGENTS, ROLLOUT_EVENTS, seed=seed) for seed in range(ROLLOUTS)]
+    runs = [timed(("analysis", lambda _: [analyse(trace) for trace in traces])) for _ in range(REPEAT)]
+    print(f"{ROLLOUTS:,} rollouts of {ROLLOUT_EVENTS} events from dicts, median (range) of {len(runs)} runs, load "
+          f"{os.getloadavg()[0]:.1f}:")
+    for stage in ("total", "cpu"):
+        print(f"  {stage:8} {spread([run[stage] for run in runs])}")
 
 
 def in_process(sizes: list[int]) -> None:
@@ -218,6 +230,7 @@ def main() -> None:
     parser.add_argument("--skip-server", action="store_true")
     parser.add_argument("--skip-stored", action="store_true")
     args = parser.parse_args()
+    rollouts()
     in_process(args.sizes)
     if not args.skip_stored:
         stored(args.sizes)
