@@ -62,9 +62,9 @@ def from_columns(trace: dict) -> metrics.TraceGraph:
     at = {e["id"]: k for k, e in enumerate(events)}
     columns = {key: [e.get(key) for e in events] for key in EVENT_FIELDS}
     columns["tokens"] = [event_tokens(e) for e in events]
+    edge_ids = [e["src"] for e in edges], [e["dst"] for e in edges]
     return graph_from_columns([e["id"] for e in events], [e["t"] for e in events], [e["type"] for e in events],
-                              [e["agent"] for e in events], [e["src"] for e in edges], [e["dst"] for e in edges],
-                              [e["type"] for e in edges], columns,
+                              [e["agent"] for e in events], lambda: edge_ids, [e["type"] for e in edges], columns,
                               ([at.get(e["src"]) for e in edges], [at.get(e["dst"]) for e in edges]))
 
 

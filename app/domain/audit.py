@@ -124,8 +124,14 @@ def empty_aggregate(trace, g):
     aggregates = [g.ids[i] for i in g.positions("aggregate")]
     if not aggregates:
         return []
-    into = list(compress(range(len(g.edge_dst)), map(set(aggregates).__contains__, g.edge_dst)))  # few edges
-    fed = {g.edge_dst[k] for k in into if g.edge_types[k] in FEEDS}
+    named = set(aggregates)
+    if len(g.dst) == len(g.edge_types):  # every edge ends at an event: its dst id is that event's
+        is_named = list(map(named.__contains__, g.ids))
+        into = list(compress(range(len(g.dst)), map(is_named.__getitem__, g.dst)))  # few edges
+        fed = {g.ids[g.dst[k]] for k in into if g.edge_types[k] in FEEDS}
+    else:
+        into = list(compress(range(len(g.edge_dst)), map(named.__contains__, g.edge_dst)))
+        fed = {g.edge_dst[k] for k in into if g.edge_types[k] in FEEDS}
     return [(f"aggregate {id_} has no incoming return, message or aggregate edge", [id_])
             for id_ in aggregates if id_ not in fed]
 
@@ -259,7 +265,7 @@ def no_stop(trace, g):
 
 def disconnected(trace, g):
     """Events in weakly connected components apart from the largest one."""
-    if not g.edge_src:
+    if not g.edge_types:
         return []
     n = len(g.ids)
     # Every event but the first joined by an edge to an earlier one: all joined to the first, one group. The
@@ -292,7 +298,7 @@ def disconnected(trace, g):
 
 
 def duplicate_edge(trace, g):
-    if len(g.src) == len(g.edge_src):  # every edge joins events: rule out repeats on positions, cheaply
+    if len(g.src) == len(g.edge_types):  # every edge joins events: rule out repeats on positions, cheaply
         code = {kind: k for k, kind in enumerate(dict.fromkeys(g.kinds))}
         n = len(g.ids)
         keys = [(src * n + dst) * len(code) + code[kind] for src, dst, kind in zip(g.src, g.dst, g.kinds)]
@@ -304,8 +310,11 @@ def duplicate_edge(trace, g):
 
 
 def self_loop(trace, g):
+    # Every edge joining events, its ends' positions are equal exactly when their ids are (an id given twice is at
+    # its last position): the ids are then read only for the loops found.
+    loops = (map(eq, g.src, g.dst) if len(g.src) == len(g.edge_types) else map(eq, g.edge_src, g.edge_dst))
     return [(f"{g.edge_types[k]} edge from {g.edge_src[k]} to itself", [g.edge_src[k]])
-            for k in compress(range(len(g.edge_src)), map(eq, g.edge_src, g.edge_dst))]
+            for k in compress(range(len(g.edge_types)), loops)]
 
 
 def cycle(trace, g):

@@ -7,8 +7,9 @@ critical path and lifetimes have one definition.
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from itertools import compress, islice, repeat
 from operator import eq, ge, is_not, itemgetter, le, lt, ne
 
@@ -58,13 +59,20 @@ class TraceGraph:
     spawner: dict[str, str]                       # child agent -> agent that spawned it
     spawn_t: dict[str, float]
     despawn_t: dict[str, float]
-    edge_src: list                                # every edge's src, dst and type, in edge order
-    edge_dst: list
-    edge_types: list
+    edge_ids: Callable[[], tuple[list, list]]     # every edge's src and dst ids (made when first asked: a stored
+    edge_types: list                              # trace's rules seldom need them) and type, in edge order
     in_order: bool                                # events come in time order: `order` is their positions
     forward_src: list[int] | None                 # the linked edges forward in `order` (temporal ones too), by
     forward_dst: list[int] | None                 # the place of their dst; None when times do not sort cleanly
     columns: dict[str, list] | None = None        # EVENT_FIELDS by position (None: absent) when built from columns
+
+    @property
+    def edge_src(self) -> list:
+        return self.edge_ids()[0]
+
+    @property
+    def edge_dst(self) -> list:
+        return self.edge_ids()[1]
 
     @cached_property
     def index(self) -> dict[str, int]:
@@ -132,24 +140,27 @@ def analyse_graph(trace: dict) -> TraceGraph:
     def pull(key: str, items: list[dict]) -> list:
         return list(map(itemgetter(key), items))
 
+    edge_ids = (pull("src", edges), pull("dst", edges))
     return _graph(pull("id", events), pull("t", events), pull("type", events), pull("agent", events),
-                  pull("src", edges), pull("dst", edges), pull("type", edges), events, edges, None)
+                  lambda: edge_ids, pull("type", edges), events, edges, None)
 
 
-def graph_from_columns(ids: list, t: list, types: list, agents: list, edge_src: list, edge_dst: list,
+def graph_from_columns(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[], tuple[list, list]],
                        edge_types: list, columns: dict[str, list],
                        ends: tuple[list, list] | None = None) -> TraceGraph:
     """analyse_graph of a trace given as columns by position (a stored trace: no event dict to build), with its
-    EVENT_FIELDS in `columns`, None where an event has none (`tokens` as event_tokens gives it). `ends`: the
-    positions of each edge's src and dst (None for no event; the last position of an id given twice) when the
-    caller has them, found faster than by a dict of a million ids."""
-    return _graph(ids, t, types, agents, edge_src, edge_dst, edge_types, None, None, columns, ends)
+    EVENT_FIELDS in `columns`, None where an event has none (`tokens` as event_tokens gives it), and its edges' src
+    and dst ids made by `edge_ids()` when first needed. `ends`: the positions of each edge's src and dst (None for
+    no event; the last position of an id given twice) when the caller has them, found faster than by a dict of a
+    million ids; with them, the ids are made only for the rules that name edges (a self loop, a repeat)."""
+    return _graph(ids, t, types, agents, edge_ids, edge_types, None, None, columns, ends)
 
 
-def _graph(ids: list, t: list, types: list, agents: list, edge_src: list, edge_dst: list, edge_types: list,
-           events: list[dict] | None, edges: list[dict] | None, columns: dict[str, list] | None,
+def _graph(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[], tuple[list, list]],
+           edge_types: list, events: list[dict] | None, edges: list[dict] | None, columns: dict[str, list] | None,
            ends: tuple[list, list] | None = None) -> TraceGraph:
     n = len(ids)
+    edge_ids = cache(edge_ids)
     in_order = ascending(t)
     if in_order:  # as sorted() would leave them: equal times keep position order
         order, rank = list(range(n)), list(range(n))
@@ -161,6 +172,7 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_src: list, edge_d
     kinds, linked, kept = edge_types, edges, None
     if ends is None:
         index = dict(zip(ids, range(n)))
+        edge_src, edge_dst = edge_ids()
         try:
             src, dst = list(map(index.__getitem__, edge_src)), list(map(index.__getitem__, edge_dst))
             missing = False
@@ -182,7 +194,7 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_src: list, edge_d
         if linked is not None:
             return linked[k]
         k = k if kept is None else kept[k]
-        return {"src": edge_src[k], "dst": edge_dst[k], "type": edge_types[k]}
+        return {"src": edge_ids()[0][k], "dst": edge_ids()[1][k], "type": edge_types[k]}
     forward_src = forward_dst = None
     if in_order or ascending([t[i] for i in order]):
         # Times sort cleanly, so an edge forward in `order` is forward in time: only the others need a look.
@@ -222,7 +234,7 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_src: list, edge_d
     spawner, spawn_t, despawn_t = _spawn_times(
         (types[i], agents[i], t[i], to[i] if to is not None else events[i].get("to")) for i in changes)
     return TraceGraph(events, edges, ids, t, types, agents, order, rank, path_src, path_dst, linked, kinds,
-                      src, dst, ignored, spawner, spawn_t, despawn_t, edge_src, edge_dst, edge_types, in_order,
+                      src, dst, ignored, spawner, spawn_t, despawn_t, edge_ids, edge_types, in_order,
                       forward_src, forward_dst, columns)
 
 
@@ -390,7 +402,7 @@ def compute_metrics(trace: dict, g: TraceGraph | None = None) -> dict:
     fanout = Counter(compress(g.agents, map(eq, g.types, repeat("spawn"))))
     return {
         "events": n,
-        "edges": len(g.edge_src),
+        "edges": len(g.edge_types),
         "agents": len(spans),
         "spawns": types["spawn"],
         "max_fanout": max(fanout.values(), default=0),
