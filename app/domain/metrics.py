@@ -230,7 +230,7 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[],
         by_dst = sorted(range(len(path_dst)), key=[rank[d] for d in path_dst].__getitem__)
         path_src, path_dst = [path_src[k] for k in by_dst], [path_dst[k] for k in by_dst]
     to = columns["to"] if columns is not None else None
-    changes = sorted(_positions(types, "spawn") + _positions(types, "despawn"))
+    changes = list(compress(range(n), map(frozenset(("spawn", "despawn")).__contains__, types)))
     spawner, spawn_t, despawn_t = _spawn_times(
         (types[i], agents[i], t[i], to[i] if to is not None else events[i].get("to")) for i in changes)
     return TraceGraph(events, edges, ids, t, types, agents, order, rank, path_src, path_dst, linked, kinds,
