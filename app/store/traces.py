@@ -414,11 +414,17 @@ def graphs_from_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> 
     for head in heads:
         lo, hi = runs["events"].get(head["trace_id"], (0, 0))
         a, b = runs["edges"].get(head["trace_id"], (0, 0))
-        part = {name: values[lo:hi] for name, values in columns.items()}
+        part = {name: _rows(values, lo, hi) for name, values in columns.items()}
         graph = graph_from_columns(part.pop("id"), part.pop("t"), part.pop("type"), part.pop("agent"),
-                                   partial(_edge_ids, edges, a, b), kinds[a:b], part, (src_at[a:b], dst_at[a:b]))
+                                   partial(_edge_ids, edges, a, b), _rows(kinds, a, b), part,
+                                   (_rows(src_at, a, b), _rows(dst_at, a, b)))
         out.append((_assemble(head, [], []), graph))
     return out
+
+
+def _rows(values: list, lo: int, hi: int) -> list:
+    """values[lo:hi], or values itself when that is all of it, one trace's (no copy of a million items)."""
+    return values if lo == 0 and hi == len(values) > 0 else values[lo:hi]
 
 
 def _edge_ids(edges: pa.Table, a: int, b: int) -> tuple[list, list]:
