@@ -35,24 +35,16 @@ from app.store.keys import natural_id
 from app.store.sql import execute, log
 
 
-class _PandasAbsent:
-    """A finder, first on sys.meta_path, that says at once that pandas is not installed, as the import system
-    would after searching every sys.path folder. Not None in sys.modules: Cython modules (pyarrow's, once numpy is
-    installed) take such an entry for the module itself and fail on it."""
-
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name == "pandas":
-            raise ModuleNotFoundError("No module named 'pandas'", name="pandas")
-        return None
-
-
 def _mark_pandas_absent() -> None:
     """DuckDB 1.5.5 tries `import pandas` about four times for every statement with parameters; without pandas
     installed each try searched sys.path again (~1 ms a statement, 0.25 s of a 20,000-span live trace's
-    batches). Marked absent, each try fails at once. An installed pandas is left alone."""
+    batches). Marked absent (None in sys.modules, which `import` and importlib.util.find_spec both read as not
+    installed), each try fails at once. An installed pandas is left alone. With numpy installed, pyarrow looks for
+    pandas once, by a Cython import that would take that None for the module itself and fail every pa.array():
+    it looks first, and finds none."""
     if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
-        sys.meta_path.insert(0, _PandasAbsent)
+        pa.array([])
+        sys.modules["pandas"] = None
 
 
 _mark_pandas_absent()
