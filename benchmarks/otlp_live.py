@@ -8,8 +8,8 @@ come faster than it exports. The clock runs from the first export request to the
 stored and complete. References in the same run: the same exporter's flush of the same batches into a sink that
 reads and discards each request and answers 200 (a local HTTP server in this process: what the exporter itself
 costs; issue 30's target is live within 2.5x of it), timed just before the live run, both once the server is idle
-(no checkpoint or level-of-detail work left over from the request before), and the same spans as one OTLP/JSON document to
-`POST /api/traces`. Arize Phoenix took 226 s for this workload; the target is < 3 s.
+(no checkpoint or level-of-detail work left over from the request before), and the same spans as one OTLP/JSON
+document to `POST /api/traces`. Arize Phoenix took 226 s for this workload; the target is < 3 s.
 
 Run with `.venv/bin/python benchmarks/otlp_live.py`. Prints figures; asserts nothing.
 """
@@ -253,7 +253,8 @@ def main() -> None:
                 ref_hex = f"{spans[0].context.trace_id ^ 1:032x}"
                 body = otlp_json(spans, ref_hex)
                 encode_s = [encode_seconds(spans[i:i + batch_size]) for i in range(0, len(spans), batch_size)]
-                references.append(post(url, body, "/api/traces?format=otlp"))  # also gives the number of events to wait for
+                # also gives the number of events to wait for
+                references.append(post(url, body, "/api/traces?format=otlp"))
                 reference_trace = get_json(f"{url}/api/traces/otlp-{ref_hex}")
                 n_events = len(reference_trace["events"])
                 wait_idle(proc)  # the sink and the live run each start on a quiet server and machine
@@ -289,14 +290,16 @@ def main() -> None:
     print(f"  per-batch answer time: median {statistics.median(answers) * 1000:.0f} ms "
           f"(range {min(answers) * 1000:.0f}-{max(answers) * 1000:.0f} ms); the last batch (the root span; "
           f"the build runs after this answer): median {statistics.median(last) * 1000:.0f} ms")
-    print(f"  of which the exporter's own protobuf encoding: median {statistics.median(sum(r['encode']) for r in runs):.2f}"
+    encoded = statistics.median(sum(r["encode"]) for r in runs)
+    print(f"  of which the exporter's own protobuf encoding: median {encoded:.2f}"
           f" s per run; all batches answered after {statistics.median(r['exported'] for r in runs):.2f} s (median)")
     # the server's share: what the sink does not spend (its answer is next to nothing), and the build after the answers
     served = sorted(a - e for r in runs for a, e in zip(r["answers"], r["encode"]))
     tails = sorted(r["stored"] - r["exported"] for r in runs)
-    print(f"  the server's share: per batch, its answer time less its encoding, median {statistics.median(served) * 1000:.0f}"
-          f" ms (range {served[0] * 1000:.0f}-{served[-1] * 1000:.0f} ms); after the last answer until stored and "
-          f"complete, median {statistics.median(tails):.2f} s (range {tails[0]:.2f}-{tails[-1]:.2f} s)")
+    print(f"  the server's share: per batch, its answer time less its encoding, median "
+          f"{statistics.median(served) * 1000:.0f} ms (range {served[0] * 1000:.0f}-{served[-1] * 1000:.0f} ms); "
+          f"after the last answer until stored and complete, median {statistics.median(tails):.2f} s "
+          f"(range {tails[0]:.2f}-{tails[-1]:.2f} s)")
     print(f"  every event stored when complete: {all(r['complete'] for r in runs)}; "
           f"stored trace equal to the reference's: {all(checks)}")
     print(f"reference: the same spans as one OTLP/JSON request to POST /api/traces -> stored: median "

@@ -221,7 +221,7 @@ def untrusted_flow(trace, g):
             named.append(low.bit_length() - 1)
             agents ^= low
         agent_count = len(named) + agents.bit_count()
-        who = [agent_names[k] for k in named[:REACH_NAMED]] + (["…"] if agent_count > REACH_NAMED else [])
+        who = [agent_names[k] for k in named] + (["…"] if agent_count > REACH_NAMED else [])
         ids = [g.ids[actions[p]] for p in in_time]
         first = ids[:REACH_NAMED] + (["…"] if total > REACH_NAMED else [])
         message = (f"untrusted {g.ids[i]} ({g.value(i, 'tool') or g.agents[i]}) reaches {counts} "

@@ -10,8 +10,8 @@ core), and msgspec reads back in the worker. A server that has stored all else o
 back the pieces of whole traces the worker has not begun (of SHARE_EVENTS at most: a larger trace is left to the
 worker) and analyses them itself: its core is idle by then (1,000 rollouts waited about a third of their time for
 the worker), and such a piece holds the GIL no longer than the request's own parsing. Stored traces analysed again
-travel as the Arrow tables DuckDB reads them into, and the worker analyses their columns (analyse_tables). When the worker
-cannot be had (it died, or processes cannot be started here), the analysis runs in the calling thread: slower for
+travel as the Arrow tables DuckDB reads them into, and the worker analyses their columns (analyse_tables). When the
+worker cannot be had (it died, or processes cannot be started here), the analysis runs in the calling thread: slower for
 others, never lost.
 
 A request's bytes may go to the worker before this process has read them (`reading_ahead`): the worker reads them
