@@ -3,9 +3,11 @@ order of their dst, disconnected settled by the edges forward in time, the criti
 what the analysis gave before them (tests/test_analysis_reference_large.py keeps it), on random small graphs made to
 take each way: events in time order or not, ties in time, ids given twice, edges back in time, cycles among
 simultaneous events, self loops, repeated edges, edges to no event. A trace's columns (as a stored trace is
-analysed) give what its dicts give."""
+analysed) give what its dicts give, and a large trace's way (numpy arrays, from metrics.ARRAYS_FROM events, lowered
+here to every graph) gives what the small one's lists give."""
 
 import json
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -72,8 +74,10 @@ def from_columns(trace: dict) -> metrics.TraceGraph:
 @given(traces())
 def test_random_graphs_are_analysed_as_before(trace):
     before = outcome(analyse_as_it_was, trace)
-    assert outcome(analyse, trace) == before
-    assert graph_as_read_by_credit(metrics.analyse_graph, trace) == graph_as_read_by_credit(analyse_graph_as_it_was,
-                                                                                            trace)
     head = {key: value for key, value in trace.items() if key not in ("events", "edges")}
-    assert outcome(lambda: analyse(head, from_columns(trace))) == before
+    for arrays_from in (metrics.ARRAYS_FROM, 0):  # lists, then arrays
+        with patch.object(metrics, "ARRAYS_FROM", arrays_from):
+            assert outcome(analyse, trace) == before
+            assert graph_as_read_by_credit(metrics.analyse_graph, trace) == graph_as_read_by_credit(
+                analyse_graph_as_it_was, trace)
+            assert outcome(lambda: analyse(head, from_columns(trace))) == before

@@ -13,6 +13,8 @@ from functools import cache, cached_property
 from itertools import compress, islice, repeat
 from operator import eq, ge, is_not, itemgetter, le, lt, ne
 
+import numpy as np
+
 COORDINATION_TYPES = ("orchestrator_decision", "spawn", "despawn", "message", "return", "aggregate")
 NOT_TEAM_TYPES = ("tool_result", "human_intervention")  # a tool answering, a person stepping in
 PERSON = "user"  # the agent name every importer gives the person at the keyboard
@@ -33,6 +35,9 @@ BACK_IN_TIME = "points back in time"
 CLOSES_CYCLE = "closes a cycle among simultaneous events"
 # The event properties the analysis reads beside id, t, type and agent: a graph built from columns has them so
 EVENT_FIELDS = ("role", "to", "trusted", "tool", "tokens")
+# From this many events the graph's edge work is done on numpy arrays: below it, converting lists to arrays costs
+# more than the loops it saves (a rollout has a few dozen events). A module constant so tests can lower it.
+ARRAYS_FROM = 20_000
 
 
 @dataclass
@@ -65,6 +70,7 @@ class TraceGraph:
     forward_src: list[int] | None                 # the linked edges forward in `order` (temporal ones too), by
     forward_dst: list[int] | None                 # the place of their dst; None when times do not sort cleanly
     columns: dict[str, list] | None = None        # EVENT_FIELDS by position (None: absent) when built from columns
+    ends: tuple[np.ndarray, np.ndarray] | None = None  # src and dst as int64 arrays, for a graph of ARRAYS_FROM events
 
     @property
     def edge_src(self) -> list:
@@ -152,7 +158,8 @@ def graph_from_columns(ids: list, t: list, types: list, agents: list, edge_ids: 
     EVENT_FIELDS in `columns`, None where an event has none (`tokens` as event_tokens gives it), and its edges' src
     and dst ids made by `edge_ids()` when first needed. `ends`: the positions of each edge's src and dst (None for
     no event; the last position of an id given twice) when the caller has them, found faster than by a dict of a
-    million ids; with them, the ids are made only for the rules that name edges (a self loop, a repeat)."""
+    million ids; with them, the ids are made only for the rules that name edges (a self loop, a repeat). They may be
+    two int64 arrays (read from Arrow without a copy) when every edge's ends are events."""
     return _graph(ids, t, types, agents, edge_ids, edge_types, None, None, columns, ends)
 
 
@@ -169,7 +176,7 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[],
         rank = [0] * n
         for place, i in enumerate(order):
             rank[i] = place
-    kinds, linked, kept = edge_types, edges, None
+    kinds, linked, kept, given = edge_types, edges, None, None
     if ends is None:
         index = dict(zip(ids, range(n)))
         edge_src, edge_dst = edge_ids()
@@ -179,6 +186,10 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[],
         except KeyError:
             src, dst = list(map(index.get, edge_src)), list(map(index.get, edge_dst))
             missing = True
+    elif isinstance(ends[0], np.ndarray):  # a stored trace's, every edge's ends events
+        given = ends
+        src, dst = ends[0].tolist(), ends[1].tolist()
+        missing = False
     else:
         src, dst = ends
         missing = None in src or None in dst
@@ -195,9 +206,15 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[],
             return linked[k]
         k = k if kept is None else kept[k]
         return {"src": edge_ids()[0][k], "dst": edge_ids()[1][k], "type": edge_types[k]}
-    forward_src = forward_dst = None
-    if in_order or ascending([t[i] for i in order]):
-        # Times sort cleanly, so an edge forward in `order` is forward in time: only the others need a look.
+    forward_src = forward_dst = arrays = None
+    clean = in_order or ascending([t[i] for i in order])  # times sort cleanly: forward in `order` is forward in time
+    if clean and n >= ARRAYS_FROM:
+        arrays = given or (np.asarray(src, np.int64), np.asarray(dst, np.int64))
+        forward_src, forward_dst, path_src, path_dst, back = _forward_arrays(*arrays, None if in_order else rank, kinds)
+        ignored = [(edge(k), src[k], dst[k], SELF_LOOP if src[k] == dst[k] else BACK_IN_TIME
+                    if t[dst[k]] < t[src[k]] else CLOSES_CYCLE) for k in back]
+    elif clean:
+        # Only the edges not forward need a look.
         src_place, dst_place = (src, dst) if in_order else (list(map(rank.__getitem__, src)),
                                                             list(map(rank.__getitem__, dst)))
         ignored = [(edge(k), src[k], dst[k], SELF_LOOP if src[k] == dst[k] else BACK_IN_TIME
@@ -235,7 +252,23 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[],
         (types[i], agents[i], t[i], to[i] if to is not None else events[i].get("to")) for i in changes)
     return TraceGraph(events, edges, ids, t, types, agents, order, rank, path_src, path_dst, linked, kinds,
                       src, dst, ignored, spawner, spawn_t, despawn_t, edge_ids, edge_types, in_order,
-                      forward_src, forward_dst, columns)
+                      forward_src, forward_dst, columns, arrays)
+
+
+def _forward_arrays(src: np.ndarray, dst: np.ndarray, rank: list[int] | None, kinds: list[str]) -> tuple:
+    """_graph's work on the linked edges when times sort cleanly, over arrays: the edges forward in `order` by the
+    place of their dst (stable), the non-temporal ones among them (the path graph), and the non-temporal edges not
+    forward (to be set aside), as (forward_src, forward_dst, path_src, path_dst, back) lists."""
+    src_place, dst_place = (src, dst) if rank is None else (np.asarray(rank, np.int64)[src],
+                                                            np.asarray(rank, np.int64)[dst])
+    temporal = np.fromiter(map(eq, kinds, repeat("temporal")), bool, len(kinds))
+    back = np.flatnonzero((src_place >= dst_place) & ~temporal).tolist()
+    forward = np.flatnonzero(src_place < dst_place)
+    places = dst_place[forward]
+    if (places[1:] < places[:-1]).any():
+        forward = forward[np.argsort(places, kind="stable")]
+    forward_src, forward_dst, path = src[forward], dst[forward], ~temporal[forward]
+    return forward_src.tolist(), forward_dst.tolist(), forward_src[path].tolist(), forward_dst[path].tolist(), back
 
 
 def ascending(values: list) -> bool:

@@ -5,13 +5,15 @@ parameters."""
 import json
 import math
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from app.domain import metrics
 from app.domain.audit import RULES
 from app.domain.jsontext import loads
 from app.domain.metrics import TraceGraph, graph_from_columns, tokens_of
@@ -409,7 +411,8 @@ def graphs_from_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> 
     columns with no event dict built (at a million events, rebuilding them took 4-5 s)."""
     runs = {name: _runs(table) for name, table in (("events", events), ("edges", edges))}
     columns = _event_columns(events)
-    kinds, src_at, dst_at = (edges.column(name).to_pylist() for name in ("type", "src_position", "dst_position"))
+    kinds = edges.column("type").to_pylist()
+    ends = cache(lambda: tuple(edges.column(name).to_pylist() for name in ("src_position", "dst_position")))
     out = []
     for head in heads:
         lo, hi = runs["events"].get(head["trace_id"], (0, 0))
@@ -417,9 +420,19 @@ def graphs_from_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> 
         part = {name: _rows(values, lo, hi) for name, values in columns.items()}
         graph = graph_from_columns(part.pop("id"), part.pop("t"), part.pop("type"), part.pop("agent"),
                                    partial(_edge_ids, edges, a, b), _rows(kinds, a, b), part,
-                                   (_rows(src_at, a, b), _rows(dst_at, a, b)))
+                                   _end_arrays(edges, a, b) if hi - lo >= metrics.ARRAYS_FROM else
+                                   (_rows(ends()[0], a, b), _rows(ends()[1], a, b)))
         out.append((_assemble(head, [], []), graph))
     return out
+
+
+def _end_arrays(edges: pa.Table, a: int, b: int) -> tuple:
+    """The positions of the ends of the edges of rows a to b, as int64 arrays when every end is an event (the
+    graph of a large trace works on arrays: no list of 1.7 million ints to make), else as lists with None."""
+    ends = [edges.column(name).slice(a, b - a) for name in ("src_position", "dst_position")]
+    if any(end.null_count for end in ends):
+        return tuple(end.to_pylist() for end in ends)
+    return tuple(end.to_numpy().astype(np.int64) for end in ends)
 
 
 def _rows(values: list, lo: int, hi: int) -> list:
