@@ -12,6 +12,8 @@ from heapq import merge
 from itertools import compress, islice, repeat
 from operator import eq, gt, is_, lt, ne
 
+import numpy as np
+
 from app.domain.metrics import BACK_IN_TIME, SELF_LOOP, TraceGraph, analyse_graph, is_number
 
 SEVERITIES = ("error", "warning", "info")
@@ -298,7 +300,10 @@ def disconnected(trace, g):
 
 
 def duplicate_edge(trace, g):
-    if len(g.src) == len(g.edge_types):  # every edge joins events: rule out repeats on positions, cheaply
+    if len(g.src) == len(g.edge_types) and g.ends is not None:  # every edge joins events, a large trace's arrays:
+        if not _repeated_ends(g):  # no two edges join the same two events, or none of those have one type
+            return []
+    elif len(g.src) == len(g.edge_types):  # every edge joins events: rule out repeats on positions, cheaply
         code = {kind: k for k, kind in enumerate(dict.fromkeys(g.kinds))}
         n = len(g.ids)
         keys = [(src * n + dst) * len(code) + code[kind] for src, dst, kind in zip(g.src, g.dst, g.kinds)]
@@ -309,12 +314,36 @@ def duplicate_edge(trace, g):
             for (s, d, t), n in counts.items() if n > 1]
 
 
+def _repeated_ends(g: TraceGraph) -> bool:
+    """Whether two edges join the same two events with the same type: their pairs of positions sorted as numbers, the
+    types (as numbers) compared only among the edges whose pair repeats (a temporal edge beside a causal one)."""
+    src, dst = g.ends
+    pairs = src * len(g.ids) + dst
+    by_pair = np.argsort(pairs, kind="stable")
+    ordered = pairs[by_pair]
+    same = ordered[1:] == ordered[:-1]
+    repeats = np.zeros(len(ordered), bool)
+    repeats[1:] |= same
+    repeats[:-1] |= same
+    edges = by_pair[repeats]
+    code = {}
+    codes = np.fromiter((code.setdefault(kind, len(code)) for kind in map(g.kinds.__getitem__, edges.tolist())),
+                        np.int64, len(edges))
+    pairs = ordered[repeats]
+    by_key = np.lexsort((codes, pairs))
+    pairs, codes = pairs[by_key], codes[by_key]
+    return bool(((pairs[1:] == pairs[:-1]) & (codes[1:] == codes[:-1])).any())
+
+
 def self_loop(trace, g):
     # Every edge joining events, its ends' positions are equal exactly when their ids are (an id given twice is at
     # its last position): the ids are then read only for the loops found.
-    loops = (map(eq, g.src, g.dst) if len(g.src) == len(g.edge_types) else map(eq, g.edge_src, g.edge_dst))
-    return [(f"{g.edge_types[k]} edge from {g.edge_src[k]} to itself", [g.edge_src[k]])
-            for k in compress(range(len(g.edge_types)), loops)]
+    if len(g.src) == len(g.edge_types) and g.ends is not None:  # a large trace's arrays
+        loops = np.flatnonzero(g.ends[0] == g.ends[1]).tolist()
+    else:
+        loops = compress(range(len(g.edge_types)), map(eq, g.src, g.dst) if len(g.src) == len(g.edge_types)
+                         else map(eq, g.edge_src, g.edge_dst))
+    return [(f"{g.edge_types[k]} edge from {g.edge_src[k]} to itself", [g.edge_src[k]]) for k in loops]
 
 
 def cycle(trace, g):
