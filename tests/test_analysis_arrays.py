@@ -9,6 +9,7 @@ here to every graph) gives what the small one's lists give."""
 import json
 from unittest.mock import patch
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_analysis_reference_large import analyse_as_it_was, graph_as_read_by_credit
@@ -57,17 +58,23 @@ def outcome(analysis, *args) -> str:
         return type(error).__name__
 
 
-def from_columns(trace: dict) -> metrics.TraceGraph:
+def from_columns(trace: dict, as_arrays: bool = False) -> metrics.TraceGraph:
     """The graph of the trace's columns, each edge's ends given by position as the store gives them (the last of
-    an id given twice, None for no event)."""
+    an id given twice, None for no event); `as_arrays`: when every end is an event, as a large stored trace's are
+    given, ends as int64 arrays and edge types as codes."""
     events, edges = trace["events"], trace["edges"]
     at = {e["id"]: k for k, e in enumerate(events)}
     columns = {key: [e.get(key) for e in events] for key in EVENT_FIELDS}
     columns["tokens"] = [event_tokens(e) for e in events]
     edge_ids = [e["src"] for e in edges], [e["dst"] for e in edges]
+    ends = [at.get(e["src"]) for e in edges], [at.get(e["dst"]) for e in edges]
+    kinds = [e["type"] for e in edges]
+    if as_arrays and None not in ends[0] + ends[1]:
+        names = list(dict.fromkeys(kinds))
+        ends = tuple(np.array(end, np.int64) for end in ends)
+        kinds = metrics.Coded(np.array([names.index(kind) for kind in kinds], np.int32), names)
     return graph_from_columns([e["id"] for e in events], [e["t"] for e in events], [e["type"] for e in events],
-                              [e["agent"] for e in events], lambda: edge_ids, [e["type"] for e in edges], columns,
-                              ([at.get(e["src"]) for e in edges], [at.get(e["dst"]) for e in edges]))
+                              [e["agent"] for e in events], lambda: edge_ids, kinds, columns, ends)
 
 
 @settings(max_examples=400, deadline=None)
@@ -81,3 +88,4 @@ def test_random_graphs_are_analysed_as_before(trace):
             assert graph_as_read_by_credit(metrics.analyse_graph, trace) == graph_as_read_by_credit(
                 analyse_graph_as_it_was, trace)
             assert outcome(lambda: analyse(head, from_columns(trace))) == before
+            assert outcome(lambda: analyse(head, from_columns(trace, as_arrays=True))) == before

@@ -127,7 +127,11 @@ def empty_aggregate(trace, g):
     if not aggregates:
         return []
     named = set(aggregates)
-    if len(g.dst) == len(g.edge_types):  # every edge ends at an event: its dst id is that event's
+    if g.all_linked and g.ends is not None:  # a large trace's arrays
+        is_named = np.fromiter(map(named.__contains__, g.ids), bool, len(g.ids))
+        into = np.flatnonzero(is_named[g.ends[1]])
+        fed = {g.ids[dst] for k, dst in zip(into.tolist(), g.ends[1][into].tolist()) if g.edge_type(k) in FEEDS}
+    elif g.all_linked:  # every edge ends at an event: its dst id is that event's
         is_named = list(map(named.__contains__, g.ids))
         into = list(compress(range(len(g.dst)), map(is_named.__getitem__, g.dst)))  # few edges
         fed = {g.ids[g.dst[k]] for k in into if g.edge_types[k] in FEEDS}
@@ -267,7 +271,7 @@ def no_stop(trace, g):
 
 def disconnected(trace, g):
     """Events in weakly connected components apart from the largest one."""
-    if not g.edge_types:
+    if not g.edge_count:
         return []
     n = len(g.ids)
     # Every event but the first joined by an edge to an earlier one: all joined to the first, one group. The
@@ -300,10 +304,10 @@ def disconnected(trace, g):
 
 
 def duplicate_edge(trace, g):
-    if len(g.src) == len(g.edge_types) and g.ends is not None:  # every edge joins events, a large trace's arrays:
+    if g.all_linked and g.ends is not None:  # every edge joins events, a large trace's arrays:
         if not _repeated_ends(g):  # no two edges join the same two events, or none of those have one type
             return []
-    elif len(g.src) == len(g.edge_types):  # every edge joins events: rule out repeats on positions, cheaply
+    elif g.all_linked:  # every edge joins events: rule out repeats on positions, cheaply
         code = {kind: k for k, kind in enumerate(dict.fromkeys(g.kinds))}
         n = len(g.ids)
         keys = [(src * n + dst) * len(code) + code[kind] for src, dst, kind in zip(g.src, g.dst, g.kinds)]
@@ -326,9 +330,12 @@ def _repeated_ends(g: TraceGraph) -> bool:
     repeats[1:] |= same
     repeats[:-1] |= same
     edges = by_pair[repeats]
-    code = {}
-    codes = np.fromiter((code.setdefault(kind, len(code)) for kind in map(g.kinds.__getitem__, edges.tolist())),
-                        np.int64, len(edges))
+    if g.kind_codes is not None:
+        codes = g.kind_codes.codes[edges]
+    else:
+        code = {}
+        codes = np.fromiter((code.setdefault(kind, len(code)) for kind in map(g.kinds.__getitem__, edges.tolist())),
+                            np.int64, len(edges))
     pairs = ordered[repeats]
     by_key = np.lexsort((codes, pairs))
     pairs, codes = pairs[by_key], codes[by_key]
@@ -338,12 +345,12 @@ def _repeated_ends(g: TraceGraph) -> bool:
 def self_loop(trace, g):
     # Every edge joining events, its ends' positions are equal exactly when their ids are (an id given twice is at
     # its last position): the ids are then read only for the loops found.
-    if len(g.src) == len(g.edge_types) and g.ends is not None:  # a large trace's arrays
+    if g.all_linked and g.ends is not None:  # a large trace's arrays
         loops = np.flatnonzero(g.ends[0] == g.ends[1]).tolist()
     else:
-        loops = compress(range(len(g.edge_types)), map(eq, g.src, g.dst) if len(g.src) == len(g.edge_types)
+        loops = compress(range(g.edge_count), map(eq, g.src, g.dst) if g.all_linked
                          else map(eq, g.edge_src, g.edge_dst))
-    return [(f"{g.edge_types[k]} edge from {g.edge_src[k]} to itself", [g.edge_src[k]]) for k in loops]
+    return [(f"{g.edge_type(k)} edge from {g.edge_src[k]} to itself", [g.edge_src[k]]) for k in loops]
 
 
 def cycle(trace, g):

@@ -40,6 +40,25 @@ EVENT_FIELDS = ("role", "to", "trusted", "tool", "tokens")
 ARRAYS_FROM = 20_000
 
 
+@dataclass(frozen=True)
+class Coded:
+    """A column of strings as integer codes (numpy) into its distinct values: how a large stored trace's edge types
+    may be handed over, made into a list of 1.7 million strings at a million events only if a rule asks."""
+
+    codes: np.ndarray
+    names: list[str]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def tolist(self) -> list[str]:
+        return list(map(self.names.__getitem__, self.codes.tolist()))
+
+    def equal(self, name: str) -> np.ndarray:
+        """Which values are `name`, as a boolean array."""
+        return self.codes == self.names.index(name) if name in self.names else np.zeros(len(self.codes), bool)
+
+
 @dataclass
 class TraceGraph:
     """Indexes over one trace that every analysis needs. Flat lists by position, not per-event containers:
@@ -56,21 +75,43 @@ class TraceGraph:
     rank: list[int]                               # position -> place in `order`
     path_src: list[int]                           # the path graph: non-temporal edges, forward in (t, position)
     path_dst: list[int]                           # order, sorted by the place of their dst (stable)
-    linked: list[dict] | None                     # the edges whose two ends are events, in edge order...
-    kinds: list[str]                              # ...their types...
-    src: list[int]                                # ...and the positions of their ends
-    dst: list[int]
+    linked: list[dict] | None                     # the edges whose two ends are events, in edge order
+    links: Callable[[], tuple[list, list, list]]  # their types and the positions of their ends (see kinds, src, dst)
     ignored: list[tuple[dict, int, int, str]]     # (edge, src, dst, why) of edges left out of the path graph
     spawner: dict[str, str]                       # child agent -> agent that spawned it
     spawn_t: dict[str, float]
     despawn_t: dict[str, float]
     edge_ids: Callable[[], tuple[list, list]]     # every edge's src and dst ids (made when first asked: a stored
-    edge_types: list                              # trace's rules seldom need them) and type, in edge order
+    edge_types_of: Callable[[], list]             # trace's rules seldom need them) and type, in edge order
+    edge_count: int
+    all_linked: bool                              # every edge's two ends are events: the linked edges are all
     in_order: bool                                # events come in time order: `order` is their positions
     forward_src: list[int] | None                 # the linked edges forward in `order` (temporal ones too), by
     forward_dst: list[int] | None                 # the place of their dst; None when times do not sort cleanly
     columns: dict[str, list] | None = None        # EVENT_FIELDS by position (None: absent) when built from columns
     ends: tuple[np.ndarray, np.ndarray] | None = None  # src and dst as int64 arrays, for a graph of ARRAYS_FROM events
+    kind_codes: Coded | None = None               # the linked edges' types as codes, when handed over so
+
+    # A large stored trace's lists of its edges' types and ends are made only when a rule asks: most read the arrays.
+    @property
+    def kinds(self) -> list[str]:
+        return self.links()[0]
+
+    @property
+    def src(self) -> list[int]:
+        return self.links()[1]
+
+    @property
+    def dst(self) -> list[int]:
+        return self.links()[2]
+
+    @property
+    def edge_types(self) -> list[str]:
+        return self.edge_types_of()
+
+    def edge_type(self, k: int) -> str:
+        """The k-th edge's type, with no list of them all made for it."""
+        return self.kind_codes.names[self.kind_codes.codes[k]] if self.kind_codes is not None else self.edge_types[k]
 
     @property
     def edge_src(self) -> list:
@@ -159,13 +200,14 @@ def graph_from_columns(ids: list, t: list, types: list, agents: list, edge_ids: 
     and dst ids made by `edge_ids()` when first needed. `ends`: the positions of each edge's src and dst (None for
     no event; the last position of an id given twice) when the caller has them, found faster than by a dict of a
     million ids; with them, the ids are made only for the rules that name edges (a self loop, a repeat). They may be
-    two int64 arrays (read from Arrow without a copy) when every edge's ends are events."""
+    two int64 arrays (read from Arrow without a copy) when every edge's ends are events, and then `edge_types` may be
+    Coded."""
     return _graph(ids, t, types, agents, edge_ids, edge_types, None, None, columns, ends)
 
 
 def _graph(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[], tuple[list, list]],
-           edge_types: list, events: list[dict] | None, edges: list[dict] | None, columns: dict[str, list] | None,
-           ends: tuple[list, list] | None = None) -> TraceGraph:
+           edge_types: list | Coded, events: list[dict] | None, edges: list[dict] | None,
+           columns: dict[str, list] | None, ends: tuple[list, list] | None = None) -> TraceGraph:
     n = len(ids)
     edge_ids = cache(edge_ids)
     in_order = ascending(t)
@@ -176,7 +218,15 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[],
         rank = [0] * n
         for place, i in enumerate(order):
             rank[i] = place
-    kinds, linked, kept, given = edge_types, edges, None, None
+    clean = in_order or ascending([t[i] for i in order])  # times sort cleanly: forward in `order` is forward in time
+    by_arrays = clean and n >= ARRAYS_FROM
+    coded = edge_types if isinstance(edge_types, Coded) else None
+    arrays = ends if ends is not None and isinstance(ends[0], np.ndarray) else None
+    if not by_arrays or arrays is None:  # the lists' way (edge types as codes come with ends as arrays)
+        coded, edge_types = None, edge_types.tolist() if coded is not None else edge_types
+        arrays, ends = None, (ends[0].tolist(), ends[1].tolist()) if arrays is not None else ends
+    types_of_edges = cache(coded.tolist) if coded is not None else lambda: edge_types
+    kinds, linked, kept, src, dst = edge_types, edges, None, None, None
     if ends is None:
         index = dict(zip(ids, range(n)))
         edge_src, edge_dst = edge_ids()
@@ -186,33 +236,34 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[],
         except KeyError:
             src, dst = list(map(index.get, edge_src)), list(map(index.get, edge_dst))
             missing = True
-    elif isinstance(ends[0], np.ndarray):  # a stored trace's, every edge's ends events
-        given = ends
-        src, dst = ends[0].tolist(), ends[1].tolist()
-        missing = False
-    else:
+    elif arrays is None:
         src, dst = ends
         missing = None in src or None in dst
+    else:  # every edge's ends events
+        missing = False
     if missing:  # an edge to no event: left out
         kept = [k for k, (s, d) in enumerate(zip(src, dst)) if s is not None and d is not None]
         src, dst = [src[k] for k in kept], [dst[k] for k in kept]
         kinds = [kinds[k] for k in kept]
         if edges is not None:
             linked = [edges[k] for k in kept]
+    type_at = (lambda k: coded.names[coded.codes[k]]) if coded is not None else edge_types.__getitem__
 
     def edge(k: int) -> dict:
         """The k-th linked edge: the trace's own dict, or one made for it (only edges set aside need one)."""
         if linked is not None:
             return linked[k]
         k = k if kept is None else kept[k]
-        return {"src": edge_ids()[0][k], "dst": edge_ids()[1][k], "type": edge_types[k]}
-    forward_src = forward_dst = arrays = None
-    clean = in_order or ascending([t[i] for i in order])  # times sort cleanly: forward in `order` is forward in time
-    if clean and n >= ARRAYS_FROM:
-        arrays = given or (np.asarray(src, np.int64), np.asarray(dst, np.int64))
-        forward_src, forward_dst, path_src, path_dst, back = _forward_arrays(*arrays, None if in_order else rank, kinds)
-        ignored = [(edge(k), src[k], dst[k], SELF_LOOP if src[k] == dst[k] else BACK_IN_TIME
-                    if t[dst[k]] < t[src[k]] else CLOSES_CYCLE) for k in back]
+        return {"src": edge_ids()[0][k], "dst": edge_ids()[1][k], "type": type_at(k)}
+    forward_src = forward_dst = None
+    if by_arrays:
+        arrays = arrays or (np.asarray(src, np.int64), np.asarray(dst, np.int64))
+        temporal = coded.equal("temporal") if coded is not None else np.fromiter(
+            map(eq, kinds, repeat("temporal")), bool, len(kinds))
+        forward_src, forward_dst, path_src, path_dst, back = _forward_arrays(*arrays, None if in_order else rank,
+                                                                             temporal)
+        ignored = [(edge(k), s, d, SELF_LOOP if s == d else BACK_IN_TIME if t[d] < t[s] else CLOSES_CYCLE)
+                   for k, s, d in zip(back, arrays[0][back].tolist(), arrays[1][back].tolist())]
     elif clean:
         # Only the edges not forward need a look.
         src_place, dst_place = (src, dst) if in_order else (list(map(rank.__getitem__, src)),
@@ -246,22 +297,25 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[],
                 path_dst.append(d)
         by_dst = sorted(range(len(path_dst)), key=[rank[d] for d in path_dst].__getitem__)
         path_src, path_dst = [path_src[k] for k in by_dst], [path_dst[k] for k in by_dst]
+    if src is None:
+        links = cache(lambda: (types_of_edges(), arrays[0].tolist(), arrays[1].tolist()))
+    else:
+        links = lambda: (kinds, src, dst)
     to = columns["to"] if columns is not None else None
     changes = list(compress(range(n), map(frozenset(("spawn", "despawn")).__contains__, types)))
     spawner, spawn_t, despawn_t = _spawn_times(
         (types[i], agents[i], t[i], to[i] if to is not None else events[i].get("to")) for i in changes)
-    return TraceGraph(events, edges, ids, t, types, agents, order, rank, path_src, path_dst, linked, kinds,
-                      src, dst, ignored, spawner, spawn_t, despawn_t, edge_ids, edge_types, in_order,
-                      forward_src, forward_dst, columns, arrays)
+    return TraceGraph(events, edges, ids, t, types, agents, order, rank, path_src, path_dst, linked, links, ignored,
+                      spawner, spawn_t, despawn_t, edge_ids, types_of_edges, len(edge_types), kept is None, in_order,
+                      forward_src, forward_dst, columns, arrays, coded)
 
 
-def _forward_arrays(src: np.ndarray, dst: np.ndarray, rank: list[int] | None, kinds: list[str]) -> tuple:
+def _forward_arrays(src: np.ndarray, dst: np.ndarray, rank: list[int] | None, temporal: np.ndarray) -> tuple:
     """_graph's work on the linked edges when times sort cleanly, over arrays: the edges forward in `order` by the
     place of their dst (stable), the non-temporal ones among them (the path graph), and the non-temporal edges not
     forward (to be set aside), as (forward_src, forward_dst, path_src, path_dst, back) lists."""
     src_place, dst_place = (src, dst) if rank is None else (np.asarray(rank, np.int64)[src],
                                                             np.asarray(rank, np.int64)[dst])
-    temporal = np.fromiter(map(eq, kinds, repeat("temporal")), bool, len(kinds))
     back = np.flatnonzero((src_place >= dst_place) & ~temporal).tolist()
     forward = np.flatnonzero(src_place < dst_place)
     places = dst_place[forward]
@@ -435,7 +489,7 @@ def compute_metrics(trace: dict, g: TraceGraph | None = None) -> dict:
     fanout = Counter(compress(g.agents, map(eq, g.types, repeat("spawn"))))
     return {
         "events": n,
-        "edges": len(g.edge_types),
+        "edges": g.edge_count,
         "agents": len(spans),
         "spawns": types["spawn"],
         "max_fanout": max(fanout.values(), default=0),

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from app.domain import metrics
 from app.domain.audit import RULES
 from app.domain.jsontext import loads
-from app.domain.metrics import TraceGraph, graph_from_columns, tokens_of
+from app.domain.metrics import Coded, TraceGraph, graph_from_columns, tokens_of
 from app.store.db import Database, iso_utc
 from app.store.gcpause import paused_gc
 from app.store.lists import registered
@@ -411,28 +411,29 @@ def graphs_from_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> 
     columns with no event dict built (at a million events, rebuilding them took 4-5 s)."""
     runs = {name: _runs(table) for name, table in (("events", events), ("edges", edges))}
     columns = _event_columns(events)
-    kinds = edges.column("type").to_pylist()
-    ends = cache(lambda: tuple(edges.column(name).to_pylist() for name in ("src_position", "dst_position")))
+    lists = cache(lambda: tuple(edges.column(name).to_pylist() for name in ("type", "src_position", "dst_position")))
     out = []
     for head in heads:
         lo, hi = runs["events"].get(head["trace_id"], (0, 0))
         a, b = runs["edges"].get(head["trace_id"], (0, 0))
         part = {name: _rows(values, lo, hi) for name, values in columns.items()}
+        kinds, *ends = (_edge_arrays(edges, a, b) if hi - lo >= metrics.ARRAYS_FROM else None) or (
+            _rows(values, a, b) for values in lists())
         graph = graph_from_columns(part.pop("id"), part.pop("t"), part.pop("type"), part.pop("agent"),
-                                   partial(_edge_ids, edges, a, b), _rows(kinds, a, b), part,
-                                   _end_arrays(edges, a, b) if hi - lo >= metrics.ARRAYS_FROM else
-                                   (_rows(ends()[0], a, b), _rows(ends()[1], a, b)))
+                                   partial(_edge_ids, edges, a, b), kinds, part, tuple(ends))
         out.append((_assemble(head, [], []), graph))
     return out
 
 
-def _end_arrays(edges: pa.Table, a: int, b: int) -> tuple:
-    """The positions of the ends of the edges of rows a to b, as int64 arrays when every end is an event (the
-    graph of a large trace works on arrays: no list of 1.7 million ints to make), else as lists with None."""
+def _edge_arrays(edges: pa.Table, a: int, b: int) -> tuple[Coded, np.ndarray, np.ndarray] | None:
+    """The types (as codes) of the edges of rows a to b and the positions of their ends as int64 arrays, when every
+    end is an event: a large trace's graph works on arrays (no list of 1.7 million ints or strings to make)."""
     ends = [edges.column(name).slice(a, b - a) for name in ("src_position", "dst_position")]
     if any(end.null_count for end in ends):
-        return tuple(end.to_pylist() for end in ends)
-    return tuple(end.to_numpy().astype(np.int64) for end in ends)
+        return None
+    kinds = pc.dictionary_encode(edges.column("type").slice(a, b - a).combine_chunks())
+    return (Coded(kinds.indices.to_numpy(), kinds.dictionary.to_pylist()),
+            *(end.to_numpy().astype(np.int64) for end in ends))
 
 
 def _rows(values: list, lo: int, hi: int) -> list:
