@@ -24,6 +24,7 @@ from app.ingest.pipeline import ingest
 from app.main import create_app
 from app.services import accounts, labels, papers, queues
 from app.settings import Settings
+from app.store import writes
 from app.store.db import Database
 from app.store.writes import store_traces
 from app.web.security import SESSION_COOKIE, session_cookie_value
@@ -217,7 +218,19 @@ def test_an_older_file_is_brought_up_to_date_first_and_no_message_shows_the_pass
             (earlier / path.name).write_text(path.read_text())
     db = Database(old)
     db.migrate(earlier)
-    store_traces(db, [make_trace("t-old")])  # the trace tables only: this app's ingest log may be newer
+    # the trace tables only (this app's ingest log may be newer), their edges as the app wrote them then: with only
+    # the columns the older file has (0027 added the positions of their ends)
+    had = {row["column_name"] for row in db.fetchall("SELECT column_name FROM duckdb_columns() "
+                                                      "WHERE table_name = 'edges'")}
+    edge_table = writes._edge_table
+
+    def as_then(traces, ids):
+        table = edge_table(traces, ids)
+        return table.select([name for name in table.column_names if name in had])
+
+    monkeypatch.setattr(writes, "_edge_table", as_then)
+    store_traces(db, [make_trace("t-old")])
+    monkeypatch.undo()
     db.close()
     url = f"ducklake:postgres:{postgres.new_database()} password=s3cret"
     code, out, err = run("migrate-store", "--from", str(old), "--to", url, "--lake-data", str(tmp_path / "data"))
