@@ -151,10 +151,11 @@ def untrusted_flow(trace, g):
     Only the sources audit() lists need their reach spelled out: one pass back in time finds which sources
     reach any action, one pass forward carries those listed as bits (a few hundred at most) to the actions,
     so the work grows with the trace, not with the trace times its actions."""
-    sources = sorted(compress(range(len(g.ids)), map(is_, g.column("trusted"), repeat(False))),
-                     key=g.rank.__getitem__)
+    sources = list(compress(range(len(g.ids)), map(is_, g.column("trusted"), repeat(False))))
     if not sources:
         return []
+    if not g.in_order:  # in order, positions are places already
+        sources.sort(key=g.rank.__getitem__)
     types, rank = g.types, g.rank
     # The flow graph as two lists in an order where every edge into an event comes before every edge out of it
     # (by the place of their src or, as the graph has them, of their dst): forward in time, never into a
@@ -169,7 +170,7 @@ def untrusted_flow(trace, g):
         flow_src, flow_dst = list(compress(g.src, flows)), list(compress(g.dst, flows))
         by_src = sorted(range(len(flow_src)), key=[rank[src] for src in flow_src].__getitem__)
         flow_src, flow_dst = [flow_src[k] for k in by_src], [flow_dst[k] for k in by_src]
-    is_action = [kind in REACHABLE_ACTIONS for kind in types]
+    is_action = list(map(frozenset(REACHABLE_ACTIONS).__contains__, types))
     reaches = [False] * len(g.ids)  # reaches an action by one edge or more
     for src, dst in zip(reversed(flow_src), reversed(flow_dst)):  # latest source first: dst is settled
         if is_action[dst] or reaches[dst]:
@@ -188,10 +189,11 @@ def untrusted_flow(trace, g):
     for v, bit in carried.items():
         came[v] ^= bit  # a source does not reach itself
     actions = list(compress(g.order, is_action)) if g.in_order else [i for i in g.order if is_action[i]]
-    acting = [g.agents[i] for i in actions]
+    acting = list(map(g.agents.__getitem__, actions))
     agent_names = list(dict.fromkeys(acting))
     agent_number = {agent: k for k, agent in enumerate(agent_names)}
-    action_kind = [types[i] for i in actions]
+    action_kind = list(map(types.__getitem__, actions))
+    is_kind = [list(map(eq, action_kind, repeat(kind))) for kind in REACHABLE_ACTIONS]
     action_agent = list(map(agent_number.__getitem__, acting))
     groups: dict[int, list[int]] = {}  # the listed sources reaching an action -> all such actions (in time)
     for place, bits in enumerate(map(came.__getitem__, actions)):
@@ -200,17 +202,13 @@ def untrusted_flow(trace, g):
     # Per listed source: (places, count of each REACHABLE_ACTIONS kind, agents as bits by number) of its groups, in
     # the order of their first place (as made); the groups are disjoint, so a source's actions in time are their
     # places merged, and its first REACH_EVENTS come from its first REACH_EVENTS groups.
-    reached: list[list[tuple]] = [[] for _ in listed]
-    for bits, places in groups.items():
-        kinds = [action_kind[p] for p in places]
+    made = []
+    for places in groups.values():
         members = 0
         for k in set(map(action_agent.__getitem__, places)):
             members |= 1 << k
-        group = (places, tuple(map(kinds.count, REACHABLE_ACTIONS)), members)
-        while bits:
-            low = bits & -bits
-            reached[low.bit_length() - 1].append(group)
-            bits ^= low
+        made.append((places, tuple(sum(map(kind.__getitem__, places)) for kind in is_kind), members))
+    reached = [[group for bits, group in zip(groups, made) if bits >> k & 1] for k in range(len(listed))]
     out = []
     for i, parts in zip(listed, reached):
         # each group's places are in time already: merged, the first REACH_EVENTS are all a message shows
