@@ -362,7 +362,7 @@ def read_trace_tables(db: Database, trace_ids: list[str]) -> tuple[list[dict], p
     ids = sorted(trace_ids)
     heads = db.fetchall(HEAD_SELECT + " WHERE trace_id IN (SELECT unnest(?)) ORDER BY trace_id", [ids])
     events = db.arrow(EVENT_NUMBERS, [ids])
-    edges = db.arrow(EDGE_ENDS, [ids, ids])
+    edges = db.arrow(EDGE_ENDS, [ids])
     return heads, events, edges
 
 
@@ -376,20 +376,11 @@ EVENT_NUMBERS = """
 """
 
 # Each edge with the positions of its ends among its trace's events (null for no event; the last of an id given
-# twice, as the analysis takes it): a join here, rather than a dict of a million ids in the analysis. An event's
-# `seq` is its position (app/store/writes.py numbers a trace's events from 0 as it stores them all).
+# twice, as the analysis takes it): stored with it (migration 0027, app/store/writes.py), read rather than joined.
 EDGE_ENDS = """
-    WITH ids AS (
-        SELECT trace_id, event_id, max(seq) AS position
-        FROM events WHERE trace_id IN (SELECT unnest(?))
-        GROUP BY trace_id, event_id
-    )
-    SELECT d.trace_id, d.src, d.dst, d.type, s.position AS src_position, t.position AS dst_position
-    FROM edges d
-    LEFT JOIN ids s ON s.trace_id = d.trace_id AND s.event_id = d.src
-    LEFT JOIN ids t ON t.trace_id = d.trace_id AND t.event_id = d.dst
-    WHERE d.trace_id IN (SELECT unnest(?))
-    ORDER BY d.trace_id, d.seq
+    SELECT trace_id, src, dst, type, src_position, dst_position
+    FROM edges WHERE trace_id IN (SELECT unnest(?))
+    ORDER BY trace_id, seq
 """
 
 
