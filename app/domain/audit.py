@@ -91,7 +91,7 @@ def act_after_despawn(trace, g):
 
 
 def leaked_agent(trace, g):
-    returned = {agent for agent, kind in zip(g.agents, g.types) if kind == "return"}
+    returned = set(map(g.agents.__getitem__, g.positions("return")))
     leaked = [agent for agent in g.spawner if agent not in returned and agent not in g.despawn_t]
     if not leaked:
         return []
@@ -170,7 +170,10 @@ def untrusted_flow(trace, g):
         flow_src, flow_dst = list(compress(g.src, flows)), list(compress(g.dst, flows))
         by_src = sorted(range(len(flow_src)), key=[rank[src] for src in flow_src].__getitem__)
         flow_src, flow_dst = [flow_src[k] for k in by_src], [flow_dst[k] for k in by_src]
-    is_action = list(map(frozenset(REACHABLE_ACTIONS).__contains__, types))
+    if g.type_codes is not None:
+        is_action = np.logical_or.reduce([g.type_codes.equal(kind) for kind in REACHABLE_ACTIONS]).tolist()
+    else:
+        is_action = list(map(frozenset(REACHABLE_ACTIONS).__contains__, types))
     reaches = [False] * len(g.ids)  # reaches an action by one edge or more
     for src, dst in zip(reversed(flow_src), reversed(flow_dst)):  # latest source first: dst is settled
         if is_action[dst] or reaches[dst]:
@@ -244,7 +247,7 @@ def cost_mismatch(trace, g):
     may become a decision or a tool_call while user input is a message too, so no event count matches it."""
     costs = trace.get("costs", {})
     out = []
-    tool_calls = g.types.count("tool_call")
+    tool_calls = g.type_counts["tool_call"]
     if is_number(costs.get("tool_calls")) and costs["tool_calls"] != tool_calls:
         out.append((f"costs.tool_calls is {costs['tool_calls']} but the trace has {tool_calls} tool_call events",
                     []))

@@ -160,7 +160,27 @@ class TraceGraph:
 
     def positions(self, kind: str) -> list[int]:
         """The positions of the events of this type."""
+        if self.type_codes is not None:
+            return np.flatnonzero(self.type_codes.equal(kind)).tolist()
         return _positions(self.types, kind)
+
+    @cached_property
+    def type_codes(self) -> Coded | None:
+        """The events' types as codes in a large graph (one with arrays), so that the rules' questions (a type's
+        positions, the count of each) are not each a pass of Python over a million types; None in a small one."""
+        if self.ends is None:
+            return None
+        names = list(dict.fromkeys(self.types))
+        number = {name: k for k, name in enumerate(names)}
+        return Coded(np.fromiter(map(number.__getitem__, self.types), np.int64, len(self.types)), names)
+
+    @cached_property
+    def type_counts(self) -> Counter:
+        """How many events there are of each type."""
+        if self.type_codes is None:
+            return Counter(self.types)
+        counts = np.bincount(self.type_codes.codes, minlength=len(self.type_codes.names))
+        return Counter(dict(zip(self.type_codes.names, counts.tolist())))
 
     @cached_property
     def first_at(self) -> dict[str, int]:
@@ -473,7 +493,7 @@ def compute_metrics(trace: dict, g: TraceGraph | None = None) -> dict:
     """Every measure of one trace (see the README for the exact definitions)."""
     g = g or analyse_graph(trace)
     n = len(g.ids)
-    types = Counter(g.types)
+    types = g.type_counts
     spans = lifetimes(g.t, g.types, g.agents, g.spawn_t, g.despawn_t)
     path = critical_path(g)
     span_s = max(g.t) - min(g.t) if n else 0
@@ -486,7 +506,7 @@ def compute_metrics(trace: dict, g: TraceGraph | None = None) -> dict:
                                    compress(g.column("role"), counted)):
         by_agent[agent] += tokens
         by_role[role or roles.get(agent, "(no role)")] += tokens
-    fanout = Counter(compress(g.agents, map(eq, g.types, repeat("spawn"))))
+    fanout = Counter(map(g.agents.__getitem__, g.positions("spawn")))
     return {
         "events": n,
         "edges": g.edge_count,
