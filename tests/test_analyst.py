@@ -41,6 +41,32 @@ def test_the_worker_yields_the_processor_to_the_server():
     assert analyst._worker().submit(os.nice, 0).result() == min(19, os.nice(0) + analyst.WORKER_NICENESS)  # 19: the lowest
 
 
+def test_the_worker_is_at_its_lower_priority_from_its_start():
+    """Its start (importing the app) takes a core too: the server lowers its priority, not its own first task."""
+    process = analyst._NicerContext().Process(target=time.sleep, args=(1,))
+    process.start()
+    try:
+        priority = os.getpriority(os.PRIO_PROCESS, process.pid)
+    finally:
+        process.join()
+    assert priority == min(19, os.nice(0) + analyst.WORKER_NICENESS)
+
+
+def test_a_slice_of_a_stored_table_travels_as_its_own_rows(db):
+    """A slice of a table sent to the worker carries its rows, not its columns' whole buffers (as pickling does),
+    and reads back equal."""
+    from app.store import traces as trace_store
+    from app.store.writes import store_traces
+
+    store_traces(db, [generate_swarm(10, 2_000, seed=3)])
+    _, events, _ = trace_store.read_trace_tables(db, [db.scalar("SELECT trace_id FROM traces")])
+    part = events.slice(100, 200)
+    sent = analyst._ipc(part)
+    assert len(sent) < len(analyst._ipc(events)) / 4
+    analyst._receive_table("slice", "events", sent)
+    assert analyst._received.pop("slice")["events"] == [part]
+
+
 def test_large_requests_travel_in_pieces_and_are_put_back_together(monkeypatch):
     monkeypatch.setattr(analyst, "PIECE_EVENTS", 7)  # every trace here is several pieces
     sent = traces()
