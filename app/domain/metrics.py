@@ -137,6 +137,11 @@ class TraceGraph:
     def roles(self) -> dict[str, str]:
         """Each agent's role: the first `role` on its events, spawns and tool results aside."""
         roles: dict[str, str] = {}
+        if self.columns is not None and self.agent_codes is not None:  # a large graph's arrays
+            has_role = np.fromiter(map(is_not, self.columns["role"], repeat(None)), bool, len(self.ids))
+            kept = np.flatnonzero(has_role & ~self.type_codes.equal("tool_result") & ~self.type_codes.equal("spawn"))
+            firsts = _first_places(self.agent_codes, kept)
+            return {self.agents[i]: self.columns["role"][i] for i in np.sort(firsts[firsts >= 0]).tolist()}
         if self.columns is not None:  # a stored event has no role, or a string
             for role, kind, agent in zip(self.columns["role"], self.types, self.agents):
                 if role is not None and agent not in roles and kind != "tool_result" and kind != "spawn":
@@ -168,11 +173,14 @@ class TraceGraph:
     def type_codes(self) -> Coded | None:
         """The events' types as codes in a large graph (one with arrays), so that the rules' questions (a type's
         positions, the count of each) are not each a pass of Python over a million types; None in a small one."""
-        if self.ends is None:
-            return None
-        names = list(dict.fromkeys(self.types))
-        number = {name: k for k, name in enumerate(names)}
-        return Coded(np.fromiter(map(number.__getitem__, self.types), np.int64, len(self.types)), names)
+        return _coded(self.types) if self.ends is not None else None
+
+    @cached_property
+    def agent_codes(self) -> Coded | None:
+        """The events' agents as codes in a large graph (see type_codes) when every agent is a string (as stored);
+        None otherwise."""
+        coded = _coded(self.agents) if self.ends is not None else None
+        return coded if coded is not None and all(type(name) is str for name in coded.names) else None
 
     @cached_property
     def type_counts(self) -> Counter:
@@ -185,12 +193,34 @@ class TraceGraph:
     @cached_property
     def first_at(self) -> dict[str, int]:
         """Each agent's first event (position); with events in time order, its earliest."""
+        if self.agent_codes is not None:
+            firsts = _first_places(self.agent_codes, np.arange(len(self.ids)))
+            return dict(zip(self.agent_codes.names, firsts.tolist()))
         return dict(zip(reversed(self.agents), range(len(self.agents) - 1, -1, -1)))
 
     @cached_property
     def last_at(self) -> dict[str, int]:
         """Each agent's last event (position); with events in time order, its latest."""
+        if self.agent_codes is not None:
+            lasts = np.full(len(self.agent_codes.names), -1)
+            np.maximum.at(lasts, self.agent_codes.codes, np.arange(len(self.ids)))
+            return dict(zip(self.agent_codes.names, lasts.tolist()))
         return dict(zip(self.agents, range(len(self.agents))))
+
+
+def _coded(values: list) -> Coded:
+    """The values as codes into their distinct ones, in order of first appearance."""
+    names = list(dict.fromkeys(values))
+    number = {name: k for k, name in enumerate(names)}
+    return Coded(np.fromiter(map(number.__getitem__, values), np.int64, len(values)), names)
+
+
+def _first_places(coded: Coded, positions: np.ndarray) -> np.ndarray:
+    """Per code, the smallest of these positions whose value has it; -1 for a code none of them has."""
+    firsts = np.full(len(coded.names), np.iinfo(np.int64).max)
+    np.minimum.at(firsts, coded.codes[positions], positions)
+    firsts[firsts == np.iinfo(np.int64).max] = -1
+    return firsts
 
 
 def _positions(types: list[str], kind: str) -> list[int]:
