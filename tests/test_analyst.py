@@ -38,7 +38,8 @@ def test_the_worker_analyses_as_the_server_would():
 def test_the_worker_yields_the_processor_to_the_server():
     """A background analysis must not slow reviewers' requests on a machine of few cores: the worker runs at a
     lower priority than the server that started it."""
-    assert analyst._worker().submit(os.nice, 0).result() == min(19, os.nice(0) + analyst.WORKER_NICENESS)  # 19: the lowest
+    lowest = 19
+    assert analyst._worker().submit(os.nice, 0).result() == min(lowest, os.nice(0) + analyst.WORKER_NICENESS)
 
 
 def test_the_worker_is_at_its_lower_priority_from_its_start():
@@ -158,7 +159,8 @@ def test_a_waiting_server_analyses_the_pieces_the_worker_has_not_begun(monkeypat
         sent[k] = trace | {"trace_id": f"{trace['trace_id']}-{k}"}
     analyst._worker().submit(time.sleep, 2)  # the worker is busy
     here = []
-    monkeypatch.setattr(analyst, "_here", lambda batch: here.extend(batch) or {t["trace_id"]: analyse(t) for t in batch})
+    monkeypatch.setattr(analyst, "_here",
+                        lambda batch: here.extend(batch) or {t["trace_id"]: analyse(t) for t in batch})
     assert analyst.start(sent)() == expected(sent)
     assert 0 < len(here) < len(sent)  # the last pieces here, the first ones (queued already) by the worker
     assert all(len(t["events"]) + len(t["edges"]) <= analyst.SHARE_EVENTS for t in here)  # larger ones: the worker's
