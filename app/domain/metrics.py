@@ -54,6 +54,10 @@ class Coded:
     def tolist(self) -> list[str]:
         return list(map(self.names.__getitem__, self.codes.tolist()))
 
+    def at(self, k: int) -> str:
+        """The k-th value."""
+        return self.names[self.codes[k]]
+
     def equal(self, name: str) -> np.ndarray:
         """Which values are `name`, as a boolean array."""
         return self.codes == self.names.index(name) if name in self.names else np.zeros(len(self.codes), bool)
@@ -111,7 +115,7 @@ class TraceGraph:
 
     def edge_type(self, k: int) -> str:
         """The k-th edge's type, with no list of them all made for it."""
-        return self.kind_codes.names[self.kind_codes.codes[k]] if self.kind_codes is not None else self.edge_types[k]
+        return self.kind_codes.at(k) if self.kind_codes is not None else self.edge_types[k]
 
     @property
     def edge_src(self) -> list:
@@ -297,7 +301,7 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[],
         kinds = [kinds[k] for k in kept]
         if edges is not None:
             linked = [edges[k] for k in kept]
-    type_at = (lambda k: coded.names[coded.codes[k]]) if coded is not None else edge_types.__getitem__
+    type_at = coded.at if coded is not None else edge_types.__getitem__
 
     def edge(k: int) -> dict:
         """The k-th linked edge: the trace's own dict, or one made for it (only edges set aside need one)."""
@@ -364,8 +368,11 @@ def _forward_arrays(src: np.ndarray, dst: np.ndarray, rank: list[int] | None, te
     """_graph's work on the linked edges when times sort cleanly, over arrays: the edges forward in `order` by the
     place of their dst (stable), the non-temporal ones among them (the path graph), and the non-temporal edges not
     forward (to be set aside), as (forward_src, forward_dst, path_src, path_dst, back) lists."""
-    src_place, dst_place = (src, dst) if rank is None else (np.asarray(rank, np.int64)[src],
-                                                            np.asarray(rank, np.int64)[dst])
+    if rank is None:
+        src_place, dst_place = src, dst
+    else:
+        place = np.asarray(rank, np.int64)
+        src_place, dst_place = place[src], place[dst]
     back = np.flatnonzero((src_place >= dst_place) & ~temporal).tolist()
     forward = np.flatnonzero(src_place < dst_place)
     places = dst_place[forward]
