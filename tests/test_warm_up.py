@@ -1,6 +1,8 @@
 """A started server has made, before its first answer, what its first requests would each make on first use
-(app/main.py warm_up): every template compiled, every route table built, the analysis worker started; and what it
-answers right after its start is what it would answer later."""
+(app/main.py warm_up): every template compiled, every route table built, the analysis worker started, what it made kept
+out of the collector's walks; and what it answers right after its start is what it would answer later."""
+
+import gc
 
 import pytest
 from bs4 import BeautifulSoup
@@ -53,3 +55,14 @@ def test_the_analysis_worker_is_started_with_the_server(restarted, monkeypatch):
         assert pool._processes and all(process.is_alive() for process in pool._processes.values())
     finally:
         pool.shutdown()
+
+
+def test_what_the_first_start_made_is_kept_out_of_the_collectors_walks(restarted, monkeypatch):
+    """Once per process: a later app's start (tests make many) leaves the collector as it is."""
+    frozen = []
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: len(frozen))
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    with TestClient(restarted, base_url=BASE_URL):
+        assert frozen == [True]
+    with TestClient(create_app(restarted.state.settings), base_url=BASE_URL):
+        assert frozen == [True]
