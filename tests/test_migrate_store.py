@@ -218,17 +218,17 @@ def test_an_older_file_is_brought_up_to_date_first_and_no_message_shows_the_pass
             (earlier / path.name).write_text(path.read_text())
     db = Database(old)
     db.migrate(earlier)
-    # the trace tables only (this app's ingest log may be newer), their edges as the app wrote them then: with only
-    # the columns the older file has (0027 added the positions of their ends)
+    # the trace tables only (this app's ingest log may be newer), their events as the app wrote them then: with only
+    # the columns the older file has (0028 added their token counts and exact numbers)
     had = {row["column_name"] for row in db.fetchall("SELECT column_name FROM duckdb_columns() "
-                                                      "WHERE table_name = 'edges'")}
-    edge_table = writes._edge_table
+                                                      "WHERE table_name = 'events'")}
+    event_table = writes._event_table
 
-    def as_then(traces, ids):
-        table = edge_table(traces, ids)
+    def as_then(traces):
+        table = event_table(traces)
         return table.select([name for name in table.column_names if name in had])
 
-    monkeypatch.setattr(writes, "_edge_table", as_then)
+    monkeypatch.setattr(writes, "_event_table", as_then)
     store_traces(db, [make_trace("t-old")])
     monkeypatch.undo()
     db.close()

@@ -366,11 +366,10 @@ def read_trace_tables(db: Database, trace_ids: list[str]) -> tuple[list[dict], p
     return heads, events, edges
 
 
-# The columns the analysis reads (metrics.EVENT_FIELDS), and `extra` only where it may hold a token count or an exact
-# `t` (a "t..." key): the other columns and extras cost half the read and are not needed.
+# The columns the analysis reads (metrics.EVENT_FIELDS): each event's token count, and `numbers`, its `extra` where
+# the columns do not hold its token count or `t` exactly (migration 0028); `extra` itself is not read.
 EVENT_NUMBERS = """
-    SELECT trace_id, event_id, t, t_is_int, type, agent, role, to_agent, tool, trusted,
-           CASE WHEN contains(extra, '"t') THEN extra END AS numbers
+    SELECT trace_id, event_id, t, t_is_int, type, agent, role, to_agent, tool, trusted, tokens, numbers
     FROM events WHERE trace_id IN (SELECT unnest(?))
     ORDER BY trace_id, seq
 """
@@ -385,7 +384,8 @@ EDGE_ENDS = """
 
 
 class _Numbers(msgspec.Struct):
-    """What the analysis reads of an event's `extra`: its token counts, and `t` when a double cannot hold it."""
+    """What the analysis reads of the `extra` of an event whose columns do not hold its numbers exactly: its token
+    counts, and `t` when a double cannot hold it."""
 
     tokens: Any = None
     tokens_in: Any = None
@@ -449,12 +449,13 @@ def _runs(table: pa.Table) -> dict[str, tuple[int, int]]:
 
 def _event_columns(events: pa.Table) -> dict[str, list]:
     """The id, t, type and agent and the EVENT_FIELDS of every event, as _rebuild would give them (None where an
-    event has none): `t` an int where it was one, the token counts read from `extra` (see event_tokens)."""
+    event has none): `t` an int where it was one, the token counts from `tokens` or, where it does not hold them,
+    from `numbers` (see event_tokens)."""
     column = events.column
     t = column("t").to_pylist()
     if pc.any(column("t_is_int")).as_py():
         t = [int(x) if is_int and math.isfinite(x) else x for x, is_int in zip(t, column("t_is_int").to_pylist())]
-    tokens = [None] * len(t)
+    tokens = column("tokens").to_pylist()
     extra = column("numbers")
     rows = pc.indices_nonzero(pc.is_valid(extra)).to_pylist()
     if rows:

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from app.domain.analysis import ANALYSIS_VERSION
 from app.domain.jsontext import dumps
+from app.domain.metrics import tokens_of
 from app.domain.refusals import Refusal
 from app.store import analyst
 from app.store.db import Database, utc_now
@@ -28,6 +29,8 @@ from app.store.traces import TEAM_MEMBER_EVENT, index_traces
 EVENT_COLUMN_KEYS = ("id", "t", "type", "agent", "role", "from", "to", "tool", "content_ref", "trusted")
 EVENT_COLUMNS = set(EVENT_COLUMN_KEYS)
 EXACT_FLOAT_INT = 2**53
+BIGINT_LIMIT = 2**63  # the `tokens` column holds the integers below it, and above its negative
+TOKEN_KEYS = frozenset(("tokens", "tokens_in", "tokens_out"))  # what an event's token count is made of (tokens_of)
 _STRING = pa.string()
 # The column properties but `t`, as pyarrow reads them from each event dict (absent keys become null).
 _EVENT_STRUCT = pa.struct([(key, pa.bool_() if key == "trusted" else _STRING)
@@ -273,7 +276,7 @@ def _event_table(traces: list[dict]) -> pa.Table:
     """Every event of every trace in document order, with its trace id and position."""
     events = list(chain.from_iterable(trace["events"] for trace in traces))
     ts = list(map(itemgetter("t"), events))
-    extra, numbers, key_orders = _extras(events, ts)
+    extra, numbers, key_orders, tokens, exact = _extras(events, ts)
     event_id, type_, agent, role, from_, to, tool, content_ref, trusted = pa.array(events, _EVENT_STRUCT).flatten()
     return pa.table({
         **_positions(traces, "events"),
@@ -285,6 +288,8 @@ def _event_table(traces: list[dict]) -> pa.Table:
         "extra": pa.array(extra, _STRING),
         # Events share few key layouts: each names its layout, whose key order is written once.
         "key_order": pa.DictionaryArray.from_arrays(pa.array(numbers, pa.int32()), pa.array(key_orders, _STRING)),
+        "tokens": pa.array(tokens, pa.int64()),
+        "numbers": pa.array(exact, _STRING),
     })
 
 
@@ -298,23 +303,27 @@ def _positions(traces: list[dict], key: str) -> dict[str, pa.Array]:
     }
 
 
-def _extras(events: list[dict], ts: list) -> tuple[list, list[int], list]:
-    """Per event, the JSON of its other properties (None when none) and the number of its key layout;
-    per layout, its key order as JSON text, None when that is columns-then-extra (the order an event is
-    rebuilt in)."""
+def _extras(events: list[dict], ts: list) -> tuple[list, list[int], list, list, list]:
+    """Per event, the JSON of its other properties (None when none), the number of its key layout, its token count
+    when an integer of 64 bits and its `extra` again when the columns do not hold its numbers exactly (migration
+    0028: what the analysis reads, without decoding `extra`); per layout, its key order as JSON text, None when that
+    is columns-then-extra (the order an event is rebuilt in)."""
     extra, numbers, key_orders = [], [], []
-    # keys -> (layout number, the column keys to drop from a copy of the event; none when no others remain)
-    layouts: dict[tuple, tuple[int, tuple]] = {}
-    for ev in events:
+    tokens = [None] * len(events)
+    odd = []  # events whose `extra` the analysis reads: a token count not in `tokens`, an exact `t`
+    # keys -> (layout number, the column keys to drop from a copy of the event (none when no others remain),
+    # whether it has a token count)
+    layouts: dict[tuple, tuple[int, tuple, bool]] = {}
+    for i, ev in enumerate(events):
         keys = tuple(ev)
         layout = layouts.get(keys)
         if layout is None:
             others = tuple(k for k in keys if k not in EVENT_COLUMNS)
             rebuilt = tuple(k for k in EVENT_COLUMN_KEYS if k in keys) + others
             columns = tuple(k for k in keys if k in EVENT_COLUMNS) if others else ()
-            layout = layouts[keys] = (len(key_orders), columns)
+            layout = layouts[keys] = (len(key_orders), columns, not TOKEN_KEYS.isdisjoint(others))
             key_orders.append(None if rebuilt == keys else dumps(keys))
-        number, columns = layout
+        number, columns, counted = layout
         numbers.append(number)
         if columns:  # copying and dropping the few column keys beats building the rest key by key
             other = ev.copy()
@@ -323,11 +332,21 @@ def _extras(events: list[dict], ts: list) -> tuple[list, list[int], list]:
             extra.append(dumps(other))
         else:
             extra.append(None)
+        if counted:
+            count = tokens_of(ev.get("tokens"), ev.get("tokens_in"), ev.get("tokens_out"))
+            if type(count) is int and -BIGINT_LIMIT <= count < BIGINT_LIMIT:
+                tokens[i] = count
+            elif count is not None:
+                odd.append(i)
     if max(map(abs, ts)) > EXACT_FLOAT_INT:  # a DOUBLE holds it rounded: keep the exact integer in `extra`
         for i, (ev, t) in enumerate(zip(events, ts)):
             if type(t) is int and abs(t) > EXACT_FLOAT_INT:
                 extra[i] = dumps({**{k: v for k, v in ev.items() if k not in EVENT_COLUMNS}, "t": t})
-    return extra, numbers, key_orders
+                odd.append(i)
+    exact = [None] * len(events)
+    for i in odd:
+        exact[i] = extra[i]
+    return extra, numbers, key_orders, tokens, exact
 
 
 def _doubles(ts: list) -> pa.Array:
