@@ -136,16 +136,6 @@ def test_each_lake_table_has_its_inlined_deletion_table_and_deletes_read_right(i
                         f"'SELECT count(*) FROM ducklake_inlined_delete_{table_id}')") == 2
 
 
-def test_both_postgresql_catalogs_keep_a_pool_of_lake_pooled_connections(instances):
-    """The lake's catalog and lake_locks each keep POOLED_CONNECTIONS open (DuckDB's default is 4): a statement
-    finding none idle connects anew."""
-    first, _ = instances
-    for catalog in (f"__ducklake_metadata_{lake_module.LAKE_ALIAS}", lake_module.LOCKS_ALIAS):
-        pool = first._conn.execute("FROM postgres_configure_pool(catalog_name = ?)", [catalog])
-        kept = dict(zip([d[0] for d in pool.description], pool.fetchone()))["max_connections"]
-        assert kept == lake_module.POOLED_CONNECTIONS
-
-
 def test_rows_changed_by_a_caller_are_not_what_the_next_read_gets(instances):
     first, _ = instances
     add(first, "ada")

@@ -16,7 +16,6 @@ POSTGRES_CATALOG = "postgres:"
 LAKE_EXTENSIONS = ("postgres", "ducklake")
 LAKE_ALIAS = "lake"
 LOCKS_ALIAS = "lake_locks"
-POOLED_CONNECTIONS = 20
 ATTACH_LOCK = 1  # an advisory lock key (app keys are hashes, almost never this one)
 LIBPQ_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
 SETTINGS = {
@@ -26,12 +25,6 @@ SETTINGS = {
     "ducklake_retry_wait_ms": "5",
     # A lake's Parquet files never change: their footers are read once, not by every query.
     "parquet_metadata_cache": "true",
-    # PostgreSQL connections kept open for reuse, per attached catalog (the lake's and `lake_locks`). A statement
-    # that finds none idle connects anew (a new PostgreSQL backend), and only this many are kept: with DuckDB's 4,
-    # 12 threads each looking at the snapshot and reading a table took 184-196 ms a turn (median), with 16-32
-    # 92-131 ms. Idle ones are closed after 60 s; 2 catalogs x POOLED_CONNECTIONS per instance must stay under
-    # the PostgreSQL server's max_connections (100 by default) for all the instances of a lake.
-    "pg_pool_max_connections": str(POOLED_CONNECTIONS),
 }
 # Tables whose inserts of up to this many rows DuckLake keeps in its catalog (10 by default) rather than writing a
 # Parquet file of each: a group of label saves is one insert of up to services/labels.SAVES_TOGETHER rows. Kept rows
