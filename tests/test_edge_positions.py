@@ -6,11 +6,10 @@ by an older version and filled in by the migration."""
 import pytest
 from test_analyst import awkward_traces, odd_trace
 from test_framework_fixtures import batches
-from test_store_schema import migrated_before
+from test_store_schema import written_before
 
 from app.settings import Settings
 from app.store import writes
-from app.store.db import Database
 from app.store.writes import store_traces
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -34,12 +33,6 @@ def hand_made() -> dict:
              {"src": "c", "dst": "c", "type": "return"}, {"src": "gone", "dst": "a", "type": "causal"}]
     return {"trace_id": "by-hand", "task_id": "task", "events": events, "edges": edges, "rewards": {},
             "costs": {"tokens": 0, "wall_clock_s": 0}}
-
-
-def columns_of(db, table: str) -> list[str]:
-    """The columns a table has in this store (an older one lacks those later migrations add)."""
-    return [row["column_name"] for row in db.fetchall(
-        "SELECT column_name FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index", [table])]
 
 
 def assert_as_joined(db) -> None:
@@ -90,17 +83,7 @@ def test_the_migration_fills_the_positions_of_edges_stored_before_it(db):
 def test_a_file_made_before_0027_gets_the_positions_a_write_gives_now(tmp_path, monkeypatch):
     """The same traces written by the app as it was before 0027 (no positions), then migrated, and written now."""
     sent = awkward_traces() + [odd_trace(), hand_made()]
-    old = migrated_before(tmp_path / "old.duckdb", "0027")
-    edge_table, event_table = writes._edge_table, writes._event_table
-    monkeypatch.setattr(writes, "_edge_table",
-                        lambda traces, ids: edge_table(traces, ids).drop_columns(POSITIONS_0027.split(", ")))
-    monkeypatch.setattr(writes, "_event_table", lambda traces: event_table(traces).select(columns_of(old, "events")))
-    store_traces(old, sent)
-    monkeypatch.undo()
-    assert old.migrate(Settings().migrations_dir)[0] == "0027_edge_positions.sql"  # and any after it
-    new = Database(tmp_path / "new.duckdb")
-    new.migrate(Settings().migrations_dir)
-    store_traces(new, sent)
+    old, new = written_before(tmp_path, "0027", sent, monkeypatch)
     try:
         assert old.fetchall(STORED) == new.fetchall(STORED)
         assert_as_joined(new)

@@ -7,13 +7,11 @@ import json
 
 from test_analyst import awkward_traces, odd_trace
 from test_framework_fixtures import batches
-from test_store_schema import migrated_before
+from test_store_schema import written_before
 
 from app.domain.metrics import event_tokens
 from app.settings import Settings
 from app.store import traces as trace_store
-from app.store import writes
-from app.store.db import Database
 from app.store.writes import store_traces
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -125,15 +123,7 @@ def test_the_migration_fills_the_numbers_of_events_stored_before_it(db):
 def test_a_file_made_before_0028_gets_the_numbers_a_write_gives_now(tmp_path, monkeypatch):
     """The same traces written by the app as it was before 0028 (no such columns), then migrated, and written now."""
     traces = sent()
-    old = migrated_before(tmp_path / "old.duckdb", "0028")
-    event_table = writes._event_table
-    monkeypatch.setattr(writes, "_event_table", lambda traces: event_table(traces).drop_columns(COLUMNS_0028))
-    store_traces(old, traces)
-    monkeypatch.undo()
-    assert old.migrate(Settings().migrations_dir) == ["0028_event_numbers.sql"]
-    new = Database(tmp_path / "new.duckdb")
-    new.migrate(Settings().migrations_dir)
-    store_traces(new, traces)
+    old, new = written_before(tmp_path, "0028", traces, monkeypatch)
     try:
         assert old.fetchall(STORED) == new.fetchall(STORED)
         assert_as_decoded(new)

@@ -11,7 +11,7 @@ from conftest import make_trace, post_json
 
 from app.settings import Settings
 from app.store import ingest_log as log_store
-from app.store import keys
+from app.store import keys, writes
 from app.store import live as live_store
 from app.store.db import Database
 from app.store.traces import read_trace
@@ -87,6 +87,25 @@ def migrated_before(path: Path, version: str) -> Database:
     db = Database(path)
     db.migrate(folder)
     return db
+
+
+def written_before(tmp_path: Path, version: str, traces: list[dict], monkeypatch) -> tuple[Database, Database]:
+    """The traces written by the app as it was before `version` (the events and edges with the columns a file made
+    by the migrations before it has), that file then migrated; and the same traces written now into a new file."""
+    old = migrated_before(tmp_path / "old.duckdb", version)
+    kept = {table: [row["column_name"] for row in old.fetchall(
+        "SELECT column_name FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index", [table])]
+        for table in ("events", "edges")}
+    event_table, edge_table = writes._event_table, writes._edge_table
+    monkeypatch.setattr(writes, "_event_table", lambda traces: event_table(traces).select(kept["events"]))
+    monkeypatch.setattr(writes, "_edge_table", lambda traces, ids: edge_table(traces, ids).select(kept["edges"]))
+    writes.store_traces(old, traces)
+    monkeypatch.undo()
+    assert old.migrate(Settings().migrations_dir)[0].startswith(version)  # and any after it
+    new = Database(tmp_path / "new.duckdb")
+    new.migrate(Settings().migrations_dir)
+    writes.store_traces(new, traces)
+    return old, new
 
 
 def test_events_stored_before_0015_keep_their_key_order(tmp_path):
