@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from test_analysis_reference_large import analyse_as_it_was, graph_as_read_by_credit
 from test_analysis_reference_large import analyse_graph as analyse_graph_as_it_was
 
-from app.domain import audit, metrics
+from app.domain import metrics
 from app.domain.analysis import analyse
 from app.domain.metrics import EVENT_FIELDS, event_tokens, graph_from_columns
 
@@ -82,9 +82,8 @@ def from_columns(trace: dict, as_arrays: bool = False) -> metrics.TraceGraph:
 def test_random_graphs_are_analysed_as_before(trace):
     before = outcome(analyse_as_it_was, trace)
     head = {key: value for key, value in trace.items() if key not in ("events", "edges")}
-    # lists, then arrays, then arrays whose untrusted_flow pass back in time is left to the loop after a step of numpy
-    for arrays_from, steps in ((metrics.ARRAYS_FROM, audit.REACH_STEPS), (0, audit.REACH_STEPS), (0, 2)):
-        with patch.object(metrics, "ARRAYS_FROM", arrays_from), patch.object(audit, "REACH_STEPS", steps):
+    for arrays_from in (metrics.ARRAYS_FROM, 0):  # lists, then arrays
+        with patch.object(metrics, "ARRAYS_FROM", arrays_from):
             assert outcome(analyse, trace) == before
             assert graph_as_read_by_credit(metrics.analyse_graph, trace) == graph_as_read_by_credit(
                 analyse_graph_as_it_was, trace)

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from heapq import merge
-from itertools import compress, count, islice, repeat
+from itertools import compress, islice, repeat
 from operator import eq, gt, is_, lt, ne
 
 import numpy as np
@@ -22,7 +22,6 @@ MAX_FINDINGS_PER_RULE = 200
 REACHABLE_ACTIONS = ("tool_call", "spawn")  # what untrusted content must not steer unchecked
 REACH_NAMED = 5      # actions and agents an untrusted_flow message names; it counts them all
 REACH_EVENTS = 50    # actions an untrusted_flow finding marks on the graph (the first in time)
-REACH_STEPS = 1000   # steps of numpy back from the actions before a large graph's pass is left to the loop
 FEEDS = ("return", "message", "aggregate")  # edges that bring an aggregate something
 
 Found = tuple[str, list[str]]  # what a check found: its message and the events it names
@@ -158,25 +157,28 @@ def untrusted_flow(trace, g):
     if not g.in_order:  # in order, positions are places already
         sources.sort(key=g.rank.__getitem__)
     types, rank = g.types, g.rank
-    if g.forward_ends is not None:  # a large graph's arrays
-        hits, flow_src, flow_dst, is_action = _reach_on_arrays(g, sources)
+    # The flow graph as two lists in an order where every edge into an event comes before every edge out of it
+    # (by the place of their src or, as the graph has them, of their dst): forward in time, never into a
+    # safety_event (it stops the flow).
+    if g.forward_src is not None and "safety_event" not in types:  # nothing stops the flow
+        flow_src, flow_dst = g.forward_src, g.forward_dst
+    elif g.forward_src is not None:
+        flows = list(map(ne, map(types.__getitem__, g.forward_dst), repeat("safety_event")))
+        flow_src, flow_dst = list(compress(g.forward_src, flows)), list(compress(g.forward_dst, flows))
     else:
-        # The flow graph as two lists in an order where every edge into an event comes before every edge out of it
-        # (by the place of their src or, as the graph has them, of their dst): forward in time, never into a
-        # safety_event (it stops the flow).
-        if g.forward_src is not None and "safety_event" not in types:  # nothing stops the flow
-            flow_src, flow_dst = g.forward_src, g.forward_dst
-        elif g.forward_src is not None:
-            flows = list(map(ne, map(types.__getitem__, g.forward_dst), repeat("safety_event")))
-            flow_src, flow_dst = list(compress(g.forward_src, flows)), list(compress(g.forward_dst, flows))
-        else:
-            flows = [rank[dst] > rank[src] and types[dst] != "safety_event" for src, dst in zip(g.src, g.dst)]
-            flow_src, flow_dst = list(compress(g.src, flows)), list(compress(g.dst, flows))
-            by_src = sorted(range(len(flow_src)), key=[rank[src] for src in flow_src].__getitem__)
-            flow_src, flow_dst = [flow_src[k] for k in by_src], [flow_dst[k] for k in by_src]
+        flows = [rank[dst] > rank[src] and types[dst] != "safety_event" for src, dst in zip(g.src, g.dst)]
+        flow_src, flow_dst = list(compress(g.src, flows)), list(compress(g.dst, flows))
+        by_src = sorted(range(len(flow_src)), key=[rank[src] for src in flow_src].__getitem__)
+        flow_src, flow_dst = [flow_src[k] for k in by_src], [flow_dst[k] for k in by_src]
+    if g.type_codes is not None:
+        is_action = np.logical_or.reduce([g.type_codes.equal(kind) for kind in REACHABLE_ACTIONS]).tolist()
+    else:
         is_action = list(map(frozenset(REACHABLE_ACTIONS).__contains__, types))
-        reaches = _reaching_by_loop(flow_src, flow_dst, is_action)
-        hits = [i for i in sources if reaches[i]]
+    reaches = [False] * len(g.ids)  # reaches an action by one edge or more
+    for src, dst in zip(reversed(flow_src), reversed(flow_dst)):  # latest source first: dst is settled
+        if is_action[dst] or reaches[dst]:
+            reaches[src] = True
+    hits = [i for i in sources if reaches[i]]
     if not hits:
         return []
     listed = hits[:MAX_FINDINGS_PER_RULE]  # audit() lists no more: the rest are counted, not described
@@ -185,8 +187,8 @@ def untrusted_flow(trace, g):
     for v, bit in carried.items():
         came[v] = bit
     for src, dst in zip(flow_src, flow_dst):  # earliest source first: src is settled
-        if bits := came[src]:
-            came[dst] |= bits
+        if came[src]:
+            came[dst] |= came[src]
     for v, bit in carried.items():
         came[v] ^= bit  # a source does not reach itself
     actions = list(compress(g.order, is_action)) if g.in_order else [i for i in g.order if is_action[i]]
@@ -194,25 +196,21 @@ def untrusted_flow(trace, g):
     agent_names = list(dict.fromkeys(acting))
     agent_number = {agent: k for k, agent in enumerate(agent_names)}
     action_kind = list(map(types.__getitem__, actions))
+    is_kind = [list(map(eq, action_kind, repeat(kind))) for kind in REACHABLE_ACTIONS]
     action_agent = list(map(agent_number.__getitem__, acting))
-    # The listed sources reaching an action -> all such actions (places in time), and per such group: (places, count
-    # of each REACHABLE_ACTIONS kind, agents as bits by number), in the order of their first place; the groups are
-    # disjoint, so a source's actions in time are its groups' places merged, and its first REACH_EVENTS come from
-    # its first REACH_EVENTS groups.
-    if g.forward_ends is not None:
-        groups, made = _groups_on_arrays(list(map(came.__getitem__, actions)), action_kind, action_agent)
-    else:
-        is_kind = [list(map(eq, action_kind, repeat(kind))) for kind in REACHABLE_ACTIONS]
-        groups: dict[int, list[int]] = {}
-        for place, bits in enumerate(map(came.__getitem__, actions)):
-            if bits:
-                groups.setdefault(bits, []).append(place)
-        made = []
-        for places in groups.values():
-            members = 0
-            for k in set(map(action_agent.__getitem__, places)):
-                members |= 1 << k
-            made.append((places, tuple(sum(map(kind.__getitem__, places)) for kind in is_kind), members))
+    groups: dict[int, list[int]] = {}  # the listed sources reaching an action -> all such actions (in time)
+    for place, bits in enumerate(map(came.__getitem__, actions)):
+        if bits:
+            groups.setdefault(bits, []).append(place)
+    # Per listed source: (places, count of each REACHABLE_ACTIONS kind, agents as bits by number) of its groups, in
+    # the order of their first place (as made); the groups are disjoint, so a source's actions in time are their
+    # places merged, and its first REACH_EVENTS come from its first REACH_EVENTS groups.
+    made = []
+    for places in groups.values():
+        members = 0
+        for k in set(map(action_agent.__getitem__, places)):
+            members |= 1 << k
+        made.append((places, tuple(sum(map(kind.__getitem__, places)) for kind in is_kind), members))
     reached = [[group for bits, group in zip(groups, made) if bits >> k & 1] for k in range(len(listed))]
     out = []
     for i, parts in zip(listed, reached):
@@ -238,100 +236,6 @@ def untrusted_flow(trace, g):
                    f"{', '.join(first)}")
         out.append((message, [g.ids[i]] + ids))
     return out + [("", [])] * (len(hits) - len(listed))  # audit() only counts these
-
-
-def _reach_on_arrays(g: TraceGraph, sources: list[int]) -> tuple[list[int], list[int], list[int], list[bool]]:
-    """untrusted_flow's pass back in time on a large graph's arrays: the sources reaching an action, the flow edges
-    the pass forward needs (as lists, by the place of their dst) and which events are actions. That pass needs only
-    the edges from the first such source's place on (nothing reaches an earlier event) into events that are or
-    reach actions (no other event's sources are read)."""
-    is_action = np.logical_or.reduce([g.type_codes.equal(kind) for kind in REACHABLE_ACTIONS])
-    flow_src, flow_dst = g.forward_ends
-    if "safety_event" in g.type_codes.names:  # it stops the flow
-        flows = ~g.type_codes.equal("safety_event")[flow_dst]
-        flow_src, flow_dst = flow_src[flows], flow_dst[flows]
-    reaches = _reaching(flow_src, flow_dst, is_action)
-    if reaches is None:
-        reaches = np.array(_reaching_by_loop(flow_src.tolist(), flow_dst.tolist(), is_action.tolist()), bool)
-    at = np.array(sources, np.int64)
-    hits = at[reaches[at]].tolist()
-    if not hits:
-        return [], [], [], []
-    if g.in_order:
-        later = flow_src >= hits[0]
-    else:
-        place = np.array(g.rank, np.int64)
-        later = place[flow_src] >= place[hits[0]]
-    needed = later & (is_action | reaches)[flow_dst]
-    if needed.all() and len(flow_src) == len(g.forward_src):  # every edge, as the graph has them in lists
-        return hits, g.forward_src, g.forward_dst, is_action.tolist()
-    return hits, flow_src[needed].tolist(), flow_dst[needed].tolist(), is_action.tolist()
-
-
-def _groups_on_arrays(bits: list[int], kinds: list[str], agents: list[int]) -> tuple[dict[int, list[int]], list]:
-    """untrusted_flow's groups and what it makes of each, for many actions (each action's listed sources as bits,
-    its kind and its agent's number): the actions numbered by their group in C (a dict's setdefault mapped) and
-    counted by numpy, not a pass of Python per action."""
-    first_of: dict[int, int] = {}  # bits -> the first place having them
-    firsts = np.fromiter(map(first_of.setdefault, bits, count()), np.int64, len(bits))
-    _, group = np.unique(firsts, return_inverse=True)  # numbered by their first place, as first_of has them
-    group = group.reshape(-1)
-    by_group = np.argsort(group, kind="stable")
-    number = len(first_of)
-    bounds = np.searchsorted(group[by_group], np.arange(number + 1)).tolist()
-    kind_code = {kind: k for k, kind in enumerate(REACHABLE_ACTIONS)}
-    codes = np.fromiter(map(kind_code.__getitem__, kinds), np.int64, len(kinds))
-    per_kind = np.bincount(group * len(REACHABLE_ACTIONS) + codes, minlength=number * len(REACHABLE_ACTIONS))
-    per_kind = per_kind.reshape(number, len(REACHABLE_ACTIONS)).tolist()
-    count_of = max(agents, default=0) + 1
-    pairs = np.unique(group * count_of + np.array(agents, np.int64)).tolist()  # each group's agents once
-    members = [0] * number
-    for pair in pairs:
-        members[pair // count_of] |= 1 << pair % count_of
-    groups, made = {}, []
-    for k, key in enumerate(first_of):
-        if key:  # reached by none of them: no group
-            groups[key] = places = by_group[bounds[k]:bounds[k + 1]].tolist()
-            made.append((places, tuple(per_kind[k]), members[k]))
-    return groups, made
-
-
-def _reaching(src: np.ndarray, dst: np.ndarray, targets: np.ndarray) -> np.ndarray | None:
-    """Which events reach a target by one edge or more, found back from the targets a step at a time (each step every
-    edge into an event the last step found, each event found once), so the work is the edges' and the steps' few
-    when every event is a few edges from a target; None after REACH_STEPS steps (a long chain far from any target),
-    the loop then costing less than the steps."""
-    n = len(targets)
-    by_dst = None if (dst[1:] >= dst[:-1]).all() else np.argsort(dst, kind="stable")
-    before = src if by_dst is None else src[by_dst]  # the edges' srcs by their dst
-    bounds = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(dst, minlength=n), out=bounds[1:])  # the edges into event i: before[bounds[i]:bounds[i + 1]]
-    reaches = np.zeros(n, bool)
-    reaches[src[targets[dst]]] = True  # the first step, with no index of the edges into each event
-    slot = np.empty(n, np.int64)
-    frontier = np.flatnonzero(reaches)
-    for _ in range(REACH_STEPS - 1):
-        if not len(frontier):
-            return reaches
-        starts = bounds[frontier]
-        counts = bounds[frontier + 1] - starts
-        ends = np.cumsum(counts)
-        found = before[np.arange(ends[-1]) + np.repeat(starts - (ends - counts), counts)]
-        found = found[~reaches[found]]
-        reaches[found] = True
-        numbers = np.arange(len(found))
-        slot[found] = numbers
-        frontier = found[slot[found] == numbers]  # each event once
-    return None
-
-
-def _reaching_by_loop(flow_src: list[int], flow_dst: list[int], is_action: list[bool]) -> list[bool]:
-    """Which events reach an action by one edge or more, the flow edges given by the place of their src or dst."""
-    reaches = [False] * len(is_action)
-    for src, dst in zip(reversed(flow_src), reversed(flow_dst)):  # latest source first: dst is settled
-        if is_action[dst] or reaches[dst]:
-            reaches[src] = True
-    return reaches
 
 
 def _plural(count: int, noun: str) -> str:

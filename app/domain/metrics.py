@@ -95,7 +95,6 @@ class TraceGraph:
     columns: dict[str, list] | None = None        # EVENT_FIELDS by position (None: absent) when built from columns
     ends: tuple[np.ndarray, np.ndarray] | None = None  # src and dst as int64 arrays, for a graph of ARRAYS_FROM events
     kind_codes: Coded | None = None               # the linked edges' types as codes, when handed over so
-    forward_ends: tuple[np.ndarray, np.ndarray] | None = None  # forward_src and forward_dst as arrays, with `ends`
 
     # A large stored trace's lists of its edges' types and ends are made only when a rule asks: most read the arrays.
     @property
@@ -310,13 +309,13 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[],
             return linked[k]
         k = k if kept is None else kept[k]
         return {"src": edge_ids()[0][k], "dst": edge_ids()[1][k], "type": type_at(k)}
-    forward_src = forward_dst = forward_ends = None
+    forward_src = forward_dst = None
     if by_arrays:
         arrays = arrays or (np.asarray(src, np.int64), np.asarray(dst, np.int64))
         temporal = coded.equal("temporal") if coded is not None else np.fromiter(
             map(eq, kinds, repeat("temporal")), bool, len(kinds))
-        forward_ends, path_src, path_dst, back = _forward_arrays(*arrays, None if in_order else rank, temporal)
-        forward_src, forward_dst = forward_ends[0].tolist(), forward_ends[1].tolist()
+        forward_src, forward_dst, path_src, path_dst, back = _forward_arrays(*arrays, None if in_order else rank,
+                                                                             temporal)
         ignored = [(edge(k), s, d, SELF_LOOP if s == d else BACK_IN_TIME if t[d] < t[s] else CLOSES_CYCLE)
                    for k, s, d in zip(back, arrays[0][back].tolist(), arrays[1][back].tolist())]
     elif clean:
@@ -362,13 +361,13 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[],
         (types[i], agents[i], t[i], to[i] if to is not None else events[i].get("to")) for i in changes)
     return TraceGraph(events, edges, ids, t, types, agents, order, rank, path_src, path_dst, linked, links, ignored,
                       spawner, spawn_t, despawn_t, edge_ids, types_of_edges, len(edge_types), kept is None, in_order,
-                      forward_src, forward_dst, columns, arrays, coded, forward_ends)
+                      forward_src, forward_dst, columns, arrays, coded)
 
 
 def _forward_arrays(src: np.ndarray, dst: np.ndarray, rank: list[int] | None, temporal: np.ndarray) -> tuple:
     """_graph's work on the linked edges when times sort cleanly, over arrays: the edges forward in `order` by the
     place of their dst (stable), the non-temporal ones among them (the path graph), and the non-temporal edges not
-    forward (to be set aside), as ((forward_src, forward_dst) arrays, path_src, path_dst, back) (lists)."""
+    forward (to be set aside), as (forward_src, forward_dst, path_src, path_dst, back) lists."""
     if rank is None:
         src_place, dst_place = src, dst
     else:
@@ -380,7 +379,7 @@ def _forward_arrays(src: np.ndarray, dst: np.ndarray, rank: list[int] | None, te
     if (places[1:] < places[:-1]).any():
         forward = forward[np.argsort(places, kind="stable")]
     forward_src, forward_dst, path = src[forward], dst[forward], ~temporal[forward]
-    return (forward_src, forward_dst), forward_src[path].tolist(), forward_dst[path].tolist(), back
+    return forward_src.tolist(), forward_dst.tolist(), forward_src[path].tolist(), forward_dst[path].tolist(), back
 
 
 def ascending(values: list) -> bool:
