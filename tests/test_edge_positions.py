@@ -6,9 +6,8 @@ by an older version and filled in by the migration."""
 import pytest
 from test_analyst import awkward_traces, odd_trace
 from test_framework_fixtures import batches
-from test_store_schema import written_before
+from test_store_schema import unapplied, written_before
 
-from app.settings import Settings
 from app.store import writes
 from app.store.writes import store_traces
 
@@ -23,7 +22,7 @@ JOINED = """
     ORDER BY d.trace_id, d.seq
 """
 STORED = "SELECT trace_id, seq, src_position, dst_position FROM edges ORDER BY trace_id, seq"
-POSITIONS_0027 = "src_position, dst_position"
+POSITIONS_0027 = ["src_position", "dst_position"]
 
 
 def hand_made() -> dict:
@@ -72,11 +71,7 @@ def test_the_migration_fills_the_positions_of_edges_stored_before_it(db):
     """A store as an older version left it (the columns dropped, 0027 not applied) gets what a fresh write gives."""
     store_traces(db, awkward_traces() + [odd_trace(), hand_made()])
     written = db.fetchall(STORED)
-    db.execute(f"CREATE TABLE edges_0026 AS SELECT * EXCLUDE ({POSITIONS_0027}) FROM edges")
-    db.execute("DROP TABLE edges")
-    db.execute("ALTER TABLE edges_0026 RENAME TO edges")
-    db.execute("DELETE FROM schema_migrations WHERE version = 27")
-    assert db.migrate(Settings().migrations_dir) == ["0027_edge_positions.sql"]
+    assert unapplied(db, "0027", "edges", POSITIONS_0027) == ["0027_edge_positions.sql"]
     assert db.fetchall(STORED) == written
 
 

@@ -89,6 +89,16 @@ def migrated_before(path: Path, version: str) -> Database:
     return db
 
 
+def unapplied(db: Database, version: str, table: str, columns: list[str]) -> list[str]:
+    """The migrations a store applies once migration `version`, which added these columns to `table`, is undone (the
+    columns dropped, the migration unrecorded), as an older version left the store."""
+    db.execute(f"CREATE TABLE {table}_before AS SELECT * EXCLUDE ({', '.join(columns)}) FROM {table}")
+    db.execute(f"DROP TABLE {table}")
+    db.execute(f"ALTER TABLE {table}_before RENAME TO {table}")
+    db.execute("DELETE FROM schema_migrations WHERE version = ?", [int(version)])
+    return db.migrate(Settings().migrations_dir)
+
+
 def written_before(tmp_path: Path, version: str, traces: list[dict], monkeypatch) -> tuple[Database, Database]:
     """The traces written by the app as it was before `version` (the events and edges with the columns a file made
     by the migrations before it has), that file then migrated; and the same traces written now into a new file."""
