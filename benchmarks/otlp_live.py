@@ -208,18 +208,26 @@ def stored_events(url: str, trace_id: str) -> int | None:
     return items[0]["events"] if items and items[0]["trace_id"] == trace_id else None
 
 
-def send_live(url: str, spans: list, batch_size: int, events: int) -> dict:
-    """Export the spans in batches; seconds until the whole trace is stored, and each batch's answer time."""
+def cpu_seconds(proc) -> float | None:
+    """CPU seconds the server (and its analysis worker) used so far; None for a server given by --url."""
+    return None if proc is None else cpu_ticks(proc.pid) / os.sysconf("SC_CLK_TCK")
+
+
+def send_live(url: str, spans: list, batch_size: int, events: int, proc=None) -> dict:
+    """Export the spans in batches; seconds until the whole trace is stored, each batch's answer time, and the
+    server's CPU seconds while the batches were answered and after (None with --url)."""
     trace_id = f"otlp-{spans[0].context.trace_id:032x}"
     exporter = OTLPSpanExporter(endpoint=f"{url}/v1/traces")
     batches = [spans[i:i + batch_size] for i in range(0, len(spans), batch_size)]
     answers, failed = [], 0
+    cpu_start = cpu_seconds(proc)
     start = time.perf_counter()
     for batch in batches:
         sent = time.perf_counter()
         failed += exporter.export(batch) != SpanExportResult.SUCCESS
         answers.append(time.perf_counter() - sent)
     exported = time.perf_counter() - start
+    cpu_exported = cpu_seconds(proc)
     polls = 0
     # the root span arrived and the trace was built after the last batch: stored whole
     while live_status(url, trace_id) != "complete":
@@ -228,9 +236,12 @@ def send_live(url: str, spans: list, batch_size: int, events: int) -> dict:
             break
         time.sleep(POLL_S)
     stored = time.perf_counter() - start
+    cpu_stored = cpu_seconds(proc)
     exporter.shutdown()
+    cpu = None if proc is None else (cpu_exported - cpu_start, cpu_stored - cpu_exported)
     return {"trace_id": trace_id, "stored": stored, "exported": exported, "answers": answers, "failed": failed,
-            "batches": len(batches), "polls": polls, "complete": stored_events(url, trace_id) == events}
+            "batches": len(batches), "polls": polls, "complete": stored_events(url, trace_id) == events,
+            "cpu": cpu}
 
 
 def main() -> None:
@@ -259,7 +270,7 @@ def main() -> None:
                 n_events = len(reference_trace["events"])
                 wait_idle(proc)  # the sink and the live run each start on a quiet server and machine
                 sinks.append(sink_flush(spans, batch_size))
-                result = send_live(url, spans, batch_size, n_events)
+                result = send_live(url, spans, batch_size, n_events, proc)
                 result["encode"] = encode_s
                 runs.append(result)
                 live = get_json(f"{url}/api/traces/{result['trace_id']}")
@@ -300,6 +311,12 @@ def main() -> None:
           f"{statistics.median(served) * 1000:.0f} ms (range {served[0] * 1000:.0f}-{served[-1] * 1000:.0f} ms); "
           f"after the last answer until stored and complete, median {statistics.median(tails):.2f} s "
           f"(range {tails[0]:.2f}-{tails[-1]:.2f} s)")
+    if runs[0]["cpu"] is not None:  # less moved by other work on the machine than the times above
+        during, after = (sorted(r["cpu"][i] for r in runs) for i in (0, 1))
+        print(f"  the server's CPU (its threads and analysis worker; the status polls included): while the batches "
+              f"were answered, median {statistics.median(during):.2f} s (range {during[0]:.2f}-{during[-1]:.2f} s); "
+              f"after, until stored and complete, median {statistics.median(after):.2f} s "
+              f"(range {after[0]:.2f}-{after[-1]:.2f} s)")
     print(f"  every event stored when complete: {all(r['complete'] for r in runs)}; "
           f"stored trace equal to the reference's: {all(checks)}")
     print(f"reference: the same spans as one OTLP/JSON request to POST /api/traces -> stored: median "
