@@ -152,7 +152,8 @@ def test_a_rebuild_overtaken_by_the_root_spans_batch_is_not_stored(tmp_path, mig
         return validate(traces)
 
     monkeypatch.setattr(live_service, "problems_of", root_arrives)
-    monkeypatch.setattr(live_service, "store_traces", lambda *args, **kwargs: stores.append(1) or store(*args, **kwargs))
+    monkeypatch.setattr(live_service, "store_traces",
+                        lambda *args, **kwargs: stores.append(1) or store(*args, **kwargs))
     try:
         for doc in docs[:-1]:
             live.receive_otlp(copy.deepcopy(doc), Receipt("POST /v1/traces", "otlp/protobuf", "spans"))
@@ -167,6 +168,34 @@ def test_a_rebuild_overtaken_by_the_root_spans_batch_is_not_stored(tmp_path, mig
     monkeypatch.setattr(live_service, "store_traces", store)
     _, (stored, _, _) = both(tmp_path, migrated_file, monkeypatch, docs)
     assert len(validations) == 2 and len(stores) == 1 and built == stored and status == ["complete"]
+
+
+def test_a_build_that_validation_refuses_leaves_the_version_stored_before(tmp_path, migrated_file, monkeypatch):
+    """A build that validation refuses stores nothing: the run's version stored before stays, as read, and the
+    status names the problem."""
+    docs = pydantic_ai_docs()
+    path = tmp_path / "live.duckdb"
+    shutil.copyfile(migrated_file, path)
+    db = Database(path)
+    live = LiveTraces(db)
+    refusal = [{"trace": 0, "index": 0, "path": "events[0].t", "message": "refused for the test"}]
+    try:
+        for doc in docs[:-1]:
+            live.receive_otlp(copy.deepcopy(doc), Receipt("POST /v1/traces", "otlp/protobuf", "spans"))
+        live.flush()  # a build while receiving stores the run so far
+        (trace_id,) = [row["trace_id"] for row in db.fetchall("SELECT trace_id FROM traces")]
+        before = trace_store.read_trace(db, trace_id)
+        monkeypatch.setattr(live_service, "problems_of", lambda traces: refusal)
+        live.receive_otlp(copy.deepcopy(docs[-1]), Receipt("POST /v1/traces", "otlp/protobuf", "spans"))
+        live.flush()
+        after = trace_store.read_trace(db, trace_id)
+        status = live_store.live_status(db, trace_id)
+    finally:
+        live.close()
+        db.close()
+    assert after == before and status["build_error"] == "events[0].t: refused for the test"
+    assert status["status"] == "complete" and status["received"] == sum(
+        len(ss["spans"]) for doc in docs for rs in doc["resourceSpans"] for ss in rs["scopeSpans"])
 
 
 def pydantic_ai_docs() -> list[dict]:
