@@ -7,7 +7,8 @@ ingest` from the request bytes to the traces and their analyses stored in a Duck
 read_json + unnest of the same rollouts; then where the in-process time goes: reading and validating, storing
 (analysis in the worker process meanwhile), the analysis alone in one process, and DuckDB alone inserting the same
 rows from Arrow and committing them (with its default threads and with one). Run with `make bench` or
-`.venv/bin/python benchmarks/ingest.py`.
+`.venv/bin/python benchmarks/ingest.py`; `--http-only` prints the HTTP figure alone, a run a minute, to alternate two
+builds on a shared machine.
 Prints medians with their range and the machine's load before and after (figures taken under load mislead: on two
 cores, other processes take the analysis worker's core); asserts nothing.
 """
@@ -221,7 +222,11 @@ def main() -> None:
     parser.add_argument("--rollout-agents", type=int, default=6)
     parser.add_argument("--rollout-events", type=int, default=37)
     parser.add_argument("--rollouts-only", action="store_true", help="measure the rollouts alone, not the trace")
+    parser.add_argument("--http-only", action="store_true",
+                        help="the rollouts over HTTP alone, without DuckDB's read_json or the in-process breakdown: "
+                             "a run a minute, to alternate two builds often on a shared machine")
     args = parser.parse_args()
+    args.rollouts_only |= args.http_only
     load_before = os.getloadavg()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -254,6 +259,12 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait()
+        if args.http_only:
+            print(f"{args.rollouts:,} rollouts of {args.rollout_agents} agents ({n_events:,} events) in one request, "
+                  f"analysis included, over HTTP, median of {args.repeat}: {rate(small_times, n_events)}")
+            print("load average (1, 5, 15 min) before: {:.2f} {:.2f} {:.2f}; after: {:.2f} {:.2f} {:.2f}".format(
+                *load_before, *os.getloadavg()))
+            return
         theirs = [duckdb_own_load(trace_file, tmp / f"duck{i}.duckdb") for i in range(args.repeat)
                   if not args.rollouts_only]
         theirs_small = [duckdb_own_load(rollouts_file, tmp / f"duck-rollouts{i}.duckdb") for i in range(args.repeat)]
