@@ -43,7 +43,8 @@ ARRAYS_FROM = 20_000
 @dataclass(frozen=True)
 class Coded:
     """A column of strings as integer codes (numpy) into its distinct values: how a large stored trace's edge types
-    may be handed over, made into a list of 1.7 million strings at a million events only if a rule asks."""
+    and event columns may be handed over, made into a list of 1.7 million strings at a million events only if a rule
+    asks (an event column's codes in order of first appearance, as _coded gives them)."""
 
     codes: np.ndarray
     names: list[str]
@@ -92,9 +93,10 @@ class TraceGraph:
     in_order: bool                                # events come in time order: `order` is their positions
     forward_src: list[int] | None                 # the linked edges forward in `order` (temporal ones too), by
     forward_dst: list[int] | None                 # the place of their dst; None when times do not sort cleanly
-    columns: dict[str, list] | None = None        # EVENT_FIELDS by position (None: absent) when built from columns
+    columns: dict[str, list | Coded] | None = None  # EVENT_FIELDS by position (None: absent) when built from columns
     ends: tuple[np.ndarray, np.ndarray] | None = None  # src and dst as int64 arrays, for a graph of ARRAYS_FROM events
     kind_codes: Coded | None = None               # the linked edges' types as codes, when handed over so
+    codes: dict[str, Coded] | None = None         # the events' "type" and "agent" as codes, when handed over so
 
     # A large stored trace's lists of its edges' types and ends are made only when a rule asks: most read the arrays.
     @property
@@ -158,14 +160,19 @@ class TraceGraph:
 
     def column(self, key: str) -> list:
         """Each event's `key` (one of EVENT_FIELDS), None where it has none."""
-        if self.columns is not None:
-            return self.columns[key]
-        return [e.get(key) for e in self.events]
+        if self.columns is None:
+            return [e.get(key) for e in self.events]
+        if isinstance(self.columns[key], Coded):
+            self.columns[key] = self.columns[key].tolist()
+        return self.columns[key]
 
     def value(self, i: int, key: str):
         """The event at position i's `key` (one of EVENT_FIELDS), None when it has none: for the few events a rule
         reads (spawns, returns, sources), not a column's worth."""
-        return self.columns[key][i] if self.columns is not None else self.events[i].get(key)
+        if self.columns is None:
+            return self.events[i].get(key)
+        column = self.columns[key]
+        return column.at(i) if isinstance(column, Coded) else column[i]
 
     def positions(self, kind: str) -> list[int]:
         """The positions of the events of this type."""
@@ -177,13 +184,15 @@ class TraceGraph:
     def type_codes(self) -> Coded | None:
         """The events' types as codes in a large graph (one with arrays), so that the rules' questions (a type's
         positions, the count of each) are not each a pass of Python over a million types; None in a small one."""
-        return _coded(self.types) if self.ends is not None else None
+        if self.ends is None:
+            return None
+        return self.codes["type"] if self.codes is not None else _coded(self.types)
 
     @cached_property
     def agent_codes(self) -> Coded | None:
         """The events' agents as codes in a large graph (see type_codes) when every agent is a string (as stored);
         None otherwise."""
-        coded = _coded(self.agents) if self.ends is not None else None
+        coded = None if self.ends is None else self.codes["agent"] if self.codes is not None else _coded(self.agents)
         return coded if coded is not None and all(type(name) is str for name in coded.names) else None
 
     @cached_property
@@ -246,8 +255,8 @@ def analyse_graph(trace: dict) -> TraceGraph:
                   lambda: edge_ids, pull("type", edges), events, edges, None)
 
 
-def graph_from_columns(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[], tuple[list, list]],
-                       edge_types: list, columns: dict[str, list],
+def graph_from_columns(ids: list, t: list, types: list | Coded, agents: list | Coded,
+                       edge_ids: Callable[[], tuple[list, list]], edge_types: list, columns: dict[str, list | Coded],
                        ends: tuple[list, list] | None = None) -> TraceGraph:
     """analyse_graph of a trace given as columns by position (a stored trace: no event dict to build), with its
     EVENT_FIELDS in `columns`, None where an event has none (`tokens` as event_tokens gives it), and its edges' src
@@ -255,14 +264,17 @@ def graph_from_columns(ids: list, t: list, types: list, agents: list, edge_ids: 
     no event; the last position of an id given twice) when the caller has them, found faster than by a dict of a
     million ids; with them, the ids are made only for the rules that name edges (a self loop, a repeat). They may be
     two int64 arrays (read from Arrow without a copy) when every edge's ends are events, and then `edge_types` may be
-    Coded."""
+    Coded. The types and agents, and any of `columns` but the tokens, may be Coded (a large stored trace's)."""
     return _graph(ids, t, types, agents, edge_ids, edge_types, None, None, columns, ends)
 
 
-def _graph(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[], tuple[list, list]],
+def _graph(ids: list, t: list, types: list | Coded, agents: list | Coded, edge_ids: Callable[[], tuple[list, list]],
            edge_types: list | Coded, events: list[dict] | None, edges: list[dict] | None,
-           columns: dict[str, list] | None, ends: tuple[list, list] | None = None) -> TraceGraph:
+           columns: dict[str, list | Coded] | None, ends: tuple[list, list] | None = None) -> TraceGraph:
     n = len(ids)
+    codes = {"type": types, "agent": agents} if isinstance(types, Coded) else None
+    if codes is not None:
+        types, agents = types.tolist(), agents.tolist()
     edge_ids = cache(edge_ids)
     in_order = ascending(t)
     if in_order:  # as sorted() would leave them: equal times keep position order
@@ -355,13 +367,15 @@ def _graph(ids: list, t: list, types: list, agents: list, edge_ids: Callable[[],
         links = cache(lambda: (types_of_edges(), arrays[0].tolist(), arrays[1].tolist()))
     else:
         links = lambda: (kinds, src, dst)
-    to = columns["to"] if columns is not None else None
-    changes = list(compress(range(n), map(frozenset(("spawn", "despawn")).__contains__, types)))
-    spawner, spawn_t, despawn_t = _spawn_times(
-        (types[i], agents[i], t[i], to[i] if to is not None else events[i].get("to")) for i in changes)
-    return TraceGraph(events, edges, ids, t, types, agents, order, rank, path_src, path_dst, linked, links, ignored,
-                      spawner, spawn_t, despawn_t, edge_ids, types_of_edges, len(edge_types), kept is None, in_order,
-                      forward_src, forward_dst, columns, arrays, coded)
+    if codes is not None:
+        changes = np.flatnonzero(codes["type"].equal("spawn") | codes["type"].equal("despawn")).tolist()
+    else:
+        changes = list(compress(range(n), map(frozenset(("spawn", "despawn")).__contains__, types)))
+    g = TraceGraph(events, edges, ids, t, types, agents, order, rank, path_src, path_dst, linked, links, ignored, {},
+                   {}, {}, edge_ids, types_of_edges, len(edge_types), kept is None, in_order, forward_src, forward_dst,
+                   columns, arrays, coded, codes)
+    g.spawner, g.spawn_t, g.despawn_t = _spawn_times((types[i], agents[i], t[i], g.value(i, "to")) for i in changes)
+    return g
 
 
 def _forward_arrays(src: np.ndarray, dst: np.ndarray, rank: list[int] | None, temporal: np.ndarray) -> tuple:

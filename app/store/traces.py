@@ -361,25 +361,43 @@ def read_trace_tables(db: Database, trace_ids: list[str]) -> tuple[list[dict], p
     re-analysis: reading a million events as dicts held the GIL every other request needs for seconds)."""
     ids = sorted(trace_ids)
     heads = db.fetchall(HEAD_SELECT + " WHERE trace_id IN (SELECT unnest(?)) ORDER BY trace_id", [ids])
-    events = db.arrow(EVENT_NUMBERS, [ids])
-    edges = db.arrow(EDGE_ENDS, [ids])
-    return heads, events, edges
+    return heads, _in_order(db.arrow(EVENT_NUMBERS, [ids])), _in_order(db.arrow(EDGE_ENDS, [ids]))
+
+
+def _in_order(table: pa.Table) -> pa.Table:
+    """The table's rows in (trace_id, seq) order, without seq. DuckDB's join of the ids hands back runs of rows in
+    order (a trace's seq one after another) but the runs out of it, each thread's in turn; putting the runs back in
+    order (slices, no copy) costs far less than the ORDER BY did (half the read's time at a million events). Runs of
+    consecutive seq cannot overlap: a trace's seq are its events' (edges') positions, each once."""
+    if not table.num_rows:
+        return table.drop_columns(["seq"])
+    traces = pc.dictionary_encode(table.column("trace_id").combine_chunks())
+    names = traces.dictionary.to_pylist()
+    rank = np.empty(len(names), np.int64)
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    trace, seq = rank[traces.indices.to_numpy()], table.column("seq").to_numpy()
+    breaks = np.flatnonzero((trace[1:] != trace[:-1]) | (seq[1:] != seq[:-1] + 1)) + 1
+    starts, ends = np.append(0, breaks), np.append(breaks, len(seq))
+    runs = np.lexsort((seq[starts], trace[starts]))
+    if (runs[1:] < runs[:-1]).any():
+        table = pa.concat_tables([table.slice(lo, hi - lo) for lo, hi in zip(starts[runs].tolist(),
+                                                                             ends[runs].tolist())])
+    return table.drop_columns(["seq"])
 
 
 # The columns the analysis reads (metrics.EVENT_FIELDS): each event's token count, and `numbers`, its `extra` where
-# the columns do not hold its token count or `t` exactly (migration 0028); `extra` itself is not read.
+# the columns do not hold its token count or `t` exactly (migration 0028); `extra` itself is not read. Put in order
+# by _in_order, as EDGE_ENDS is.
 EVENT_NUMBERS = """
-    SELECT trace_id, event_id, t, t_is_int, type, agent, role, to_agent, tool, trusted, tokens, numbers
+    SELECT trace_id, seq, event_id, t, t_is_int, type, agent, role, to_agent, tool, trusted, tokens, numbers
     FROM events WHERE trace_id IN (SELECT unnest(?))
-    ORDER BY trace_id, seq
 """
 
 # Each edge with the positions of its ends among its trace's events (null for no event; the last of an id given
 # twice, as the analysis takes it): stored with it (migration 0027, app/store/writes.py), read rather than joined.
 EDGE_ENDS = """
-    SELECT trace_id, src, dst, type, src_position, dst_position
+    SELECT trace_id, seq, src, dst, type, src_position, dst_position
     FROM edges WHERE trace_id IN (SELECT unnest(?))
-    ORDER BY trace_id, seq
 """
 
 
@@ -401,13 +419,16 @@ def graphs_from_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> 
     (its costs are what the audit reads of it), and the graph analyse_graph builds of the whole one, made from the
     columns with no event dict built (at a million events, rebuilding them took 4-5 s)."""
     runs = {name: _runs(table) for name, table in (("events", events), ("edges", edges))}
-    columns = _event_columns(events)
+    columns = cache(lambda: _event_columns(events))
     lists = cache(lambda: tuple(edges.column(name).to_pylist() for name in ("type", "src_position", "dst_position")))
     out = []
     for head in heads:
         lo, hi = runs["events"].get(head["trace_id"], (0, 0))
         a, b = runs["edges"].get(head["trace_id"], (0, 0))
-        part = {name: _rows(values, lo, hi) for name, values in columns.items()}
+        if hi - lo >= metrics.ARRAYS_FROM:
+            part = _event_columns(events.slice(lo, hi - lo), coded=CODED_COLUMNS)
+        else:
+            part = {name: _rows(values, lo, hi) for name, values in columns().items()}
         kinds, *ends = (_edge_arrays(edges, a, b) if hi - lo >= metrics.ARRAYS_FROM else None) or (
             _rows(values, a, b) for values in lists())
         graph = graph_from_columns(part.pop("id"), part.pop("t"), part.pop("type"), part.pop("agent"),
@@ -447,10 +468,16 @@ def _runs(table: pa.Table) -> dict[str, tuple[int, int]]:
     return dict(zip(runs.values.to_pylist(), zip([0] + ends[:-1], ends)))
 
 
-def _event_columns(events: pa.Table) -> dict[str, list]:
+# The event columns a large trace's graph takes as codes (its own, in order of first appearance): a list of a
+# million strings made from Arrow costs more than the codes and a list made of them, and the rules read `to` and
+# `tool` for a few events only. By name in events (to_agent is the event's `to`).
+CODED_COLUMNS = ("type", "agent", "to_agent", "tool")
+
+
+def _event_columns(events: pa.Table, coded: tuple[str, ...] = ()) -> dict[str, list | Coded]:
     """The id, t, type and agent and the EVENT_FIELDS of every event, as _rebuild would give them (None where an
     event has none): `t` an int where it was one, the token counts from `tokens` or, where it does not hold them,
-    from `numbers` (see event_tokens)."""
+    from `numbers` (see event_tokens); the `coded` ones as Coded."""
     column = events.column
     t = column("t").to_pylist()
     if pc.any(column("t_is_int")).as_py():
@@ -468,10 +495,15 @@ def _event_columns(events: pa.Table) -> dict[str, list]:
             tokens[i] = tokens_of(found.tokens, found.tokens_in, found.tokens_out)
             if found.t is not msgspec.UNSET:
                 t[i] = found.t
-    return {"id": column("event_id").to_pylist(), "t": t, "type": column("type").to_pylist(),
-            "agent": column("agent").to_pylist(), "role": column("role").to_pylist(),
-            "to": column("to_agent").to_pylist(), "trusted": column("trusted").to_pylist(),
-            "tool": column("tool").to_pylist(), "tokens": tokens}
+
+    def strings(name: str) -> list | Coded:
+        if name not in coded:
+            return column(name).to_pylist()
+        encoded = pc.dictionary_encode(column(name).combine_chunks(), null_encoding="encode")
+        return Coded(encoded.indices.to_numpy().astype(np.int64), encoded.dictionary.to_pylist())
+    return {"id": column("event_id").to_pylist(), "t": t, "type": strings("type"), "agent": strings("agent"),
+            "role": column("role").to_pylist(), "to": strings("to_agent"), "trusted": column("trusted").to_pylist(),
+            "tool": strings("tool"), "tokens": tokens}
 
 
 # The key order is JSON text, parsed once per distinct order (see _rebuild): events share a few orders.
