@@ -356,26 +356,23 @@ def _assemble(head: dict, events: list[dict], edges: list[dict]) -> dict:
 
 
 def read_trace_tables(db: Database, trace_ids: list[str]) -> tuple[list[dict], pa.Table, pa.Table]:
-    """The traces' rows, and all their events and edges as Arrow tables in (trace, position) order: what
-    graphs_from_tables analyses them from, in another process, without building a dict per event (the server's
-    re-analysis: reading a million events as dicts held the GIL every other request needs for seconds)."""
-    ids = sorted(trace_ids)
-    heads = db.fetchall(HEAD_SELECT + " WHERE trace_id IN (SELECT unnest(?)) ORDER BY trace_id", [ids])
+    """The traces' rows, and all their events and edges as Arrow tables in (trace, position) order, each row's trace
+    given by its place among the rows (`trace`, from 1): what graphs_from_tables analyses them from, in another
+    process, without building a dict per event (the server's re-analysis: reading a million events as dicts held the
+    GIL every other request needs for seconds)."""
+    heads = db.fetchall(HEAD_SELECT + " WHERE trace_id IN (SELECT unnest(?)) ORDER BY trace_id", [sorted(trace_ids)])
+    ids = [head["trace_id"] for head in heads]
     return heads, _in_order(db.arrow(EVENT_NUMBERS, [ids])), _in_order(db.arrow(EDGE_ENDS, [ids]))
 
 
 def _in_order(table: pa.Table) -> pa.Table:
-    """The table's rows in (trace_id, seq) order, without seq. DuckDB's join of the ids hands back runs of rows in
+    """The table's rows in (trace, seq) order, without seq. DuckDB's join of the ids hands back runs of rows in
     order (a trace's seq one after another) but the runs out of it, each thread's in turn; putting the runs back in
     order (slices, no copy) costs far less than the ORDER BY did (half the read's time at a million events). Runs of
     consecutive seq cannot overlap: a trace's seq are its events' (edges') positions, each once."""
     if not table.num_rows:
         return table.drop_columns(["seq"])
-    traces = pc.dictionary_encode(table.column("trace_id").combine_chunks())
-    names = traces.dictionary.to_pylist()
-    rank = np.empty(len(names), np.int64)
-    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
-    trace, seq = rank[traces.indices.to_numpy()], table.column("seq").to_numpy()
+    trace, seq = table.column("trace").to_numpy(), table.column("seq").to_numpy()
     breaks = np.flatnonzero((trace[1:] != trace[:-1]) | (seq[1:] != seq[:-1] + 1)) + 1
     starts, ends = np.append(0, breaks), np.append(breaks, len(seq))
     runs = np.lexsort((seq[starts], trace[starts]))
@@ -385,19 +382,26 @@ def _in_order(table: pa.Table) -> pa.Table:
     return table.drop_columns(["seq"])
 
 
+# The traces' ids given (a list) as (trace_id, trace): a row's trace read as its number, not its id (a string
+# repeated on each of a million rows costs more to hand over than the columns the analysis reads).
+NUMBERED_TRACES = """(SELECT unnest(ids) AS trace_id, generate_subscripts(ids, 1) AS trace
+    FROM (SELECT ?::VARCHAR[] AS ids))"""
+
 # The columns the analysis reads (metrics.EVENT_FIELDS): each event's token count, and `numbers`, its `extra` where
 # the columns do not hold its token count or `t` exactly (migration 0028); `extra` itself is not read. Put in order
 # by _in_order, as EDGE_ENDS is.
-EVENT_NUMBERS = """
-    SELECT trace_id, seq, event_id, t, t_is_int, type, agent, role, to_agent, tool, trusted, tokens, numbers
-    FROM events WHERE trace_id IN (SELECT unnest(?))
+EVENT_NUMBERS = f"""
+    SELECT trace, seq, event_id, t, t_is_int, type, agent, role, to_agent, tool, trusted, tokens, numbers
+    FROM events JOIN {NUMBERED_TRACES} USING (trace_id)
 """
 
 # Each edge with the positions of its ends among its trace's events (null for no event; the last of an id given
 # twice, as the analysis takes it): stored with it (migration 0027, app/store/writes.py), read rather than joined.
-EDGE_ENDS = """
-    SELECT trace_id, seq, src, dst, type, src_position, dst_position
-    FROM edges WHERE trace_id IN (SELECT unnest(?))
+# An end's id only where it is no event's: the others are their events' (see _edge_ids).
+EDGE_ENDS = f"""
+    SELECT trace, seq, CASE WHEN src_position IS NULL THEN src END AS src,
+           CASE WHEN dst_position IS NULL THEN dst END AS dst, type, src_position, dst_position
+    FROM edges JOIN {NUMBERED_TRACES} USING (trace_id)
 """
 
 
@@ -422,17 +426,18 @@ def graphs_from_tables(heads: list[dict], events: pa.Table, edges: pa.Table) -> 
     columns = cache(lambda: _event_columns(events))
     lists = cache(lambda: tuple(edges.column(name).to_pylist() for name in ("type", "src_position", "dst_position")))
     out = []
-    for head in heads:
-        lo, hi = runs["events"].get(head["trace_id"], (0, 0))
-        a, b = runs["edges"].get(head["trace_id"], (0, 0))
+    for trace, head in enumerate(heads, 1):
+        lo, hi = runs["events"].get(trace, (0, 0))
+        a, b = runs["edges"].get(trace, (0, 0))
         if hi - lo >= metrics.ARRAYS_FROM:
             part = _event_columns(events.slice(lo, hi - lo), coded=CODED_COLUMNS)
         else:
             part = {name: _rows(values, lo, hi) for name, values in columns().items()}
         kinds, *ends = (_edge_arrays(edges, a, b) if hi - lo >= metrics.ARRAYS_FROM else None) or (
             _rows(values, a, b) for values in lists())
-        graph = graph_from_columns(part.pop("id"), part.pop("t"), part.pop("type"), part.pop("agent"),
-                                   partial(_edge_ids, edges, a, b), kinds, part, tuple(ends))
+        ids = part.pop("id")
+        graph = graph_from_columns(ids, part.pop("t"), part.pop("type"), part.pop("agent"),
+                                   partial(_edge_ids, edges, a, b, ids), kinds, part, tuple(ends))
         out.append((_assemble(head, [], []), graph))
     return out
 
@@ -453,19 +458,31 @@ def _rows(values: list, lo: int, hi: int) -> list:
     return values if lo == 0 and hi == len(values) > 0 else values[lo:hi]
 
 
-def _edge_ids(edges: pa.Table, a: int, b: int) -> tuple[list, list]:
-    """The src and dst ids of the edges of rows a to b: read only when the analysis asks (1.7 million of each at a
-    million events, half a second to convert, and most rules read the ends' positions)."""
-    return tuple(edges.column(name).slice(a, b - a).to_pylist() for name in ("src", "dst"))
+def _edge_ids(edges: pa.Table, a: int, b: int, ids: list[str]) -> tuple[list, list]:
+    """The src and dst ids of the edges of rows a to b, given the ids of their trace's events: made only when the
+    analysis asks (1.7 million of each at a million events, and most rules read the ends' positions). An end that is
+    an event is named by its event's id (EDGE_ENDS reads the others only)."""
+    out = []
+    for name in ("src", "dst"):
+        positions = edges.column(f"{name}_position").slice(a, b - a)
+        named = list(map(ids.__getitem__, positions.fill_null(0).to_numpy().tolist())) \
+            if positions.null_count < len(positions) else [None] * len(positions)
+        if positions.null_count:
+            missing = positions.is_null()
+            for k, end in zip(pc.indices_nonzero(missing).to_pylist(),
+                              pc.filter(edges.column(name).slice(a, b - a), missing).to_pylist()):
+                named[k] = end
+        out.append(named)
+    return tuple(out)
 
 
-def _runs(table: pa.Table) -> dict[str, tuple[int, int]]:
-    """The rows (from, to) of each trace in a table ordered by trace_id."""
+def _runs(table: pa.Table) -> dict[int, tuple[int, int]]:
+    """The rows (from, to) of each trace in a table ordered by trace."""
     if not table.num_rows:
         return {}
-    runs = pc.run_end_encode(table.column("trace_id").combine_chunks())
-    ends = runs.run_ends.to_pylist()
-    return dict(zip(runs.values.to_pylist(), zip([0] + ends[:-1], ends)))
+    trace = table.column("trace").to_numpy()
+    starts = np.append(0, np.flatnonzero(trace[1:] != trace[:-1]) + 1)
+    return dict(zip(trace[starts].tolist(), zip(starts.tolist(), np.append(starts[1:], len(trace)).tolist())))
 
 
 # The event columns a large trace's graph takes as codes (its own, in order of first appearance): a list of a
