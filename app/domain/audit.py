@@ -285,7 +285,12 @@ def _reach_by_chains(g: TraceGraph, sources: list[int]) -> Reach:
         flow &= codes[dst] != names.index("safety_event")
     flow_src, flow_dst = src[flow], dst[flow]
     agents = None if g.agent_codes is None else g.agent_codes.codes if order is None else g.agent_codes.codes[order]
-    chain, chains = _chains(n, flow_src, flow_dst, agents)
+    link = _links(n, flow_src, flow_dst, agents)
+    # An edge no link may take is between chains (or, rarely, within one that crosses agents): when they are too many
+    # the chains would save the loops less than their making costs, so that is decided before making them.
+    if len(link) - np.count_nonzero(link) > ACROSS_SHARE * len(flow_src):
+        return _reach_by_edges(g, sources)
+    chain, chains = _chains(n, flow_src[link], flow_dst[link])
     across = chain[flow_src] != chain[flow_dst]  # an edge within a chain leads where the chain goes anyway
     cross_src, cross_dst = flow_src[across], flow_dst[across]
     if len(cross_src) > ACROSS_SHARE * len(flow_src):  # chains too short to save the loops their making
@@ -402,16 +407,20 @@ def _made_groups(g: TraceGraph, action_codes: np.ndarray, action_positions: np.n
     return [agent_code_names[c] for c in by_first.tolist()], made
 
 
-def _chains(n: int, flow_src: np.ndarray, flow_dst: np.ndarray, agents: np.ndarray | None) -> tuple[np.ndarray, int]:
-    """Each place's chain (numbered by their first place) and how many there are: an event is linked to its earliest
-    successor when the event is that successor's latest predecessor, over the flow edges that keep to one agent or
-    pass an event with one edge in or out (a tool's result between its call and the caller's next step), so that an
-    agent's timeline makes one chain and a message between agents is an edge between chains."""
+def _links(n: int, flow_src: np.ndarray, flow_dst: np.ndarray, agents: np.ndarray | None) -> np.ndarray:
+    """Which flow edges may link two events of a chain: those that keep to one agent or pass an event with one edge
+    in or out (a tool's result between its call and the caller's next step), so that an agent's timeline makes one
+    chain and a message between agents is an edge between chains."""
     outgoing, incoming = np.bincount(flow_src, minlength=n), np.bincount(flow_dst, minlength=n)
     link = (outgoing[flow_src] == 1) | (incoming[flow_dst] == 1)
     if agents is not None:
         link |= agents[flow_src] == agents[flow_dst]
-    link_src, link_dst = flow_src[link], flow_dst[link]
+    return link
+
+
+def _chains(n: int, link_src: np.ndarray, link_dst: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each place's chain (numbered by their first place) and how many there are: an event is linked to its earliest
+    successor when the event is that successor's latest predecessor, over the edges that may link (see _links)."""
     successor = np.full(n, n)
     np.minimum.at(successor, link_src, link_dst)
     predecessor = np.full(n, -1)

@@ -38,6 +38,7 @@ EVENT_FIELDS = ("role", "to", "trusted", "tool", "tokens")
 # From this many events the graph's edge work is done on numpy arrays: below it, converting lists to arrays costs
 # more than the loops it saves (a rollout has a few dozen events). A module constant so tests can lower it.
 ARRAYS_FROM = 20_000
+EXACT_BELOW = 2.0**53  # an int time below it in size is exactly its float, so numpy compares times as Python does
 
 
 @dataclass(frozen=True)
@@ -142,11 +143,23 @@ class TraceGraph:
         return [event_tokens(e) for e in self.events]
 
     @cached_property
+    def times(self) -> np.ndarray | None:
+        """The times as float64 in a large graph (one with arrays) when every one is a finite number that its float
+        holds exactly, so that numpy's minima and maxima pick the events Python's comparisons would; None otherwise."""
+        if self.ends is None:
+            return None
+        times = np.array(self.t)  # no dtype: strings stay strings, and are refused below
+        if times.dtype.kind not in "bif" or not len(times):
+            return None
+        times = times.astype(np.float64)
+        return times if np.abs(times).max() < EXACT_BELOW else None  # NaN and inf refused too
+
+    @cached_property
     def roles(self) -> dict[str, str]:
         """Each agent's role: the first `role` on its events, spawns and tool results aside."""
         roles: dict[str, str] = {}
         if self.columns is not None and self.agent_codes is not None:  # a large graph's arrays
-            has_role = np.fromiter(map(is_not, self.columns["role"], repeat(None)), bool, len(self.ids))
+            has_role = np.fromiter(map(is_not, self.column("role"), repeat(None)), bool, len(self.ids))
             kept = np.flatnonzero(has_role & ~self.type_codes.equal("tool_result") & ~self.type_codes.equal("spawn"))
             firsts = _first_places(self.agent_codes, kept)
             return {self.agents[i]: self.columns["role"][i] for i in np.sort(firsts[firsts >= 0]).tolist()}
@@ -478,6 +491,98 @@ def lifetimes(times: list[float], types: list[str], agents: list[str], spawn_t: 
     return spans
 
 
+def graph_lifetimes(g: TraceGraph) -> dict[str, tuple[float, float]]:
+    """lifetimes of a graph's events: in a large graph by numpy per agent (each agent's first and last event the
+    earliest of its least and greatest times, as the loop keeps them), else by the loop."""
+    times = g.times
+    if times is None or g.agent_codes is None:
+        return lifetimes(g.t, g.types, g.agents, g.spawn_t, g.despawn_t)
+    agents, names = g.agent_codes, g.agent_codes.names
+    team = ~np.logical_or.reduce([g.type_codes.equal(kind) for kind in NOT_TEAM_TYPES]) & ~agents.equal(PERSON)
+    team = np.flatnonzero(team)
+    starts = _first_places(agents, team)
+    ends_at = _extreme_places(agents, team, times, np.maximum)
+    last_return = _extreme_places(agents, team[g.type_codes.codes[team] == _code(g.type_codes, "return")], times,
+                                  np.maximum)
+    firsts = _extreme_places(agents, team, times, np.minimum)
+    spans = {}
+    for k in np.argsort(starts, kind="stable")[np.count_nonzero(starts < 0):].tolist():  # by first team event
+        agent, first = names[k], g.t[firsts[k]]
+        start = min(g.spawn_t.get(agent, first), first)
+        end = g.despawn_t.get(agent, g.t[last_return[k]] if last_return[k] >= 0 else g.t[ends_at[k]])
+        spans[agent] = (start, max(end, start))
+    return spans
+
+
+def _code(coded: Coded, name: str) -> int:
+    """The code of `name`, -1 when no value has it."""
+    return coded.names.index(name) if name in coded.names else -1
+
+
+def _extreme_places(coded: Coded, positions: np.ndarray, times: np.ndarray, extreme: np.ufunc) -> np.ndarray:
+    """Per code, the first of these positions whose time is the least (np.minimum) or greatest (np.maximum) of its
+    code's; -1 for a code none of them has."""
+    codes, at = coded.codes[positions], times[positions]
+    best = np.full(len(coded.names), np.inf if extreme is np.minimum else -np.inf)
+    extreme.at(best, codes, at)
+    return _first_places(coded, positions[at == best[codes]])
+
+
+def token_sums(g: TraceGraph) -> tuple[dict[str, float], dict[str, float]]:
+    """The tokens by agent and by role (the event's role, else its agent's, else "(no role)"), each in order of its
+    first counted event, summed in event order: in a large graph by numpy (np.bincount adds in that order too)."""
+    roles = g.roles
+    values = role_codes = None
+    if g.agent_codes is not None:
+        role_codes = _coded(g.column("role"))
+        if all(name is None or type(name) is str for name in role_codes.names):  # keys that no other key equals
+            values = _token_values(g)
+    if values is None:
+        by_agent: dict[str, float] = defaultdict(float)
+        by_role: dict[str, float] = defaultdict(float)
+        counted = list(map(is_not, g.tokens, repeat(None)))
+        for agent, tokens, role in zip(compress(g.agents, counted), compress(g.tokens, counted),
+                                       compress(g.column("role"), counted)):
+            by_agent[agent] += tokens
+            by_role[role or roles.get(agent, "(no role)")] += tokens
+        return by_agent, by_role
+    counted, tokens = values
+    agents = g.agent_codes
+    # each event's key as a number among the role names: its role's, else its agent's role's
+    keys = list(dict.fromkeys([name for name in role_codes.names if name] +
+                              [roles.get(agent, "(no role)") for agent in agents.names]))
+    number = {key: k for k, key in enumerate(keys)}
+    by_own = np.asarray([number[name] if name else -1 for name in role_codes.names], np.int64)
+    by_agents = np.asarray([number[roles.get(agent, "(no role)")] for agent in agents.names], np.int64)
+    own = by_own[role_codes.codes[counted]]
+    role_keys = np.where(own >= 0, own, by_agents[agents.codes[counted]])
+    return (_sums(agents.codes[counted], tokens, agents.names), _sums(role_keys, tokens, keys))
+
+
+def _token_values(g: TraceGraph) -> tuple[np.ndarray, np.ndarray] | None:
+    """The positions of the events with a token count and their counts as float64 (as Python adds a count to a
+    float), or None when the counts are not all numbers a float holds."""
+    tokens = g.tokens
+    try:
+        values = np.array(tokens, np.float64)  # None -> NaN: no count is NaN (see tokens_of) unless inf - inf
+    except (TypeError, ValueError, OverflowError):
+        return None
+    missing = np.isnan(values)
+    if np.count_nonzero(missing) != tokens.count(None):
+        return None
+    counted = np.flatnonzero(~missing)
+    return counted, values[counted]
+
+
+def _sums(keys: np.ndarray, values: np.ndarray, names: list[str]) -> dict[str, float]:
+    """Per key (a number into names) that occurs, the sum of its values, in order of the key's first occurrence."""
+    sums = np.bincount(keys, values, len(names)).tolist()
+    firsts = np.full(len(names), len(keys))
+    np.minimum.at(firsts, keys, np.arange(len(keys)))
+    seen = np.flatnonzero(firsts < len(keys))
+    return {names[k]: sums[k] for k in seen[np.argsort(firsts[seen])].tolist()}
+
+
 def critical_path(g: TraceGraph) -> list[int]:
     """Positions of the events on the longest path (in events) through the non-temporal edges."""
     if not g.ids:
@@ -547,18 +652,14 @@ def compute_metrics(trace: dict, g: TraceGraph | None = None) -> dict:
     g = g or analyse_graph(trace)
     n = len(g.ids)
     types = g.type_counts
-    spans = lifetimes(g.t, g.types, g.agents, g.spawn_t, g.despawn_t)
+    spans = graph_lifetimes(g)
     path = critical_path(g)
-    span_s = max(g.t) - min(g.t) if n else 0
+    if g.times is not None:  # the first of the greatest and of the least, as max() and min() give them
+        span_s = g.t[int(np.argmax(g.times))] - g.t[int(np.argmin(g.times))]
+    else:
+        span_s = max(g.t) - min(g.t) if n else 0
     work_s = sum(hi - lo for lo, hi in spans.values())
-    roles = g.roles
-    by_agent: dict[str, float] = defaultdict(float)
-    by_role: dict[str, float] = defaultdict(float)
-    counted = list(map(is_not, g.tokens, repeat(None)))
-    for agent, tokens, role in zip(compress(g.agents, counted), compress(g.tokens, counted),
-                                   compress(g.column("role"), counted)):
-        by_agent[agent] += tokens
-        by_role[role or roles.get(agent, "(no role)")] += tokens
+    by_agent, by_role = token_sums(g)
     fanout = Counter(map(g.agents.__getitem__, g.positions("spawn")))
     return {
         "events": n,
