@@ -406,9 +406,18 @@ def _forward_arrays(src: np.ndarray, dst: np.ndarray, rank: list[int] | None, te
     forward = np.flatnonzero(src_place < dst_place)
     places = dst_place[forward]
     if (places[1:] < places[:-1]).any():
-        forward = forward[np.argsort(places, kind="stable")]
+        forward = forward[_stable_argsort(places)]
     forward_src, forward_dst, path = src[forward], dst[forward], ~temporal[forward]
     return forward_src.tolist(), forward_dst.tolist(), forward_src[path].tolist(), forward_dst[path].tolist(), back
+
+
+def _stable_argsort(values: np.ndarray) -> np.ndarray:
+    """np.argsort(values, kind="stable") of non-negative integers, as numpy's default sort of keys made unique by
+    their index: its vectorised quicksort takes half the time of the stable one (timsort) at 1.7 million edges."""
+    size = len(values)
+    if not size or (int(values.max()) + 1) * size >= 2**63:  # a key would overflow
+        return np.argsort(values, kind="stable")
+    return np.argsort(values * size + np.arange(size))
 
 
 def ascending(values: list) -> bool:
