@@ -9,6 +9,9 @@ users' requests while it runs.
    traces stored in a DuckDB file and analysed again as the background re-analysis does (app/store/analyst.py
    analyse_tables, here in this process): read as Arrow tables (read_trace_tables), made columns and a graph
    (graphs_from_tables: no event dict), and analysed.
+1b. With --messaging, per size: untrusted_flow alone on a trace of two agents messaging at every event (each event
+   follows its agent's last and answers the other's), from its dicts: the shape on which the rule's chains save
+   nothing (audit.ACROSS_SHARE), so it should cost no more than the loops.
 2. Over HTTP, a real uvicorn over a DuckDB file: a trace of --server-events events (100,000 by default) posted,
    stored with its analysis (made in the worker process meanwhile; a larger trace's JSON holds more values than one
    request may, so `--server-events 1000000` stores it from this process, as an ingest would), and its metrics and
@@ -46,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.domain.analysis import analyse  # noqa: E402
-from app.domain.audit import audit  # noqa: E402
+from app.domain.audit import audit, untrusted_flow  # noqa: E402
 from app.domain.generate import generate_swarm  # noqa: E402
 from app.domain.metrics import analyse_graph, compute_metrics  # noqa: E402
 from app.store.db import Database  # noqa: E402
@@ -118,6 +121,32 @@ def in_process(sizes: list[int]) -> None:
     smallest = min(totals)
     print("total against the smallest: " + ", ".join(f"{events:,} {total / totals[smallest]:.1f}x (linear "
                                                       f"{events / smallest:.0f}x)" for events, total in totals.items()))
+
+
+def messaging(events: int) -> dict:
+    """Two agents messaging at every event: each event follows its agent's last and answers the other's; every 7th a
+    tool call, every 11th untrusted."""
+    trace = {"trace_id": f"messaging-{events}", "events": [], "edges": []}
+    for k in range(events):
+        event = {"id": f"e{k}", "t": float(k), "type": "tool_call" if k % 7 == 3 else "message", "agent": "ab"[k % 2]}
+        if k % 11 == 1:
+            event["trusted"] = False
+        trace["events"].append(event)
+        if k >= 2:
+            trace["edges"].append({"src": f"e{k - 2}", "dst": f"e{k}", "type": "temporal"})
+        if k >= 1:
+            trace["edges"].append({"src": f"e{k - 1}", "dst": f"e{k}", "type": "message"})
+    return trace
+
+
+def messaging_flow(sizes: list[int]) -> None:
+    print(f"untrusted_flow, two agents messaging at every event; load before: {os.getloadavg()[0]:.1f}")
+    for events in sizes:
+        trace = messaging(events)
+        g = analyse_graph(trace)
+        runs = [timed(("flow", lambda _: untrusted_flow(trace, g))) for _ in range(REPEAT)]
+        print(f"  {events:>9,} events: {spread([run['flow'] for run in runs])}, cpu "
+              f"{spread([run['cpu'] for run in runs]).strip()}")
 
 
 def stored_stages(db: Database, trace_id: str) -> dict[str, float]:
@@ -260,7 +289,12 @@ def main() -> None:
                         f"{SERVER_EVENTS:,}, over its upload limit stored by this process)")
     parser.add_argument("--skip-server", action="store_true")
     parser.add_argument("--skip-stored", action="store_true")
+    parser.add_argument("--messaging", action="store_true", help="untrusted_flow alone on two agents messaging at "
+                        "every event, then stop")
     args = parser.parse_args()
+    if args.messaging:
+        messaging_flow(args.sizes)
+        return
     rollouts()
     in_process(args.sizes)
     if not args.skip_stored:

@@ -154,12 +154,12 @@ class TraceGraph:
     def times(self) -> np.ndarray | None:
         """The times as float64 in a large graph (one with arrays) when every one is a finite number that its float
         holds exactly, so that numpy's minima and maxima pick the events Python's comparisons would; None otherwise."""
-        if self.ends is None:
+        if self.ends is None or not self.t or not set(map(type, self.t)) <= {float, int}:
             return None
-        times = np.array(self.t)  # no dtype: strings stay strings, and are refused below
-        if times.dtype.kind not in "bif" or not len(times):
+        try:
+            times = np.fromiter(self.t, np.float64, len(self.t))
+        except OverflowError:
             return None
-        times = times.astype(np.float64)
         return times if np.abs(times).max() < EXACT_BELOW else None  # NaN and inf refused too
 
     @cached_property
@@ -552,40 +552,38 @@ def token_sums(g: TraceGraph) -> tuple[dict[str, float], dict[str, float]]:
     """The tokens by agent and by role (the event's role, else its agent's, else "(no role)"), each in order of its
     first counted event, summed in event order: in a large graph by numpy (np.bincount adds in that order too)."""
     roles = g.roles
-    values = role_codes = None
-    if g.agent_codes is not None:
-        role_codes = _coded(g.column("role"))
+    values = _token_values(g) if g.agent_codes is not None else None
+    if values is not None:
+        counted, tokens = values
+        role_codes = _coded(list(map(g.column("role").__getitem__, counted.tolist())))
         if all(name is None or type(name) is str for name in role_codes.names):  # keys that no other key equals
-            values = _token_values(g)
-    if values is None:
-        by_agent: dict[str, float] = defaultdict(float)
-        by_role: dict[str, float] = defaultdict(float)
-        counted = list(map(is_not, g.tokens, repeat(None)))
-        for agent, tokens, role in zip(compress(g.agents, counted), compress(g.tokens, counted),
-                                       compress(g.column("role"), counted)):
-            by_agent[agent] += tokens
-            by_role[role or roles.get(agent, "(no role)")] += tokens
-        return by_agent, by_role
-    counted, tokens = values
-    agents = g.agent_codes
-    # each event's key as a number among the role names: its role's, else its agent's role's
-    keys = list(dict.fromkeys([name for name in role_codes.names if name] +
-                              [roles.get(agent, "(no role)") for agent in agents.names]))
-    number = {key: k for k, key in enumerate(keys)}
-    by_own = np.asarray([number[name] if name else -1 for name in role_codes.names], np.int64)
-    by_agents = np.asarray([number[roles.get(agent, "(no role)")] for agent in agents.names], np.int64)
-    own = by_own[role_codes.codes[counted]]
-    role_keys = np.where(own >= 0, own, by_agents[agents.codes[counted]])
-    return (_sums(agents.codes[counted], tokens, agents.names), _sums(role_keys, tokens, keys))
+            agents = g.agent_codes
+            # each counted event's key as a number among the keys: its role's, else its agent's role's
+            keys = list(dict.fromkeys([name for name in role_codes.names if name] +
+                                      [roles.get(agent, "(no role)") for agent in agents.names]))
+            number = {key: k for k, key in enumerate(keys)}
+            by_own = np.asarray([number[name] if name else -1 for name in role_codes.names], np.int64)
+            by_agents = np.asarray([number[roles.get(agent, "(no role)")] for agent in agents.names], np.int64)
+            own = by_own[role_codes.codes]
+            role_keys = np.where(own >= 0, own, by_agents[agents.codes[counted]])
+            return _sums(agents.codes[counted], tokens, agents.names), _sums(role_keys, tokens, keys)
+    by_agent: dict[str, float] = defaultdict(float)
+    by_role: dict[str, float] = defaultdict(float)
+    counted = list(map(is_not, g.tokens, repeat(None)))
+    for agent, tokens, role in zip(compress(g.agents, counted), compress(g.tokens, counted),
+                                   compress(g.column("role"), counted)):
+        by_agent[agent] += tokens
+        by_role[role or roles.get(agent, "(no role)")] += tokens
+    return by_agent, by_role
 
 
 def _token_values(g: TraceGraph) -> tuple[np.ndarray, np.ndarray] | None:
-    """The positions of the events with a token count and their counts as float64 (as Python adds a count to a
-    float), or None when the counts are not all numbers a float holds."""
+    """The positions of the events with a token count (a number: see tokens_of) and their counts as float64 (as
+    Python adds a count to a float), or None when a count is one no float holds or NaN (inf - inf)."""
     tokens = g.tokens
     try:
-        values = np.array(tokens, np.float64)  # None -> NaN: no count is NaN (see tokens_of) unless inf - inf
-    except (TypeError, ValueError, OverflowError):
+        values = np.fromiter(tokens, np.float64, len(tokens))  # None -> NaN
+    except OverflowError:
         return None
     missing = np.isnan(values)
     if np.count_nonzero(missing) != tokens.count(None):
