@@ -289,14 +289,17 @@ def main() -> None:
                         f"{SERVER_EVENTS:,}, over its upload limit stored by this process)")
     parser.add_argument("--skip-server", action="store_true")
     parser.add_argument("--skip-stored", action="store_true")
+    parser.add_argument("--skip-in-process", action="store_true", help="no rollouts nor traces analysed from dicts: "
+                        "the stored traces only (1), quicker to alternate two builds")
     parser.add_argument("--messaging", action="store_true", help="untrusted_flow alone on two agents messaging at "
                         "every event, then stop")
     args = parser.parse_args()
     if args.messaging:
         messaging_flow(args.sizes)
         return
-    rollouts()
-    in_process(args.sizes)
+    if not args.skip_in_process:
+        rollouts()
+        in_process(args.sizes)
     if not args.skip_stored:
         stored(args.sizes)
     if not args.skip_server:
