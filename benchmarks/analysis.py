@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.domain.analysis import analyse  # noqa: E402
 from app.domain.audit import audit, untrusted_flow  # noqa: E402
-from app.domain.generate import generate_swarm  # noqa: E402
+from app.domain.generate import generate_messaging, generate_swarm  # noqa: E402
 from app.domain.metrics import analyse_graph, compute_metrics  # noqa: E402
 from app.store.db import Database  # noqa: E402
 from app.store.traces import graphs_from_tables, read_trace_tables  # noqa: E402
@@ -123,26 +123,10 @@ def in_process(sizes: list[int]) -> None:
                                                       f"{events / smallest:.0f}x)" for events, total in totals.items()))
 
 
-def messaging(events: int) -> dict:
-    """Two agents messaging at every event: each event follows its agent's last and answers the other's; every 7th a
-    tool call, every 11th untrusted."""
-    trace = {"trace_id": f"messaging-{events}", "events": [], "edges": []}
-    for k in range(events):
-        event = {"id": f"e{k}", "t": float(k), "type": "tool_call" if k % 7 == 3 else "message", "agent": "ab"[k % 2]}
-        if k % 11 == 1:
-            event["trusted"] = False
-        trace["events"].append(event)
-        if k >= 2:
-            trace["edges"].append({"src": f"e{k - 2}", "dst": f"e{k}", "type": "temporal"})
-        if k >= 1:
-            trace["edges"].append({"src": f"e{k - 1}", "dst": f"e{k}", "type": "message"})
-    return trace
-
-
 def messaging_flow(sizes: list[int]) -> None:
     print(f"untrusted_flow, two agents messaging at every event; load before: {os.getloadavg()[0]:.1f}")
     for events in sizes:
-        trace = messaging(events)
+        trace = generate_messaging(events)
         g = analyse_graph(trace)
         runs = [timed(("flow", lambda _: untrusted_flow(trace, g))) for _ in range(REPEAT)]
         print(f"  {events:>9,} events: {spread([run['flow'] for run in runs])}, cpu "

@@ -18,6 +18,7 @@ from test_analysis_reference_large import analyse_as_it_was
 
 from app.domain import audit, metrics
 from app.domain.analysis import analyse
+from app.domain.generate import generate_messaging
 from app.domain.metrics import Coded, analyse_graph, compute_metrics
 
 AGENTS = ("lead", "a", "b", "c", "user")
@@ -103,24 +104,8 @@ def test_token_sums_keep_the_order_of_addition():
         expected[key] for key in ("tokens", "tokens_by_agent", "tokens_by_role")]
 
 
-def messaging(events: int) -> dict:
-    """Two agents messaging at every event: each event follows its agent's last and answers the other's."""
-    trace = {"trace_id": "messaging", "events": [], "edges": []}
-    for k in range(events):
-        kind = "tool_call" if k % 7 == 3 else "message"
-        event = {"id": f"e{k}", "t": float(k), "type": kind, "agent": "ab"[k % 2]}
-        if k % 11 == 1:
-            event["trusted"] = False
-        trace["events"].append(event)
-        if k >= 2:
-            trace["edges"].append({"src": f"e{k - 2}", "dst": f"e{k}", "type": "temporal"})
-        if k >= 1:
-            trace["edges"].append({"src": f"e{k - 1}", "dst": f"e{k}", "type": "message"})
-    return trace
-
-
 def test_messaging_at_every_event_takes_the_loops_before_any_chain():
-    trace = messaging(200)
+    trace = generate_messaging(200)
     with patch.object(metrics, "ARRAYS_FROM", 0):
         g = analyse_graph(trace)
     loops = json.dumps(audit.untrusted_flow(trace, analyse_graph(trace)))

@@ -194,6 +194,22 @@ def generate_swarm(agents: int = 1000, events: int = 20000, seed: int = 1) -> di
     return _finish(build, f"swarm-a{agents}-e{events}-s{seed}", team, finished)
 
 
+def generate_messaging(events: int) -> dict:
+    """Two agents messaging at every event (each event follows its agent's last and answers the other's; every 7th a
+    tool call, every 11th untrusted): a shape whose timelines are all crossings, for untrusted_flow's chains."""
+    trace = {"trace_id": f"messaging-{events}", "events": [], "edges": []}
+    for k in range(events):
+        event = {"id": f"e{k}", "t": float(k), "type": "tool_call" if k % 7 == 3 else "message", "agent": "ab"[k % 2]}
+        if k % 11 == 1:
+            event["trusted"] = False
+        trace["events"].append(event)
+        if k >= 2:
+            trace["edges"].append({"src": f"e{k - 2}", "dst": f"e{k}", "type": "temporal"})
+        if k >= 1:
+            trace["edges"].append({"src": f"e{k - 1}", "dst": f"e{k}", "type": "message"})
+    return trace
+
+
 def _plan_activities(
     rng: random.Random, workers: int, managers: int, extra: int
 ) -> tuple[list[list[str]], set[int], int]:
