@@ -522,8 +522,7 @@ def graph_lifetimes(g: TraceGraph) -> dict[str, tuple[float, float]]:
     team = np.flatnonzero(team)
     starts = _first_places(agents, team)
     ends_at = _extreme_places(agents, team, times, np.maximum)
-    last_return = _extreme_places(agents, team[g.type_codes.codes[team] == _code(g.type_codes, "return")], times,
-                                  np.maximum)
+    last_return = _extreme_places(agents, team[g.type_codes.equal("return")[team]], times, np.maximum)
     firsts = _extreme_places(agents, team, times, np.minimum)
     spans = {}
     for k in np.argsort(starts, kind="stable")[np.count_nonzero(starts < 0):].tolist():  # by first team event
@@ -532,11 +531,6 @@ def graph_lifetimes(g: TraceGraph) -> dict[str, tuple[float, float]]:
         end = g.despawn_t.get(agent, g.t[last_return[k]] if last_return[k] >= 0 else g.t[ends_at[k]])
         spans[agent] = (start, max(end, start))
     return spans
-
-
-def _code(coded: Coded, name: str) -> int:
-    """The code of `name`, -1 when no value has it."""
-    return coded.names.index(name) if name in coded.names else -1
 
 
 def _extreme_places(coded: Coded, positions: np.ndarray, times: np.ndarray, extreme: np.ufunc) -> np.ndarray:
@@ -595,9 +589,8 @@ def _token_values(g: TraceGraph) -> tuple[np.ndarray, np.ndarray] | None:
 def _sums(keys: np.ndarray, values: np.ndarray, names: list[str]) -> dict[str, float]:
     """Per key (a number into names) that occurs, the sum of its values, in order of the key's first occurrence."""
     sums = np.bincount(keys, values, len(names)).tolist()
-    firsts = np.full(len(names), len(keys))
-    np.minimum.at(firsts, keys, np.arange(len(keys)))
-    seen = np.flatnonzero(firsts < len(keys))
+    firsts = _first_places(Coded(keys, names), np.arange(len(keys)))
+    seen = np.flatnonzero(firsts >= 0)
     return {names[k]: sums[k] for k in seen[np.argsort(firsts[seen])].tolist()}
 
 
