@@ -14,6 +14,7 @@ when that request asked for one (`traced_statements`). Store modules by resource
 
 import copy
 import importlib.util
+import os
 import random
 import re
 import sys
@@ -145,7 +146,7 @@ class Database:
         if self.is_lake:
             if not lake_data:
                 raise lake.LakeUnavailable("a DuckLake store needs ORCHESTRACE_LAKE_DATA: the folder of its data")
-            self._conn = duckdb.connect()
+            self._conn = duckdb.connect(config=_config())
             self.locking = lake.attach_lake(self._conn, self.path, lake_data)
         else:
             if str(path) != ":memory:":
@@ -168,7 +169,7 @@ class Database:
 
     def _connect_file(self, path: str) -> duckdb.DuckDBPyConnection:
         try:
-            return duckdb.connect(path)
+            return duckdb.connect(path, config=_config())
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
                 raise DatabaseLocked(
@@ -381,6 +382,19 @@ class Database:
             with lake.held(self._conn, [natural_id("lock", *SCHEMA_LOCK)]):
                 lake.make_deletion_tables(self._conn)
         return applied
+
+
+def duckdb_threads() -> int:
+    """DuckDB's threads: the cores this process may use but the one the analysis worker takes (app/store/analyst.py),
+    at least one. At DuckDB's default, a thread a core, its second thread on two cores compressed and committed
+    beside the worker and the request's own thread: a request of 1,000 rollouts took ~12% more CPU and longer
+    (issue 30, part 3), and a stored 1,000,000-event trace read no faster."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores - 1)
+
+
+def _config() -> dict:
+    return {"threads": duckdb_threads()}
 
 
 class Rows:
