@@ -197,7 +197,7 @@ def test_a_file_from_a_newer_duckdb_is_refused_with_the_way_to_bring_it_over(tmp
     from app import cli
     from app.store import db as db_module
 
-    def newer(path):
+    def newer(path, **options):
         raise duckdb.IOException("Trying to read a database file with version number 999, but we can only read "
                                  "versions between 64 and 68.\nThe database file was created with an newer "
                                  "version of DuckDB.")
