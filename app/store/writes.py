@@ -23,7 +23,7 @@ from app.store.db import Database, utc_now
 from app.store.gcpause import paused_gc
 from app.store.lists import registered
 from app.store.sql import execute
-from app.store.traces import TEAM_MEMBER_EVENT, index_traces
+from app.store.traces import TEAM_MEMBER_EVENT, index_traces, stored_ids
 
 # Event properties with their own column, in the order an event is rebuilt; the rest go to `extra`.
 EVENT_COLUMN_KEYS = ("id", "t", "type", "agent", "role", "from", "to", "tool", "content_ref", "trusted")
@@ -78,6 +78,8 @@ def store_traces(db: Database, traces: list[dict], existing: str = "error",
     Returns (stored ids, skipped ids). Raises TracesExist when `existing` is "error" and any id is taken.
     """
     ids = [trace["trace_id"] for trace in traces]
+    if existing == "error":  # said before any work; the write checks again, for the ids stored meanwhile
+        _refuse_taken(ids, stored_ids(db, ids))
     # in a worker process, while this one writes; after, sent once the traces are committed (the sending is
     # this process's work, ~0.1 s of a 30,000-event trace)
     analysed = None if analyses_after else analyst.start(traces)
@@ -86,25 +88,29 @@ def store_traces(db: Database, traces: list[dict], existing: str = "error",
         with registered(cur, "sent_ids", trace_id=ids):
             taken = {row[0] for row in execute(cur,
                 "SELECT trace_id FROM traces WHERE trace_id IN (SELECT trace_id FROM sent_ids)").fetchall()}
-        if taken and existing == "error":
-            raise TracesExist([i for i in ids if i in taken])
+        if existing == "error":
+            _refuse_taken(ids, taken)
         kept = [trace for trace in traces if trace["trace_id"] not in taken] if existing == "skip" else traces
         if taken and existing != "skip":
             _delete(cur, sorted(taken))
         stored = [trace["trace_id"] for trace in kept]
         ingested_at = utc_now()
         if kept:
-            _insert(cur, kept, ingested_at)
+            _insert(cur, kept, ingested_at, *rows if len(kept) == len(traces) else _rows_of(rows, stored))
             if analyses_after:
                 index_traces(cur, stored, new=True)
             else:
-                analyses = analysed()
                 insert_analyses(cur, {i: analyses[i] for i in stored})
         if then is not None:
             then(cur, stored, taken)
         return stored, ingested_at
 
     with paused_gc():
+        # The events' and edges' rows are made, and the analyses waited for, before the write: a write holds the
+        # store's one writer's lock, and other users' writes (label saves) would wait for all of it (1,000
+        # rollouts: ~1 s, most of it the analysis).
+        rows = _event_and_edge_tables(traces) if traces else ()
+        analyses = analysed() if analysed is not None else None
         stored, ingested_at = db.write(store, trace_locks(ids))
         if analyses_after and stored:
             analyses = analyst.analyse_traces([trace for trace in traces if trace["trace_id"] in stored])
@@ -235,10 +241,10 @@ def _delete(cur, trace_ids: list[str]) -> None:
     index_traces(cur, trace_ids)
 
 
-def _insert(cur, traces: list[dict], ingested_at) -> None:
-    """Insert the rows of traces, events and edges; a trace's n_agents and t_max come from its events."""
-    bulk = {"bulk_traces": _trace_table(traces, ingested_at), "bulk_events": _event_table(traces)}
-    bulk["bulk_edges"] = _edge_table(traces, bulk["bulk_events"]["event_id"].combine_chunks())
+def _insert(cur, traces: list[dict], ingested_at, events: pa.Table, edges: pa.Table) -> None:
+    """Insert the rows of traces, and their events and edges (made by _event_and_edge_tables); a trace's n_agents
+    and t_max come from its events."""
+    bulk = {"bulk_traces": _trace_table(traces, ingested_at), "bulk_events": events, "bulk_edges": edges}
     for name, table in bulk.items():
         cur.register(name, table)
     try:
@@ -251,6 +257,22 @@ def _insert(cur, traces: list[dict], ingested_at) -> None:
     finally:
         for name in bulk:
             cur.unregister(name)
+
+
+def _event_and_edge_tables(traces: list[dict]) -> tuple[pa.Table, pa.Table]:
+    events = _event_table(traces)
+    return events, _edge_table(traces, events["event_id"].combine_chunks())
+
+
+def _rows_of(tables: tuple[pa.Table, ...], trace_ids: list[str]) -> tuple[pa.Table, ...]:
+    """The rows of these traces only (the others were skipped: stored already)."""
+    wanted = pa.array(trace_ids, _STRING)
+    return tuple(table.filter(pc.is_in(table["trace_id"], value_set=wanted)) for table in tables)
+
+
+def _refuse_taken(ids: list[str], taken: set[str]) -> None:
+    if taken:
+        raise TracesExist([i for i in ids if i in taken])
 
 
 def _trace_table(traces: list[dict], ingested_at) -> pa.Table:
