@@ -197,12 +197,16 @@ def test_a_file_from_a_newer_duckdb_is_refused_with_the_way_to_bring_it_over(tmp
     from app import cli
     from app.store import db as db_module
 
-    def newer(path, **options):
-        raise duckdb.IOException("Trying to read a database file with version number 999, but we can only read "
-                                 "versions between 64 and 68.\nThe database file was created with an newer "
-                                 "version of DuckDB.")
+    attach = db_module.execute
 
-    monkeypatch.setattr(db_module.duckdb, "connect", newer)
+    def newer(cur, sql, params=None):  # DuckDB's own error for such a file, raised as the store attaches it
+        if sql.startswith("ATTACH"):
+            raise duckdb.IOException("Trying to read a database file with version number 999, but we can only read "
+                                     "versions between 64 and 68.\nThe database file was created with an newer "
+                                     "version of DuckDB.")
+        return attach(cur, sql, params)
+
+    monkeypatch.setattr(db_module, "execute", newer)
     assert cli.main(["migrate", "--db", str(tmp_path / "new.duckdb")]) == 2
     message = capsys.readouterr().err
     assert "EXPORT DATABASE" in message and "IMPORT DATABASE" in message and duckdb.__version__ in message
