@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
@@ -150,8 +151,9 @@ class Database:
         self.is_lake = lake.is_lake_url(str(path))
         # A lake URL is a libpq string, which a Path would mangle (`//` made `/`, a trailing `/` dropped).
         self.path = str(path) if self.is_lake else Path(path)
-        self._file: str | None = None  # a file's absolute path and catalog, attached to an in-memory DuckDB (see
-        self._home: str | None = None  # _connect_file)
+        # A file's absolute path and catalog name, attached to an in-memory DuckDB (see _connect_file)
+        self._file: str | None = None
+        self._home: str | None = None
         self.locking = False  # whether writes take the lake's advisory locks (several instances may write)
         if self.is_lake:
             if not lake_data:
@@ -420,19 +422,26 @@ def _config() -> dict:
     return {"threads": duckdb_threads()}
 
 
+@dataclass
+class _Attached:
+    base: duckdb.DuckDBPyConnection  # the in-memory DuckDB the file is attached to
+    home: str  # the file's catalog name
+    users: int = 0  # the Databases using it
+
+
 class _AttachedFiles:
     """The files this process has attached (see Database._connect_file), each once, with how many Databases use it;
     detached, which folds its log into it, when the last one closes."""
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._files: dict[str, list] = {}  # path -> [the DuckDB it is attached to, its catalog name, users]
+        self._files: dict[str, _Attached] = {}  # by absolute path
 
     def open(self, path: str) -> tuple[duckdb.DuckDBPyConnection, str]:
         """A connection of its own to the DuckDB holding the file, used in the file's catalog; and that name."""
         with self._lock:
-            entry = self._files.get(path)
-            if entry is None:
+            attached = self._files.get(path)
+            if attached is None:
                 base = duckdb.connect(config=_config())
                 try:
                     quoted = path.replace("'", "''")  # ATTACH takes no bound parameters
@@ -442,19 +451,19 @@ class _AttachedFiles:
                 except BaseException:
                     base.close()
                     raise
-                entry = self._files[path] = [base, home, 0]
-            entry[2] += 1
-            conn = entry[0].cursor()
-            _use(conn, entry[1])
-            return conn, entry[1]
+                attached = self._files[path] = _Attached(base, home)
+            attached.users += 1
+            conn = attached.base.cursor()
+            _use(conn, attached.home)
+            return conn, attached.home
 
     def close(self, path: str) -> None:
         with self._lock:
-            entry = self._files[path]
-            entry[2] -= 1
-            if not entry[2]:
+            attached = self._files[path]
+            attached.users -= 1
+            if not attached.users:
                 del self._files[path]
-                entry[0].close()
+                attached.base.close()
 
 
 _attached_files = _AttachedFiles()
