@@ -6,7 +6,10 @@ import threading
 
 from conftest import make_trace, post_json
 
+from app.domain.analysis import ANALYSIS_VERSION
+from app.store import analysis as analysis_store
 from app.store import writes
+from app.store.traces import read_trace
 
 HELD_S = 5
 
@@ -40,3 +43,14 @@ def test_a_label_saved_while_an_ingest_waits_for_its_analysis_is_not_held_up(cli
         ingest.join()
     assert answers == [201]
     assert client.get("/api/traces/rollout").status_code == 200
+
+
+def test_a_request_of_stored_and_new_traces_skipping_the_stored_stores_the_new_whole_with_their_analyses(db):
+    """The rows are made for the whole request before the write learns which traces are stored already."""
+    first, second, new = make_trace("first"), make_trace("second"), make_trace("new", task_id="other")
+    assert writes.store_traces(db, [first, second]) == (["first", "second"], [])
+    assert writes.store_traces(db, [first, new, second], existing="skip") == (["new"], ["first", "second"])
+    stored = read_trace(db, "new")
+    assert (stored["task_id"], stored["events"], stored["edges"]) == ("other", new["events"], new["edges"])
+    assert db.scalar("SELECT count(*) FROM events") == sum(len(t["events"]) for t in (first, second, new))
+    assert analysis_store.analysis_state(db, "new", ANALYSIS_VERSION)["fresh"]
