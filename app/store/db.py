@@ -187,7 +187,6 @@ class Database:
             return duckdb.connect(path, config=_config())
         try:
             conn, self._home = _attached_files.open(os.path.abspath(path))
-            self._file = os.path.abspath(path)
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
                 raise DatabaseLocked(
@@ -199,6 +198,7 @@ class Database:
                     "that DuckDB (`EXPORT DATABASE 'folder'`), import the folder into a new file with this one "
                     f"(`IMPORT DATABASE 'folder'`) and point ORCHESTRACE_DB at the new file: {exc}") from exc
             raise
+        self._file = os.path.abspath(path)
         return conn
 
     def close(self) -> None:

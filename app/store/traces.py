@@ -325,12 +325,6 @@ def search_trace(db: Database, trace_id: str, q: str, limit: int) -> list[dict]:
         LIMIT ?""", [q, trace_id, trace_id, trace_id, trace_id, limit])
 
 
-def stored_ids(db: Database, trace_ids: list[str]) -> set[str]:
-    """Which of these trace ids are stored."""
-    return {row["trace_id"] for row in db.fetchall("SELECT trace_id FROM traces WHERE list_contains(?, trace_id)",
-                                                   [trace_ids])}
-
-
 def trace_exists(db: Database, trace_id: str) -> bool:
     return db.scalar("SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id]) > 0
 

@@ -23,7 +23,7 @@ from app.store.db import Database, utc_now
 from app.store.gcpause import paused_gc
 from app.store.lists import registered
 from app.store.sql import execute
-from app.store.traces import TEAM_MEMBER_EVENT, index_traces, stored_ids
+from app.store.traces import TEAM_MEMBER_EVENT, index_traces
 
 # Event properties with their own column, in the order an event is rebuilt; the rest go to `extra`.
 EVENT_COLUMN_KEYS = ("id", "t", "type", "agent", "role", "from", "to", "tool", "content_ref", "trusted")
@@ -79,15 +79,14 @@ def store_traces(db: Database, traces: list[dict], existing: str = "error",
     """
     ids = [trace["trace_id"] for trace in traces]
     if existing == "error":  # said before any work; the write checks again, for the ids stored meanwhile
-        _refuse_taken(ids, stored_ids(db, ids))
+        with db.cursor() as cur:
+            _refuse_taken(ids, _taken(cur, ids))
     # in a worker process, while this one writes; after, sent once the traces are committed (the sending is
     # this process's work, ~0.1 s of a 30,000-event trace)
     analysed = None if analyses_after else analyst.start(traces)
 
     def store(cur) -> tuple[list[str], datetime]:
-        with registered(cur, "sent_ids", trace_id=ids):
-            taken = {row[0] for row in execute(cur,
-                "SELECT trace_id FROM traces WHERE trace_id IN (SELECT trace_id FROM sent_ids)").fetchall()}
+        taken = _taken(cur, ids)
         if existing == "error":
             _refuse_taken(ids, taken)
         kept = [trace for trace in traces if trace["trace_id"] not in taken] if existing == "skip" else traces
@@ -268,6 +267,13 @@ def _rows_of(tables: tuple[pa.Table, ...], trace_ids: list[str]) -> tuple[pa.Tab
     """The rows of these traces only (the others were skipped: stored already)."""
     wanted = pa.array(trace_ids, _STRING)
     return tuple(table.filter(pc.is_in(table["trace_id"], value_set=wanted)) for table in tables)
+
+
+def _taken(cur, ids: list[str]) -> set[str]:
+    """Which of these trace ids are stored."""
+    with registered(cur, "sent_ids", trace_id=ids):
+        return {row[0] for row in execute(
+            cur, "SELECT trace_id FROM traces WHERE trace_id IN (SELECT trace_id FROM sent_ids)").fetchall()}
 
 
 def _refuse_taken(ids: list[str], taken: set[str]) -> None:
