@@ -16,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from users_file import copy_with_users
 
+from app import main
 from app.main import create_app
 from app.settings import Settings
 from app.store.db import Database
@@ -66,15 +67,25 @@ def pytest_addoption(parser):
 def pytest_collection_modifyitems(config, items):
     """The files marked `heavy` first (pytest-xdist hands out files in this order: one taken last would run alone
     at the end while the other core idles). On a lake, run only the tests whose store is the `settings` fixture's:
-    the others open files of their own and would only repeat the file run; so would those marked `before_the_store`
-    (a request refused before anything is read or written: 2 s each on a lake, 0.2 on a file)."""
+    the others open files of their own and would only repeat the file run; so would those marked `above_the_store`
+    (what they check is decided before the store: a request refused unread, parsing, decoding, the receiver's
+    timing; their reads and writes are other lake tests' too. 2-5 s each on a lake, 0.2-0.5 on a file)."""
     items.sort(key=lambda item: item.get_closest_marker("heavy") is None)  # stable: files stay whole, in order
     if config.getoption("--store") != "lake":
         return
-    on_lake = {item: "settings" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("before_the_store")
+    on_lake = {item: "settings" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("above_the_store")
                for item in items}
     config.hook.pytest_deselected(items=[item for item, kept in on_lake.items() if not kept])
     items[:] = [item for item, kept in on_lake.items() if kept]
+
+
+@pytest.fixture(autouse=True)
+def route_tables_on_first_use(request, monkeypatch):
+    """The apps of a test build the route tables of the routes it calls, on their first use, rather than all of them
+    at their start as a server does (app/main.py warm_up): 0.15 s an app, some 100 apps a minute of the suite, for
+    routes no test of theirs calls. Tests marked `warm_up` start as a server does (tests/test_warm_up.py)."""
+    if request.node.get_closest_marker("warm_up") is None:
+        monkeypatch.setattr(main, "build_route_tables", lambda app: None)
 
 
 @pytest.fixture(scope="session")

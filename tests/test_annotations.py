@@ -33,7 +33,7 @@ def test_save_creates_versions_and_omitted_fields_keep_values(client, trace):
     assert [h["version"] for h in history] == [1, 2]
 
 
-@pytest.mark.before_the_store
+@pytest.mark.above_the_store
 @pytest.mark.parametrize("fields, field, fragment", [
     ({"credit": 1.5}, "credit", "outside [-1, 1]"),
     ({"credit": "high"}, "credit", "not a number"),
@@ -243,7 +243,7 @@ def test_counterfactual_and_stop_answers_are_saved_exported_and_imported_back(cl
                        headers={"Content-Type": "text/csv"}).json() == {"imported": 0, "unchanged": 2}
 
 
-@pytest.mark.before_the_store
+@pytest.mark.above_the_store
 @pytest.mark.parametrize("fields, fragment", [
     ({"event_id": "e1", "counterfactual": "maybe"}, "no, partly, yes, cannot tell"),
     ({"event_id": "e1", "stop": "late"}, "stop_too_early, right, stop_too_late, cannot tell"),

@@ -145,6 +145,7 @@ def test_a_build_that_fails_on_a_bug_is_marked_failed_not_left_building(client, 
         "the build failed (RuntimeError); the server's log says why"
 
 
+@pytest.mark.above_the_store
 def test_protobuf_batches_with_gzip_and_deflate_answer_in_protobuf(client, app):
     doc = json.loads(OTLP.read_text())
     first, second = split(doc)
@@ -201,6 +202,7 @@ def test_a_retry_after_a_restart_is_still_recognised(client, app):
     assert client.get(f"/api/traces/{whole()['trace_id']}").json() == whole()
 
 
+@pytest.mark.above_the_store
 def test_spans_of_a_resource_that_cannot_be_read_are_rejected_naming_it(client):
     doc = json.loads(OTLP.read_text())
     doc["resourceSpans"][0]["resource"] = {"attributes": 3}
@@ -223,6 +225,7 @@ UNREADABLE_BODIES = {
 }
 
 
+@pytest.mark.above_the_store
 def test_bodies_that_cannot_be_read_are_refused_with_a_message_and_logged(client):
     """Each body to one app, one after the other: each is refused and logged whatever came before it (an app of its
     own each took 2-5 s to start on a lake)."""
@@ -249,6 +252,7 @@ def test_a_trace_without_its_root_span_is_built_once_batches_pause_and_stays_rec
     assert client.get("/api/traces/nope/live").status_code == 404
 
 
+@pytest.mark.above_the_store
 def test_a_run_still_receiving_is_rebuilt_no_sooner_than_its_last_build_allows(client, app, monkeypatch):
     """A run exporting for an hour is not rebuilt whole after each batch (work growing with the square of its
     length): a rebuild waits REBUILD_SPACING times the last build's length; the build after the root span does not."""
@@ -282,6 +286,7 @@ def test_a_run_still_receiving_is_rebuilt_no_sooner_than_its_last_build_allows(c
     assert client.get(f"/api/traces/{whole()['trace_id']}").json() == whole()
 
 
+@pytest.mark.above_the_store
 def test_a_batch_received_while_a_build_runs_leaves_the_trace_building_until_the_next(client, app, monkeypatch):
     """A build holds the batches received before it read them: the root span arriving during it does not make the
     trace complete with that build's stored trace, which lacks it."""
@@ -475,6 +480,7 @@ def test_a_reviewer_s_exporter_cannot_replace_a_trace_uploaded_under_its_run_s_i
     app.state.db.close()
 
 
+@pytest.mark.above_the_store
 def test_one_batch_of_more_runs_than_the_receiver_remembers_is_taken_whole(client, monkeypatch):
     """A batch covering more traces than SEEN_TRACES (an exporter's flush of many short runs) was a 500 (KeyError
     in _receive: the first traces were forgotten before their items were remembered); now every run is stored.

@@ -13,6 +13,8 @@ from fastapi.testclient import TestClient
 from app.main import create_app
 from app.store import analyst
 
+pytestmark = pytest.mark.warm_up
+
 
 @pytest.fixture
 def restarted(settings):
