@@ -118,6 +118,7 @@ def test_export_file_names_carry_any_trace_id():
     assert header == "attachment; filename=\"run ___/1.csv\"; filename*=UTF-8''run%20%22%C3%A9%22%2F1.csv"
 
 
+@pytest.mark.above_the_store
 def test_export_of_a_trace_with_a_non_ascii_id(client):
     response = client.get("/api/annotations/export", params={"trace_id": "trace-é"})
     assert response.status_code == 200
@@ -270,6 +271,7 @@ def test_an_export_from_before_the_new_columns_still_imports(client, trace):
                        headers={"Content-Type": "text/csv"}).json() == {"imported": 0, "unchanged": 1}
 
 
+@pytest.mark.above_the_store
 def test_the_exported_file_imports_as_a_multipart_upload(client, trace):
     save(client, credit=0.5)
     exported = client.get("/api/annotations/export", params={"format": "csv"}).content
@@ -292,6 +294,7 @@ def test_counterfactual_and_stop_answers_are_graph_overlays(client, trace):
     assert values == [0.5, None, None, None, None, None]
 
 
+@pytest.mark.above_the_store
 def test_agreement_is_measured_on_counterfactual_and_stop_answers(client, trace):
     for reviewer, answer, stop in (("ada", "yes", "right"), ("bo", "yes", "stop_too_late")):
         assert save(client, event_id="e1", reviewer=reviewer, counterfactual=answer, stop=stop).status_code == 201
