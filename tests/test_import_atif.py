@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from imported import edges, one, only_trace
 from test_bad_input import odd_trace
@@ -463,6 +463,7 @@ JSON_VALUES = st.recursive(
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(changes=st.lists(st.tuples(st.sampled_from(TEAM_PATHS), st.one_of(JSON_VALUES, st.just(_DELETE))),
                         min_size=1, max_size=3))
+@example(changes=[((1, "steps", 1, "tool_calls", 0, "function_name"), "")])  # found by a CI run: a lane named ""
 def test_any_mutation_of_the_fixture_imports_to_valid_traces_that_export_or_is_refused_naming_where(changes):
     docs, names = team()
     for path, value in changes:
@@ -489,3 +490,16 @@ def test_documents_that_are_not_a_list_of_trajectories_are_refused():
         import_atif(["x"])
     with pytest.raises(ImportFailed, match="2 file names for 1 ATIF documents"):
         import_atif([{}], names=["a", "b"])
+
+
+def test_a_tool_call_with_an_empty_function_name_is_read_as_an_unknown_tool_and_said():
+    """ATIF allows an empty function_name; the tool's result lane is named after the tool, and an agent needs a
+    name: the call is read as `unknown_tool`, and the warning names the place."""
+    docs, names = team()
+    _set((1, "steps", 1, "tool_calls", 0, "function_name"), "")(docs)
+    result = import_atif(docs, names=names)
+    assert [validate_trace(trace) for trace in result.traces] == [[]]
+    assert "trajectory.writer-1.json: steps[1].tool_calls[0].function_name: empty, read as 'unknown_tool'" \
+        in result.warnings
+    tools = {event.get("tool") for trace in result.traces for event in trace["events"]}
+    assert "unknown_tool" in tools and "" not in tools

@@ -88,6 +88,7 @@ from pathlib import PurePosixPath
 from app.domain.validation import trace_id_error
 from app.ingest.importers.common import (
     KEEP,
+    UNKNOWN_TOOL,
     Batch,
     ContentPolicy,
     Format,
@@ -373,6 +374,9 @@ class _Upload:
             for key in ("tool_call_id", "function_name"):
                 if not isinstance(call.get(key), str):
                     raise ImportFailed(f"{call_where}.{key}: {show(call.get(key))} is missing or not a string")
+            if not call["function_name"]:  # ATIF allows it; a lane named "" is no agent
+                self.warnings.append(f"{call_where}.function_name: empty, read as {UNKNOWN_TOOL!r}")
+                call = {**call, "function_name": UNKNOWN_TOOL}
             step.calls.append(call)
         step.results = self._observation(raw.get("observation"), f"{where}.observation")
         step.metrics = self._metrics(raw.get("metrics"), f"{where}.metrics")

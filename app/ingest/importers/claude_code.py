@@ -90,6 +90,7 @@ from app.domain.jsontext import first_problem
 from app.ingest.documents import Upload, decode, strict_loads
 from app.ingest.importers.common import (
     KEEP,
+    UNKNOWN_TOOL,
     Batch,
     ContentPolicy,
     Format,
@@ -103,12 +104,12 @@ from app.ingest.importers.common import (
     put_content,
     ref,
     show,
+    tool_name,
 )
 
 MAIN, USER, SYSTEM = "main", "user", "system"
 LEAD_ROLE = "lead"
 SUBAGENT_ROLE = "subagent"  # a sidechain whose call and meta name no type
-UNKNOWN_TOOL = "unknown_tool"
 DELEGATING_TOOLS = frozenset({"Task", "Agent"})
 UNTRUSTED_TOOLS = frozenset({"WebFetch", "WebSearch"})
 SYNTHETIC_MODEL = "<synthetic>"
@@ -382,7 +383,7 @@ class _Session:
             return
         for block in _blocks(message.get("content")):
             if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-                name = block.get("name") if isinstance(block.get("name"), str) else UNKNOWN_TOOL
+                name = tool_name(block.get("name"))
                 self.tool_names[block["id"]] = name
                 if name in DELEGATING_TOOLS:
                     self.calls[block["id"]] = block.get("input") if isinstance(block.get("input"), dict) else {}
@@ -572,7 +573,7 @@ class _Session:
     def _tool_use(self, stream: _Stream, record: dict, time: float, block: dict, response: _Response,
                   source: dict) -> None:
         call = block.get("id") if isinstance(block.get("id"), str) else None
-        name = block.get("name") if isinstance(block.get("name"), str) else UNKNOWN_TOOL
+        name = tool_name(block.get("name"))
         given = block.get("input")
         if name in DELEGATING_TOOLS:
             given = given if isinstance(given, dict) else {}

@@ -72,6 +72,7 @@ from app.ingest.importers.common import (
     keeps,
     put_content,
     ref,
+    tool_name,
 )
 from app.ingest.importers.otlp_logs import iter_records
 
@@ -343,7 +344,7 @@ def _session_trace(session: str, events: list[tuple], version: str | None, skipp
                                            "tokens_in": tokens_in, "tokens_out": _number(attrs.get("output_tokens")),
                 **source})))
         elif name == "tool_decision":
-            tool = attrs.get("tool_name") or "unknown_tool"
+            tool = tool_name(attrs.get("tool_name"))
             if tool in DELEGATING:
                 index = b.add(time, "spawn", agent, {"from": agent, "to": None, "role": _role(attrs), **source})
                 pending_spawns.append((index, agent))
@@ -357,7 +358,7 @@ def _session_trace(session: str, events: list[tuple], version: str | None, skipp
             if attrs.get("decision") == "reject":
                 b.link(index, b.add(time, "human_intervention", USER, {"decision": "reject", **source}), "causal")
         elif name == "tool_result":
-            tool = attrs.get("tool_name") or "unknown_tool"
+            tool = tool_name(attrs.get("tool_name"))
             if tool in DELEGATING:
                 continue  # the sub-agent's return is subagent_completed
             index = b.add(time, "tool_result", tool, {"tool": tool, "error": str(attrs.get("success")).lower()
@@ -498,7 +499,7 @@ class _CodexTrace:
     def _tool(self, time: float, agent: str, attrs: dict, decision, source: dict) -> None:
         b = self.b
         start = time - _number(attrs.get("duration_ms")) / MS_PER_S
-        tool = attrs.get("tool_name") or "unknown_tool"
+        tool = tool_name(attrs.get("tool_name"))
         if attrs.get("mcp_server"):
             tool = f"{attrs.get('tool_namespace') or attrs['mcp_server']}__{tool}"
         source = {**source, "call_id": attrs.get("call_id")}

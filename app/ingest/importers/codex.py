@@ -85,6 +85,7 @@ from pathlib import Path, PurePosixPath
 
 from app.ingest.importers.common import (
     KEEP,
+    UNKNOWN_TOOL,
     Batch,
     ContentPolicy,
     Format,
@@ -97,12 +98,12 @@ from app.ingest.importers.common import (
     put_content,
     ref,
     show,
+    tool_name,
 )
 from app.store import codex_state
 
 MAIN, USER, SYSTEM = "main", "user", "system"
 LEAD_ROLE, SUBAGENT_ROLE, COMPACTION = "lead", "subagent", "compaction"
-UNKNOWN_TOOL = "unknown_tool"
 RECORD_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state",
                           "token_usage_record", "inter_agent_communication_metadata"})
 QUIET_RECORDS = frozenset({"world_state", "inter_agent_communication_metadata"})
@@ -730,7 +731,7 @@ def _tool_name(item: dict) -> str:
         return "local_shell"
     if kind in ("web_search_call", "tool_search_call", "image_generation_call"):
         return kind.removesuffix("_call")
-    name = item.get("name") if isinstance(item.get("name"), str) and item.get("name") else UNKNOWN_TOOL
+    name = tool_name(item.get("name"))
     namespace = item.get("namespace")
     if isinstance(namespace, str) and namespace.startswith("mcp__") and not name.startswith("mcp__"):
         return f"{namespace}__{name}"

@@ -25,12 +25,19 @@ class ImportResult:
 
 
 SHOWN_CHARS = 40
+UNKNOWN_TOOL = "unknown_tool"  # a tool's name when its record gives none: a tool result's lane is named after it
 
 
 class ImportFailed(Refusal, ValueError):
     """A source document that cannot be imported at all; the message names the line or span."""
 
     status = 422
+
+
+def tool_name(value) -> str:
+    """A tool's name as its record gives it, UNKNOWN_TOOL when that is no string or an empty one (an event's
+    agent must be a non-empty string, and a tool result's agent is its tool)."""
+    return value if isinstance(value, str) and value else UNKNOWN_TOOL
 
 
 def show(value) -> str:
