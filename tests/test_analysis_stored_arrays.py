@@ -1,5 +1,5 @@
 """A stored large trace's graph is built on numpy arrays (from metrics.ARRAYS_FROM events: its edges' ends read from
-Arrow without a copy, its edge types and its events' types, agents, `to` and `tool` as codes); lowered here to every
+Arrow without a copy, its edge types and its events' types, agents, roles, `to` and `tool` as codes); lowered here to every
 trace, the awkward stored traces of test_analyst give, through that way, what read_trace's dicts give."""
 
 import json
@@ -26,7 +26,8 @@ def test_stored_traces_analysed_on_arrays_give_what_their_rebuilt_events_give(db
         pairs = trace_store.graphs_from_tables(*tables)
     assert sum(g.ends is not None for _, g in pairs) >= len(pairs) - 1  # all but the empty trace took the arrays
     assert any(g.kind_codes is not None for _, g in pairs)  # edge types as codes: no edge to no event
-    assert all(g.codes is not None and isinstance(g.columns["tool"], metrics.Coded) for _, g in pairs)
+    assert all(g.codes is not None and isinstance(g.columns["tool"], metrics.Coded)
+               and isinstance(g.columns["role"], metrics.Coded) for _, g in pairs)
     for trace, g in pairs:
         whole = read[trace["trace_id"]]
         reference = metrics.analyse_graph(whole)

@@ -167,10 +167,12 @@ class TraceGraph:
         """Each agent's role: the first `role` on its events, spawns and tool results aside."""
         roles: dict[str, str] = {}
         if self.columns is not None and self.agent_codes is not None:  # a large graph's arrays
-            has_role = np.fromiter(map(is_not, self.column("role"), repeat(None)), bool, len(self.ids))
+            coded = self.coded("role")
+            has_role = ~coded.equal(None) if coded is not None else np.fromiter(
+                map(is_not, self.column("role"), repeat(None)), bool, len(self.ids))
             kept = np.flatnonzero(has_role & ~self.type_codes.equal("tool_result") & ~self.type_codes.equal("spawn"))
             firsts = _first_places(self.agent_codes, kept)
-            return {self.agents[i]: self.columns["role"][i] for i in np.sort(firsts[firsts >= 0]).tolist()}
+            return {self.agents[i]: self.value(i, "role") for i in np.sort(firsts[firsts >= 0]).tolist()}
         if self.columns is not None:  # a stored event has no role, or a string
             for role, kind, agent in zip(self.columns["role"], self.types, self.agents):
                 if role is not None and agent not in roles and kind != "tool_result" and kind != "spawn":
@@ -188,6 +190,11 @@ class TraceGraph:
         if isinstance(self.columns[key], Coded):
             self.columns[key] = self.columns[key].tolist()
         return self.columns[key]
+
+    def coded(self, key: str) -> Coded | None:
+        """The column `key` as codes when the graph was given it so and no rule has asked for it as a list yet."""
+        column = None if self.columns is None else self.columns.get(key)
+        return column if isinstance(column, Coded) else None
 
     def value(self, i: int, key: str):
         """The event at position i's `key` (one of EVENT_FIELDS), None when it has none: for the few events a rule
@@ -549,7 +556,9 @@ def token_sums(g: TraceGraph) -> tuple[dict[str, float], dict[str, float]]:
     values = _token_values(g) if g.agent_codes is not None else None
     if values is not None:
         counted, tokens = values
-        role_codes = _coded(list(map(g.column("role").__getitem__, counted.tolist())))
+        coded = g.coded("role")  # its names may hold some no counted event has: they add to no sum
+        role_codes = Coded(coded.codes[counted], coded.names) if coded is not None else _coded(
+            list(map(g.column("role").__getitem__, counted.tolist())))
         if all(name is None or type(name) is str for name in role_codes.names):  # keys that no other key equals
             agents = g.agent_codes
             # each counted event's key as a number among the keys: its role's, else its agent's role's

@@ -486,9 +486,10 @@ def _runs(table: pa.Table) -> dict[int, tuple[int, int]]:
 
 
 # The event columns a large trace's graph takes as codes (its own, in order of first appearance): a list of a
-# million strings made from Arrow costs more than the codes and a list made of them, and the rules read `to` and
-# `tool` for a few events only. By name in events (to_agent is the event's `to`).
-CODED_COLUMNS = ("type", "agent", "to_agent", "tool")
+# million strings made from Arrow costs more than the codes and a list made of them, the rules read `to` and
+# `tool` for a few events only, and the metrics read `role` as codes. By name in events (to_agent is the event's
+# `to`).
+CODED_COLUMNS = ("type", "agent", "role", "to_agent", "tool")
 
 
 def _event_columns(events: pa.Table, coded: tuple[str, ...] = ()) -> dict[str, list | Coded]:
@@ -519,7 +520,7 @@ def _event_columns(events: pa.Table, coded: tuple[str, ...] = ()) -> dict[str, l
         encoded = pc.dictionary_encode(column(name).combine_chunks(), null_encoding="encode")
         return Coded(encoded.indices.to_numpy().astype(np.int64), encoded.dictionary.to_pylist())
     return {"id": column("event_id").to_pylist(), "t": t, "type": strings("type"), "agent": strings("agent"),
-            "role": column("role").to_pylist(), "to": strings("to_agent"), "trusted": column("trusted").to_pylist(),
+            "role": strings("role"), "to": strings("to_agent"), "trusted": column("trusted").to_pylist(),
             "tool": strings("tool"), "tokens": tokens}
 
 
