@@ -1,6 +1,6 @@
 """A stored large trace's graph is built on numpy arrays (from metrics.ARRAYS_FROM events: its edges' ends read from
-Arrow without a copy, its edge types and its events' types, agents, roles, `to` and `tool` as codes); lowered here to every
-trace, the awkward stored traces of test_analyst give, through that way, what read_trace's dicts give."""
+Arrow without a copy, its edge types and its events' types, agents, roles, `to` and `tool` as codes); lowered here
+to every trace, the awkward stored traces of test_analyst give, through that way, what read_trace's dicts give."""
 
 import json
 from unittest.mock import patch

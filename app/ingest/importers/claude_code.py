@@ -721,17 +721,18 @@ class _Session:
         tool = self.tool_names.get(call)
         if tool is None:
             self._odd(stream.name, number, "tool_result for a tool_use id not in the transcripts")
+            tool = UNKNOWN_TOOL
         rejected = failed and (outcome == REJECTED_RESULT or _text(content).startswith(REJECTED_TEXT))
         if rejected:
             props = {"role": USER, "from": USER, "to": stream.key, "kind": "tool_rejected", **ids}
             intervention = self._event(time, "human_intervention", USER, props)
-        props = {"tool": tool or UNKNOWN_TOOL, **ids}
+        props = {"tool": tool, **ids}
         if failed:
             props["error"] = True
         if tool in UNTRUSTED_TOOLS:
             props["trusted"] = False
         self._content(props, content)
-        index = self._event(time, "tool_result", tool or UNKNOWN_TOOL, props)
+        index = self._event(time, "tool_result", tool, props)
         if rejected:
             self.b.link(intervention, index, "causal")
         elif failed and call:
