@@ -129,6 +129,14 @@ def test_a_queue_page_reads_its_items_not_the_corpus(corpus, no_per_trace_analys
     assert count <= STATEMENTS_AT_MOST and not [s for s in sql if PER_TRACE_TABLES.search(s)]
 
 
+def test_pages_of_uploaded_traces_read_nothing_of_the_live_traces(corpus, generated):
+    """No exporter made these traces (live.may_be_live): on a lake, a read of the live traces' table costs its
+    catalog round trips however few its rows."""
+    for url in ("/", f"/traces/{generated[0]['trace_id']}"):
+        _, _, sql = traced(corpus, url)
+        assert sql and not [s for s in sql if "live_traces" in s], url
+
+
 def listed(client, **params) -> dict:
     answer = client.get("/api/traces", params=params)
     assert answer.status_code == 200, answer.text

@@ -2,6 +2,7 @@
 asks for its window, drawn event by event once it holds few enough."""
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -210,6 +211,19 @@ def test_the_large_traces_of_an_ingest_are_found_in_one_read_however_many_it_sto
     with traced_statements() as ran:
         graph.prepare_lod(db, [trace["trace_id"] for trace in small])
     assert len(ran) == 1
+
+
+def test_a_large_traces_first_open_reads_its_skeleton_once_for_the_page_and_the_figure(client, caplog):
+    """The page's spawn tree and the figure's layout start from the same skeleton events: on a lake, a read of them
+    costs tens of milliseconds of catalog round trips."""
+    trace = generate_swarm(100, graph.LOD_ABOVE + 1, seed=5)
+    assert post_json(client, trace).status_code == 201
+    with caplog.at_level(logging.DEBUG, logger="orchestrace.sql"):
+        assert client.get(f"/traces/{trace['trace_id']}").status_code == 200
+        assert client.get(f"/api/traces/{trace['trace_id']}/figure").status_code == 200
+    skeleton_reads = [r for r in caplog.records if r.name == "orchestrace.sql" and "WITH ev AS MATERIALIZED" in
+                      r.getMessage()]
+    assert len(skeleton_reads) == 1
 
 
 def test_a_folded_agent_shows_its_whole_spawn_subtree_on_its_lane(client):

@@ -21,6 +21,8 @@ from app.domain.analysis import ANALYSIS_VERSION, analyse
 from app.ingest.documents import Upload
 from app.ingest.importers import convert
 from app.ingest.log import Receipt
+from app.ingest.importers import cli_telemetry
+from app.services import live as live_service
 from app.services.live import LiveTraces
 from app.store import analysis as analysis_store
 from app.store import live as live_store
@@ -238,6 +240,14 @@ def test_bodies_that_cannot_be_read_are_refused_with_a_message_and_logged(client
     assert client.get("/api/ingest-log").json()["total"] == len(UNREADABLE_BODIES)  # each logged once
 
 
+def test_every_trace_an_exporter_sends_is_known_live_by_its_id():
+    """Pages skip the live traces' table for ids no exporter could have made (`may_be_live`): every source's ids
+    must be among them, or its traces would never show as receiving."""
+    for source in (live_service.OTLP, live_service.AGENTS, live_service.CREATED, *cli_telemetry.SOURCES):
+        assert live_service.may_be_live(live_service._trace_id(source, "0af7651916cd43dd8448eb211c80319c")), source
+    assert not live_service.may_be_live("rollout-0001")
+
+
 def test_a_trace_without_its_root_span_is_built_once_batches_pause_and_stays_receiving(client, app, monkeypatch):
     monkeypatch.setattr("app.services.live.BUILD_DELAY_S", 0.2)
     first, _ = split(json.loads(OTLP.read_text()))
@@ -249,6 +259,7 @@ def test_a_trace_without_its_root_span_is_built_once_batches_pause_and_stays_rec
         time.sleep(0.05)
     assert client.get(f"/api/traces/{trace_id}/live").json()["status"] == "receiving"
     assert "receiving" in client.get(f"/traces/{trace_id}").text
+    assert '>receiving</span>' in client.get("/").text  # the trace list's badge
     assert client.get("/api/traces/nope/live").status_code == 404
 
 

@@ -133,12 +133,18 @@ def prepare_lod(db: Database, trace_ids: list[str]) -> None:
         ensure_lod(db, trace_id)
 
 
+def skeleton_events(db: Database, cache: TraceCache, trace_id: str, version) -> list[dict]:
+    """lod_store.skeleton_events of a trace's `version`, kept: its page's spawn tree and its figure's layout both
+    start from them, and the first open of a trace asks for both."""
+    return cache.get_or_build(("skeleton events", trace_id, version), lambda: lod_store.skeleton_events(db, trace_id))
+
+
 def _skeleton(db: Database, cache: TraceCache, trace_id: str, version) -> tuple[list[dict], list[str], dict]:
     """The skeleton events, the lane owners and each owner's number of events."""
     def build() -> tuple[list[dict], list[str], dict]:
         ensure_lod(db, trace_id)
         counts = lod_store.owner_event_counts(db, trace_id)
-        return lod_store.skeleton_events(db, trace_id), list(counts), counts
+        return skeleton_events(db, cache, trace_id, version), list(counts), counts
 
     return cache.get_or_build(("skeleton", trace_id, version), build)
 

@@ -17,11 +17,10 @@ from app.domain.paging import fetch_page
 from app.domain.refusals import Refusal, status_of
 from app.domain.taxonomy import EVENT_TYPES
 from app.ingest.pipeline import InvalidTraces, ingest
-from app.services import analysis, diff, graph, labels
+from app.services import analysis, diff, graph, labels, live
 from app.store import labels as label_store
-from app.store import live as live_store
-from app.store import lod as lod_store
 from app.store import traces as trace_store
+from app.store.db import stored_utc
 from app.store.writes import TracesExist
 from app.web.access import AnyViewer, Reviewer, may_call, replace_refusal
 from app.web.browser import require_csrf, reviewer_of
@@ -83,7 +82,7 @@ def trace_list_context(db, facts, asked: dict, sort, page, reviewer=None) -> dic
             "facets": facts.trace_facets() | {"reward_channels": channels},
             "shown_channels": shown_channels(channels, asked.get("rewards") or [], items, sort),
             "labelled": label_store.label_progress(db, reviewer, ids),
-            "receiving": live_store.receiving_trace_ids(db, ids)}
+            "receiving": live.receiving_trace_ids(db, ids)}
 
 
 @router.get("/", dependencies=[AnyViewer])
@@ -168,7 +167,7 @@ def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: Cache
     reviewer = reviewer_of(request)
     context = {
         "trace": summary,
-        "live": live_store.live_status(db, trace_id),
+        "live": live.live_status(db, trace_id),
         "facets": facets,
         "lanes": split_lanes(facets["agent"]),
         "event_types": EVENT_TYPES,
@@ -187,7 +186,7 @@ def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: Cache
         "compare_with": diff.compare_candidates(db, summary),
         "tree": cache.get_or_build(
             ("tree", trace_id, summary["ingested_at"]),
-            lambda: nest_spawn_tree(lod_store.skeleton_events(db, trace_id),
+            lambda: nest_spawn_tree(graph.skeleton_events(db, cache, trace_id, stored_utc(summary["ingested_at"])),
                                     {row["value"]: row["n"] for row in facets["agent"]})),
     }
     if may_delete(request, trace_id):

@@ -16,9 +16,8 @@ from app.domain.paging import MAX_OFFSET
 from app.ingest.importers import FORMATS
 from app.ingest.importers.common import KEEP, ContentPolicy, strictest
 from app.ingest.pipeline import ingest
-from app.services import analysis, graph
+from app.services import analysis, graph, live
 from app.store import labels as label_store
-from app.store import live as live_store
 from app.store import lod as lod_store
 from app.store import traces as trace_store
 from app.store.db import iso_utc
@@ -166,7 +165,7 @@ def read_trace(trace_id: TraceId, db: DbDep):
 def read_live_status(trace_id: str, db: DbDep):
     """How a trace sent by an exporter stands: `receiving` (its root span has not arrived), `building`
     (stored once the builder has run), `complete`; with spans received and the last build's error and warnings."""
-    status = live_store.live_status(db, trace_id)
+    status = live.live_status(db, trace_id)
     if status is None:
         raise HTTPException(404, f"no trace received from an exporter with id '{trace_id}'")
     return {"status": status["status"], "source": status["source"], "received": status["received"],
