@@ -21,6 +21,8 @@ from app.main import create_app
 from app.services import analysis as analysis_service
 from app.services import labels, queues
 from app.settings import Settings
+from app.store import traces as trace_store
+from app.store.sql import traced_statements
 
 pytestmark = pytest.mark.heavy
 
@@ -135,6 +137,16 @@ def test_pages_of_uploaded_traces_read_nothing_of_the_live_traces(corpus, genera
     for url in ("/", f"/traces/{generated[0]['trace_id']}"):
         _, _, sql = traced(corpus, url)
         assert sql and not [s for s in sql if "live_traces" in s], url
+
+
+def test_the_systems_and_topologies_offered_are_those_stored_in_one_read(corpus, generated):
+    page = BeautifulSoup(corpus.get(QUEUE).text, "html.parser")  # the new queue's form offers them
+    for name, field in (("system", "systems"), ("topology", "topologies")):
+        offered = [option.get_text() for option in page.select(f'select[name="{field}"] option')]
+        assert offered == sorted({t[name] for t in generated if t.get(name)}), name
+    with traced_statements() as ran:  # on a lake, each read of the traces costs its catalog round trips
+        trace_store.trace_facets(corpus.app.state.db)
+    assert len(ran) == 1
 
 
 def listed(client, **params) -> dict:

@@ -19,9 +19,8 @@ from fastapi.testclient import TestClient
 
 from app.domain.analysis import ANALYSIS_VERSION, analyse
 from app.ingest.documents import Upload
-from app.ingest.importers import convert
+from app.ingest.importers import cli_telemetry, convert
 from app.ingest.log import Receipt
-from app.ingest.importers import cli_telemetry
 from app.services import live as live_service
 from app.services.live import LiveTraces
 from app.store import analysis as analysis_store
