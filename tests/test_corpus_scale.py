@@ -23,6 +23,7 @@ from app.services import labels, queues
 from app.settings import Settings
 from app.store import traces as trace_store
 from app.store.sql import traced_statements
+from app.web.routes.corpus_pages import dashboard
 
 pytestmark = pytest.mark.heavy
 
@@ -280,8 +281,23 @@ def test_dashboard_bars_count_and_link(corpus, generated):
     assert dict(zip(topology["y"], topology["x"])) == {
         name: sum(t["topology"] == name for t in generated) for name in TOPOLOGIES}
     assert topology["customdata"] == [f"/?topology={name}" for name in topology["y"]]
+    system = bars["by-system"]["data"][0]
+    assert dict(zip(system["y"], system["x"])) == {
+        name: sum(t["system"] == name for t in generated) for name in SYSTEMS}
+    assert system["x"] == sorted(system["x"], reverse=True)  # most first
     findings = bars["findings"]["data"][0]
     assert findings["customdata"][findings["y"].index("time_order")] == "/?finding=time_order"
+    late = sum(len([f for f in audit(t) if f["rule"] == "time_order"]) for t in generated)
+    assert findings["x"][findings["y"].index("time_order")] == late
+
+
+def test_the_dashboard_reads_the_measures_in_few_statements(corpus):
+    """On a lake each statement pays its catalog round trips: the counts and bars are one read, the extents two (the
+    columns', the reward channels'), the bins one, and the reward channels' fact one look at the corpus version."""
+    app = corpus.app
+    with traced_statements() as ran:
+        dashboard.build(app.state.db, app.state.corpus)
+    assert len(ran) <= 5, [sql[:60] for sql, *_ in ran]
 
 
 def test_audit_pages_sort_by_a_rule_and_total_by_rule(corpus, generated):

@@ -64,17 +64,17 @@ def read_dashboard(request: Request, facts: CorpusDep):
 @corpus_fact("dashboard", analyses=True)
 def dashboard(db, facts) -> dict:
     """The dashboard's figures, reward channels and number of traces."""
-    n_traces = corpus_store.trace_count(db)
+    counts = corpus_store.corpus_counts(db)
+    n_traces = counts["traces"]
     channels = facts.reward_channels()
     plots = PLOTS + tuple((f"reward-{c}", f"reward '{c}' vs agents", "agents", f"reward:{c}") for c in channels)
     keys = sorted({key for *_, x, y in plots for key in (x, y)})
     figures = points(db, plots, keys) if n_traces <= POINTS_UP_TO else bins(db, plots, keys)
-    for column in ("topology", "system"):
-        counts = corpus_store.counts_by(db, column)
+    for column in corpus_store.COUNTED:
         figures[f"by-{column}"] = charts.bar_chart(
-            f"traces by {column}", {row["value"] or "(none)": row["n"] for row in counts},
-            links=[list_url((column, row["value"])) if row["value"] else None for row in counts])
-    findings = corpus_store.findings_by_rule(db)
+            f"traces by {column}", {row["value"] or "(none)": row["n"] for row in counts[column]},
+            links=[list_url((column, row["value"])) if row["value"] else None for row in counts[column]])
+    findings = counts["findings"]
     figures["findings"] = charts.bar_chart("audit findings by rule", findings,
                                            links=[list_url(("finding", rule)) for rule in findings])
     return {"figures": figures, "channels": channels, "n_traces": n_traces}
