@@ -4,17 +4,22 @@ again once anything commits, on this instance or another. Each thread reads on a
 cursor is kept for the next write, also after one that failed. Rows the catalog keeps for small inserts are moved
 into Parquet files once writes pause. Runs whenever PostgreSQL is installed."""
 
+import json
+import re
 import shutil
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+from app.domain.generate import generate_swarm
 from app.services import labels
 from app.store import db as db_module
 from app.store import lake as lake_module
 from app.store.db import Database
 from app.store.sql import traced_statements
+from app.store.writes import store_traces
 
 REVIEWERS = "SELECT name, created_at FROM reviewers ORDER BY name"
 
@@ -77,7 +82,7 @@ def test_a_read_through_execute_is_kept_as_fetchall_reads_are(instances):
     assert [name for name, _ in first.execute(REVIEWERS).fetchall()] == ["ada", "bob"]
 
 
-LOOK = "SELECT * FROM postgres_query"  # the catalog's latest snapshot
+LOOK = "SELECT * FROM postgres_query('lake_locks', 'SELECT max(snapshot_id)"  # the latest snapshot
 
 
 def test_a_request_looks_at_the_snapshot_once_and_again_after_its_own_commit(instances):
@@ -256,3 +261,84 @@ def test_work_done_when_writes_pause_is_done_after_another_instances_commit_too(
     add(first, "ada")  # committed by the other instance: no commit of `second` makes the work due
     assert ran.wait(10), "the work was not done after the other instance's commit"
     assert seen[-1] == ["ada"]
+
+
+TRACES = "SELECT count(*) FROM traces"
+BOTH = "SELECT count(*) FROM reviewers r, traces t WHERE r.name <> t.trace_id"
+NO_TABLE = "SELECT 42 AS answer"
+
+
+def ran_again(db: Database, sql: str) -> bool:
+    return sql in statements(lambda: db.fetchall(sql))
+
+
+def test_a_commit_drops_the_kept_reads_of_the_tables_it_changed_and_keeps_the_others(instances):
+    first, second = instances
+    add(first, "ada")
+    for sql in (REVIEWERS, TRACES, BOTH, NO_TABLE):
+        first.fetchall(sql)
+    add(second, "bob")  # another instance changes the reviewers only
+    assert not ran_again(first, TRACES)
+    assert [r["name"] for r in first.fetchall(REVIEWERS)] == ["ada", "bob"]
+    assert ran_again(first, BOTH) and ran_again(first, NO_TABLE)  # a read of any table it changed; of none: any
+    store_traces(second, [generate_swarm(3, 12, seed=1) | {"trace_id": "t1"}])
+    assert not ran_again(first, REVIEWERS)
+    assert first.scalar(TRACES) == 1 and first.scalar(BOTH) == 2
+
+
+def test_a_table_made_or_a_snapshot_expired_drops_every_kept_read(instances):
+    first, second = instances
+    add(first, "ada")
+    first.fetchall(TRACES)
+    second.write(lambda cur: cur.execute("CREATE TABLE scratch (x INTEGER)"))  # what any read reads may differ
+    assert ran_again(first, TRACES)
+    add(second, "bob")
+    add(second, "cy")
+    second.execute("CALL ducklake_expire_snapshots('lake', older_than => now())")  # the log loses those snapshots
+    assert ran_again(first, TRACES)
+    assert [r["name"] for r in first.fetchall(REVIEWERS)] == ["ada", "bob", "cy"]
+
+
+def test_after_a_label_save_the_corpus_pages_read_again_only_what_it_changed(lake):
+    """A lab on a lake: reviewers save labels while others look at the corpus pages. A save changes the labels,
+    not the traces: the pages' reads of the traces stay kept, and what they show of labels is the save's."""
+    from conftest import BASE_URL
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+
+    app = create_app(Settings(db=lake[0], lake_data=lake[1]))
+    try:
+        client = TestClient(app, base_url=BASE_URL)
+        samples = Path(__file__).resolve().parent.parent / "sample_traces"
+        docs = [json.loads(path.read_text()) for path in sorted(samples.glob("*.json"))]
+        assert client.post("/api/traces", json=docs).status_code == 201
+        trace = docs[0]
+        pages = ("/", "/dashboard", "/audit")
+        for page in pages:
+            assert client.get(page).status_code == 200
+        ones = labelled_ones(client.get("/").text, trace["trace_id"])
+        label = {"trace_id": trace["trace_id"], "event_id": trace["events"][0]["id"], "reviewer": "ada",
+                 "credit": 0.5}
+        assert client.post("/api/annotations", json=label).status_code == 201
+        for page in pages:
+            with traced_statements() as ran:
+                answer = client.get(page)
+            assert answer.status_code == 200
+            corpus_reads = [sql for sql, *_ in ran
+                            if re.search(r"\b(traces|trace_measures|trace_rewards|trace_metrics|audit_findings)\b",
+                                         sql) and "annotations" not in sql]
+            assert corpus_reads == [], (page, corpus_reads)
+        assert labelled_ones(client.get("/").text, trace["trace_id"]) == ones + 1  # its row counts the label
+        assert client.get("/api/annotations", params={"trace_id": trace["trace_id"]}).json()["items"][0]["credit"] \
+            == 0.5
+    finally:
+        app.state.live.close()
+        app.state.db.close()
+
+
+def labelled_ones(html: str, trace_id: str) -> int:
+    """Cells reading 1 in the trace list's row of a trace (its labelled-events cell is one once it has a label)."""
+    row = next(row for row in html.split("<tr") if f">{trace_id}<" in row)
+    return row.count('<td class="num">1</td>')

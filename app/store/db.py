@@ -82,9 +82,10 @@ ROW_GROUP_ROWS = 16_384
 FLUSH_COMMITS = 200
 FLUSH_FORCE_COMMITS = 2_000
 # Reads of a lake shared through PostgreSQL are kept by statement, parameters and the catalog snapshot they read
-# (see Database._rows): the entries of the latest snapshot, at most SNAPSHOT_READS, each of at most
-# SNAPSHOT_READ_ROWS rows. A statement calling a function whose result changes with the moment is never kept, nor
-# any read while another database is attached (its state is not the lake's).
+# (see Database._rows): at most SNAPSHOT_READS, each of at most SNAPSHOT_READ_ROWS rows. When the lake's snapshot
+# moves, only the reads of the tables its commits changed are dropped (lake.changed_tables): a label save leaves
+# the corpus pages' reads of the traces kept. A statement calling a function whose result changes with the moment
+# is never kept, nor any read while another database is attached (its state is not the lake's).
 SNAPSHOT_READS = 256
 SNAPSHOT_READ_ROWS = 1_000
 # On a lake that several instances may write, how often an instance asks the catalog for its latest snapshot, so that
@@ -170,8 +171,10 @@ class Database:
         self._readers = threading.local()  # each thread's cursor for reads taken whole at once (see `_reader`)
         self._all_readers: list[duckdb.DuckDBPyConnection] = []
         self._readers_lock = threading.Lock()
-        self._snapshot_reads: OrderedDict[tuple, tuple[list[str], list[tuple]]] = OrderedDict()
-        self._snapshot = None  # the catalog snapshot the kept reads were made at
+        # kept reads: (statement, parameters) -> (column names, rows, the lake's tables it names, or None: any)
+        self._snapshot_reads: OrderedDict[tuple, tuple[list[str], list[tuple], frozenset | None]] = OrderedDict()
+        self._snapshot = None  # the catalog snapshot the kept reads are valid at
+        self._tables: tuple[dict[int, str], re.Pattern] | None = None  # the lake's tables by id, and their names
         self._commits = 0  # this process's commits: a request looks again after one (see one_look)
         self._attached = 0  # databases attached besides the store's own (migrate-store's source)
         self._snapshot_lock = threading.Lock()
@@ -286,35 +289,73 @@ class Database:
 
     def _rows(self, sql: str, params=None) -> tuple[list[str], list[tuple]]:
         """Column names and rows of a query. On a lake shared through PostgreSQL, those the same statement and
-        parameters gave at the catalog's latest snapshot, when kept: a snapshot is the whole state of the lake, so
-        they are what the query would give now, without the catalog transaction and the reads of each table's
-        files and stats that running it again costs (see SNAPSHOT_READS)."""
+        parameters gave, when kept: kept reads hold at the catalog's latest snapshot (`_catch_up`), so they are what
+        the query would give now, without the catalog transaction and the reads of each table's files and stats
+        that running it again costs (see SNAPSHOT_READS)."""
         key = _read_key(sql, params) if self.locking and not self._attached and not VOLATILE_SQL.search(sql) \
             else None
         if key is None:
             return self._run(sql, params)
         snapshot = self._latest()
+        self._catch_up(snapshot)
         with self._snapshot_lock:
-            if snapshot != self._snapshot:
-                self._snapshot_reads.clear()
-                self._snapshot = snapshot
             kept = self._snapshot_reads.get(key)
             if kept is not None:
                 self._snapshot_reads.move_to_end(key)
         if kept is not None:
-            return copy.deepcopy(kept) if _nested(kept[1]) else kept
+            names, rows, _ = kept
+            return (names, copy.deepcopy(rows)) if _nested(rows) else (names, rows)
         names, rows = self._run(sql, params)
         # Kept only when no commit came between the two looks (the query then read `snapshot`), or in a request
         # (one look): rows kept under a snapshot are then at least as new as it, never older.
         if len(rows) <= SNAPSHOT_READ_ROWS and (_looks.get() is not None
                                                 or lake.snapshot_id(self._looker()) == snapshot):
-            kept = (names, copy.deepcopy(rows) if _nested(rows) else rows)
+            kept = (names, copy.deepcopy(rows) if _nested(rows) else rows, self._tables_named(sql))
             with self._snapshot_lock:
                 if snapshot == self._snapshot:
                     self._snapshot_reads[key] = kept
                     while len(self._snapshot_reads) > SNAPSHOT_READS:
                         self._snapshot_reads.popitem(last=False)
         return names, rows
+
+    def _catch_up(self, snapshot: int | None) -> None:
+        """Make the kept reads hold at `snapshot`, when it is later than theirs: drop those of the tables its commits
+        changed, or all of them when the catalog's log cannot tell (lake.changed_tables). A request that looked
+        earlier leaves them as they are: rows as new as its look or newer."""
+        with self._snapshot_lock:
+            kept_at = self._snapshot
+        if snapshot == kept_at or (snapshot is not None and kept_at is not None and snapshot < kept_at):
+            return
+        asked = snapshot is not None and kept_at is not None and bool(self._snapshot_reads)
+        changed = lake.changed_tables(self._looker(), kept_at, snapshot, self._lake_tables()[0]) if asked else None
+        with self._snapshot_lock:
+            if self._snapshot != kept_at:  # another thread moved them meanwhile
+                return
+            if changed is None:
+                self._snapshot_reads.clear()
+                if asked:  # a table may have been made or dropped: the tables are asked again when next needed
+                    self._tables = None
+            else:
+                changed = {name.lower() for name in changed}
+                for key in [key for key, (*_, tables) in self._snapshot_reads.items()
+                            if tables is None or not tables.isdisjoint(changed)]:
+                    del self._snapshot_reads[key]
+            self._snapshot = snapshot
+
+    def _lake_tables(self) -> tuple[dict[int, str], re.Pattern]:
+        """The lake's tables by id (lake.table_names), and a pattern finding their names in a statement; kept."""
+        tables = self._tables
+        if tables is None:
+            names = lake.table_names(self._looker())
+            words = "|".join(sorted(map(re.escape, names.values()), key=len, reverse=True)) or "(?!)"
+            tables = self._tables = (names, re.compile(rf"\b({words})\b", re.IGNORECASE))
+        return tables
+
+    def _tables_named(self, sql: str) -> frozenset | None:
+        """The lake's tables a statement names (more than it reads when a column shares a table's name, which only
+        drops its kept rows more often); None when it names none: it may read anything."""
+        named = frozenset(name.lower() for name in self._lake_tables()[1].findall(sql))
+        return named or None
 
     def _latest(self) -> int | None:
         """The lake's latest snapshot: asked, or within `one_look` the one its request saw since this process's

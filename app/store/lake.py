@@ -130,6 +130,43 @@ def snapshot_id(cur: duckdb.DuckDBPyConnection) -> int | None:
                         "'SELECT max(snapshot_id) FROM ducklake_snapshot')").fetchone()[0]
 
 
+def table_names(cur: duckdb.DuckDBPyConnection) -> dict[int, str]:
+    """The lake's current tables by id, from its PostgreSQL catalog directly (see `snapshot_id`)."""
+    rows = execute(cur, f"SELECT * FROM postgres_query('{LOCKS_ALIAS}', "
+                        "'SELECT table_id, table_name FROM ducklake_table WHERE end_snapshot IS NULL')").fetchall()
+    return dict(rows)
+
+
+def changed_tables(cur: duckdb.DuckDBPyConnection, after: int, upto: int, names: dict[int, str]) -> set[str] | None:
+    """The names of the tables (`names`: table_names) whose rows the snapshots after `after` up to `upto` changed,
+    from DuckLake's log of what each snapshot did; None when one did anything else (a table made, dropped or
+    altered: what any statement reads may differ) or the log lacks a snapshot (expired)."""
+    rows = execute(cur, f"SELECT * FROM postgres_query('{LOCKS_ALIAS}', 'SELECT snapshot_id, changes_made "
+                        f"FROM ducklake_snapshot_changes WHERE snapshot_id > {int(after)} "
+                        f"AND snapshot_id <= {int(upto)}')").fetchall()
+    if len(rows) != upto - after:
+        return None
+    changed: set[str] = set()
+    for _, made in rows:
+        made = made or ""
+        changes = list(CHANGE.finditer(made))
+        if sum(len(change[0]) for change in changes) != len(made):  # a change of a shape not known here
+            return None
+        for change in changes:
+            kind, value = change[1], change[2]
+            if kind not in ROW_CHANGES or not value.isdigit() or int(value) not in names:
+                return None
+            changed.add(names[int(value)])
+    return changed
+
+
+# The kinds of change in DuckLake's snapshot log (`changes_made`, "kind:value,...") that change the rows of one table,
+# named by its id; any other kind may change what any statement reads.
+ROW_CHANGES = frozenset({"inserted_into_table", "deleted_from_table", "inlined_insert", "inlined_delete",
+                         "flushed_inlined", "inline_flush", "compacted_table", "merge_adjacent", "rewrite_delete"})
+CHANGE = re.compile(r'([a-z_]+):((?:"(?:[^"]|"")*"|[^,"])*)(?:,|$)')
+
+
 def make_deletion_tables(conn: duckdb.DuckDBPyConnection) -> None:
     """The empty inlined-deletion table of each of the lake's tables that has none (see DELETION_TABLES); on a
     PostgreSQL catalog only, by whoever holds the schema's lock."""
