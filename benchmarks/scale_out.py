@@ -16,6 +16,9 @@ one over a DuckLake, and two over one DuckLake (each request sent to the instanc
   corpus pages (the trace list, the dashboard, the audit page) on the last instance: first view, then PAGE_VIEWS
   more, each view to a page alone; then FIRST_VIEWS - 1 times again, each after FRESH rollouts more, so that the
   first views (one sample each a round, the noisiest figures on a shared machine) are medians too.
+- pages after a save: a reviewer saves a label on one of those rollouts (on the instances in turn), then each
+  corpus page is viewed once on the last instance; SAVED_VIEWS times. What a lab sharing a lake sees while its
+  reviewers label: a save changes the labels, not the traces.
 
 PostgreSQL comes from tests/lake.py (a throwaway cluster). Run with `.venv/bin/python benchmarks/scale_out.py`.
 Prints figures (medians with [min-max] ranges, ratios to the file); asserts nothing. The machine's cores are
@@ -60,6 +63,7 @@ CORPUS_PAGES = {"trace list": "/", "dashboard": "/dashboard", "audit": "/audit"}
 PAGE_VIEWS = 5  # after the first
 FIRST_VIEWS = 3  # rounds of an ingest then each page's first view (and PAGE_VIEWS more)
 FRESH = 100  # rollouts posted before each first view after the corpus's
+SAVED_VIEWS = 7  # label saves, each followed by one view of each corpus page
 
 
 @contextmanager
@@ -248,6 +252,22 @@ def corpus_pages(urls: list[str], n: int, rounds: int) -> dict[str, dict[str, li
     return views
 
 
+def pages_after_saves(urls: list[str], n: int) -> dict[str, list[float]]:
+    """SAVED_VIEWS times: a label saved on one of the first n rollouts (on the instances in turn), then each corpus
+    page viewed once on the last instance; the views' seconds by page."""
+    views = {name: [] for name in CORPUS_PAGES}
+    for k in range(SAVED_VIEWS):
+        label = {"trace_id": rollouts(k * n // SAVED_VIEWS, k * n // SAVED_VIEWS + 1)[0]["trace_id"],
+                 "event_id": "e01", "reviewer": f"viewer-{k}", "credit": 0.5}
+        status, body = request("POST", f"{urls[k % len(urls)]}/api/annotations", json.dumps(label).encode())
+        assert status == 201, body[:200]
+        for name, path in CORPUS_PAGES.items():
+            began = time.perf_counter()
+            assert request("GET", urls[-1] + path)[0] == 200, path
+            views[name].append(time.perf_counter() - began)
+    return views
+
+
 def spread(values: list[float], scale: float = 1.0, fmt: str = "{:.0f}") -> str:
     return (f"{fmt.format(statistics.median(values) * scale)} "
             f"[{fmt.format(min(values) * scale)}-{fmt.format(max(values) * scale)}]")
@@ -262,7 +282,9 @@ def run(name: str, urls: list[str], args) -> dict:
     saves = label_saves(urls, ids[0], args.saves)
     first, again = open_trace(urls, ids)
     pages = corpus_pages(urls, args.corpus, args.first_views) if args.corpus else {}
-    result = {"ingest": rates, "saves": saves, "first": first, "again": again, "watcher": watcher, "pages": pages}
+    saved = pages_after_saves(urls, args.corpus) if args.corpus else {}
+    result = {"ingest": rates, "saves": saves, "first": first, "again": again, "watcher": watcher, "pages": pages,
+              "saved": saved}
     print(f"\n== {name}", flush=True)
     print(f"  ingest     {spread(rates)} events/s per round of 2 x {EVENTS:,} events ({args.rounds} rounds); "
           f"half-written traces seen: {len(watcher.half)} of {len(watcher.seen)} listed ({watcher.polls} polls)"
@@ -275,7 +297,8 @@ def run(name: str, urls: list[str], args) -> dict:
     print(f"  open       first {spread(first, 1000)} ms, again {spread(again, 1000)} ms (page + figure)", flush=True)
     for page, views in pages.items():
         print(f"  {page:<10} first {spread(views['first'], 1000)} ms, again {spread(views['again'], 1000)} ms "
-              f"({args.corpus:,} rollouts more, then {args.first_views - 1} x {FRESH})", flush=True)
+              f"({args.corpus:,} rollouts more, then {args.first_views - 1} x {FRESH}); "
+              f"after a label save {spread(saved[page], 1000)} ms", flush=True)
     return result
 
 
@@ -316,7 +339,8 @@ def main() -> None:
               f"open first x{statistics.median(r['first']) / statistics.median(base['first']):.2f}, "
               f"again x{statistics.median(r['again']) / statistics.median(base['again']):.2f}"
               + "".join(f", {page} x{ratio(views['again'], base['pages'][page]['again']):.2f}"
-                        f" (first x{ratio(views['first'], base['pages'][page]['first']):.2f})"
+                        f" (first x{ratio(views['first'], base['pages'][page]['first']):.2f},"
+                        f" after a save x{ratio(r['saved'][page], base['saved'][page]):.2f})"
                         for page, views in r["pages"].items()))
 
 
