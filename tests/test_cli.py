@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import make_trace, running_server
+from conftest import free_port, make_trace, running_server
 
 from app.cli import RecordingServer, address_file, main
 from app.ingest.importers import load_session_dir
@@ -209,12 +209,13 @@ def test_demo_loads_samples_once_then_serves(env_db, monkeypatch, capsys):
         self.started = True
 
     monkeypatch.setattr(RecordingServer, "run", run)
-    assert main(["demo", "--port", "8123"]) == 0
+    port = free_port()  # a port in use is refused before serving
+    assert main(["demo", "--port", str(port)]) == 0
     first = capsys.readouterr().out
-    assert main(["demo", "--port", "8123"]) == 0
+    assert main(["demo", "--port", str(port)]) == 0
     second = capsys.readouterr().out
     assert f"sample traces in {env_db}: 6 loaded, 0 already there" in first and "0 loaded, 6 already there" in second
-    assert served == [("127.0.0.1", 8123)] * 2
+    assert served == [("127.0.0.1", port)] * 2
     assert len(stored(env_db)) == 6
 
 

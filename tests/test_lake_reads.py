@@ -1,6 +1,7 @@
 """Reads of a DuckLake shared through PostgreSQL (issue 30): a read the catalog's latest snapshot has answered before
 is answered again without running (its rows as they were: a snapshot is the whole state of the lake), and runs
-again once anything commits, on this instance or another. Each thread reads on a cursor of its own, kept; a write's
+again once a commit, on this instance or another, changes a table it names (any table, when the lake's log of
+snapshots cannot tell). Each thread reads on a cursor of its own, kept; a write's
 cursor is kept for the next write, also after one that failed. Rows the catalog keeps for small inserts are moved
 into Parquet files once writes pause. Runs whenever PostgreSQL is installed."""
 
