@@ -343,3 +343,30 @@ def labelled_ones(html: str, trace_id: str) -> int:
     """Cells reading 1 in the trace list's row of a trace (its labelled-events cell is one once it has a label)."""
     row = next(row for row in html.split("<tr") if f">{trace_id}<" in row)
     return row.count('<td class="num">1</td>')
+
+
+def test_reads_are_never_older_than_the_look_when_two_threads_catch_up_at_once(instances, monkeypatch):
+    """Thread A catches the kept reads up to the latest snapshot while thread B, whose request looked earlier, moves
+    them part of the way: A goes on from where B left them, and its reads show what its look saw."""
+    first, second = instances
+    add(first, "ada")
+    first.fetchall(REVIEWERS)
+    assert first.scalar(TRACES) == 0
+    halfway = lake_module.snapshot_id(first._looker()) + 1
+    add(second, "bob")  # the snapshot halfway
+    store_traces(second, [generate_swarm(3, 12, seed=1) | {"trace_id": "t1"}])
+    latest = lake_module.snapshot_id(first._looker())
+    asked = lake_module.changed_tables
+    calls = []
+
+    def b_moves_them_meanwhile(cur, after, upto, names):
+        calls.append((after, upto))
+        changed = asked(cur, after, upto, names)
+        if len(calls) == 1:
+            first._catch_up(halfway)  # thread B, whose request looked at the snapshot halfway
+        return changed
+
+    monkeypatch.setattr(lake_module, "changed_tables", b_moves_them_meanwhile)
+    first._catch_up(latest)
+    assert calls[1] == (calls[0][0], halfway) and calls[2] == (halfway, latest)
+    assert first.scalar(TRACES) == 1 and [r["name"] for r in first.fetchall(REVIEWERS)] == ["ada", "bob"]

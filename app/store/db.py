@@ -322,25 +322,28 @@ class Database:
         """Make the kept reads hold at `snapshot`, when it is later than theirs: drop those of the tables its commits
         changed, or all of them when the catalog's log cannot tell (lake.changed_tables). A request that looked
         earlier leaves them as they are: rows as new as its look or newer."""
-        with self._snapshot_lock:
-            kept_at = self._snapshot
-        if snapshot == kept_at or (snapshot is not None and kept_at is not None and snapshot < kept_at):
-            return
-        asked = snapshot is not None and kept_at is not None and bool(self._snapshot_reads)
-        changed = lake.changed_tables(self._looker(), kept_at, snapshot, self._lake_tables()[0]) if asked else None
-        with self._snapshot_lock:
-            if self._snapshot != kept_at:  # another thread moved them meanwhile
+        while True:
+            with self._snapshot_lock:
+                kept_at = self._snapshot
+            if snapshot == kept_at or (snapshot is not None and kept_at is not None and snapshot < kept_at):
                 return
-            if changed is None:
-                self._snapshot_reads.clear()
-                if asked:  # a table may have been made or dropped: the tables are asked again when next needed
-                    self._tables = None
-            else:
-                changed = {name.lower() for name in changed}
-                for key in [key for key, (*_, tables) in self._snapshot_reads.items()
-                            if tables is None or not tables.isdisjoint(changed)]:
-                    del self._snapshot_reads[key]
-            self._snapshot = snapshot
+            asked = snapshot is not None and kept_at is not None and bool(self._snapshot_reads)
+            changed = lake.changed_tables(self._looker(), kept_at, snapshot, self._lake_tables()[0]) if asked \
+                else None
+            with self._snapshot_lock:
+                if self._snapshot != kept_at:  # another thread moved them meanwhile: on from where it left them
+                    continue
+                if changed is None:
+                    self._snapshot_reads.clear()
+                    if asked:  # a table may have been made or dropped: the tables are asked again when next needed
+                        self._tables = None
+                else:
+                    changed = {name.lower() for name in changed}
+                    for key in [key for key, (*_, tables) in self._snapshot_reads.items()
+                                if tables is None or not tables.isdisjoint(changed)]:
+                        del self._snapshot_reads[key]
+                self._snapshot = snapshot
+                return
 
     def _lake_tables(self) -> tuple[dict[int, str], re.Pattern]:
         """The lake's tables by id (lake.table_names), and a pattern finding their names in a statement; kept."""
