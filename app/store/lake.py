@@ -42,6 +42,12 @@ DELETION_TABLES = (
     "EXECUTE format(''CREATE TABLE IF NOT EXISTS ducklake_inlined_delete_%s "
     "(file_id BIGINT, row_id BIGINT, begin_snapshot BIGINT)'', t); END LOOP; END $$")
 
+# The kinds of change in DuckLake's snapshot log (`changes_made`, "kind:value,...") that change the rows of one table,
+# named by its id; any other kind may change what any statement reads.
+ROW_CHANGES = frozenset({"inserted_into_table", "deleted_from_table", "inlined_insert", "inlined_delete",
+                         "flushed_inlined", "inline_flush", "compacted_table", "merge_adjacent", "rewrite_delete"})
+CHANGE = re.compile(r'([a-z_]+):((?:"(?:[^"]|"")*"|[^,"])*)(?:,|$)')
+
 
 class LakeUnavailable(RuntimeError):
     """A DuckLake URL was given but the extension packages are missing or do not match this DuckDB."""
@@ -158,13 +164,6 @@ def changed_tables(cur: duckdb.DuckDBPyConnection, after: int, upto: int, names:
                 return None
             changed.add(names[int(value)])
     return changed
-
-
-# The kinds of change in DuckLake's snapshot log (`changes_made`, "kind:value,...") that change the rows of one table,
-# named by its id; any other kind may change what any statement reads.
-ROW_CHANGES = frozenset({"inserted_into_table", "deleted_from_table", "inlined_insert", "inlined_delete",
-                         "flushed_inlined", "inline_flush", "compacted_table", "merge_adjacent", "rewrite_delete"})
-CHANGE = re.compile(r'([a-z_]+):((?:"(?:[^"]|"")*"|[^,"])*)(?:,|$)')
 
 
 def make_deletion_tables(conn: duckdb.DuckDBPyConnection) -> None:
