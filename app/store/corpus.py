@@ -101,8 +101,8 @@ def corpus_counts(db: Database) -> dict:
         "WITH m AS MATERIALIZED (SELECT topology, system, rules FROM trace_measures) "
         "SELECT 'traces' AS what, NULL::VARCHAR AS value, count(*) AS n FROM m "
         + "".join(f"UNION ALL SELECT '{column}', {column}, count(*) FROM m GROUP BY {column} " for column in COUNTED)
-        + "UNION ALL SELECT 'findings', rule, sum(n)::BIGINT FROM (SELECT unnest(map_keys(rules)) AS rule, "
-        "unnest(map_values(rules)) AS n FROM m) GROUP BY rule ORDER BY what, n DESC, value")
+        + f"UNION ALL SELECT 'findings', rule, sum(n)::BIGINT FROM {rule_counts('m')} GROUP BY rule "
+        "ORDER BY what, n DESC, value")
     counts = {"traces": 0, "findings": {}} | {column: [] for column in COUNTED}
     for row in rows:
         what = row.pop("what")
@@ -135,7 +135,13 @@ def audit_page(db: Database, sort: str, limit: int, offset: int) -> tuple[list[d
               "rules": r["rules"]} for r in rows], db.scalar("SELECT count(errors) FROM trace_measures"))
 
 
-RULE_COUNTS = "(SELECT unnest(map_keys(rules)) AS rule, unnest(map_values(rules)) AS n FROM trace_measures)"
+def rule_counts(measures: str) -> str:
+    """A trace's findings per rule as rows (rule, n), from `measures` (trace_measures, or a selection of its rows
+    that keeps `rules`)."""
+    return f"(SELECT unnest(map_keys(rules)) AS rule, unnest(map_values(rules)) AS n FROM {measures})"
+
+
+RULE_COUNTS = rule_counts("trace_measures")
 
 
 def rule_totals(db: Database) -> dict[str, dict]:
