@@ -46,7 +46,10 @@ class ThrowawayPostgres:
         command = [str(self.bin / program), *args]
         if self.as_root and program in ("initdb", "pg_ctl"):
             command = ["runuser", "-u", CLUSTER_USER, "--", *command]
-        subprocess.run(command, check=True, capture_output=True, cwd=self.folder, input=stdin, text=True)
+        # without pytest's PYTEST_CURRENT_TEST, which names the test with its parameters (one is a megabyte long):
+        # an environment that large is refused by exec (E2BIG)
+        env = {name: value for name, value in os.environ.items() if name != "PYTEST_CURRENT_TEST"}
+        subprocess.run(command, check=True, capture_output=True, cwd=self.folder, input=stdin, text=True, env=env)
 
     def new_database(self) -> str:
         """A new empty database (for a lake made from nothing, as a new deployment's is); its connection string."""

@@ -345,9 +345,10 @@ def labelled_ones(html: str, trace_id: str) -> int:
     return row.count('<td class="num">1</td>')
 
 
-def test_reads_are_never_older_than_the_look_when_two_threads_catch_up_at_once(instances, monkeypatch):
-    """Thread A catches the kept reads up to the latest snapshot while thread B, whose request looked earlier, moves
-    them part of the way: A goes on from where B left them, and its reads show what its look saw."""
+def test_threads_catching_up_at_once_ask_the_log_once_and_read_no_older_than_their_look(instances, monkeypatch):
+    """Thread A asks the catalog's log what changed up to the latest snapshot while thread B, whose request looked
+    at a snapshot halfway, would catch up too: B waits for A's answer and asks nothing, and both then read rows as
+    new as their looks."""
     first, second = instances
     add(first, "ada")
     first.fetchall(REVIEWERS)
@@ -358,15 +359,68 @@ def test_reads_are_never_older_than_the_look_when_two_threads_catch_up_at_once(i
     latest = lake_module.snapshot_id(first._looker())
     asked = lake_module.changed_tables
     calls = []
+    b = threading.Thread(target=first._catch_up, args=(halfway,))
 
-    def b_moves_them_meanwhile(cur, after, upto, names):
+    def b_catches_up_meanwhile(cur, after, upto, names):
         calls.append((after, upto))
-        changed = asked(cur, after, upto, names)
         if len(calls) == 1:
-            first._catch_up(halfway)  # thread B, whose request looked at the snapshot halfway
-        return changed
+            b.start()
+            time.sleep(0.3)  # B is waiting by now, or would have asked
+        return asked(cur, after, upto, names)
 
-    monkeypatch.setattr(lake_module, "changed_tables", b_moves_them_meanwhile)
+    monkeypatch.setattr(lake_module, "changed_tables", b_catches_up_meanwhile)
     first._catch_up(latest)
-    assert calls[1] == (calls[0][0], halfway) and calls[2] == (halfway, latest)
+    b.join(10)
+    assert not b.is_alive() and len(calls) == 1 and calls[0][1] == latest
     assert first.scalar(TRACES) == 1 and [r["name"] for r in first.fetchall(REVIEWERS)] == ["ada", "bob"]
+
+
+def test_reads_together_run_side_by_side_on_a_lake_each_in_the_callers_context(instances):
+    """A page's independent reads (Database.together) overlap their catalog round trips on threads, see the request's
+    look, and give their results in order; a failure is raised once every read ended."""
+    first, _ = instances
+    add(first, "ada")
+    parties = 1 + db_module.TOGETHER_THREADS
+    meeting = threading.Barrier(parties, timeout=20)  # passed only by reads running at one time
+
+    def read(n: int):
+        meeting.wait()
+        return n, first.scalar("SELECT count(*) FROM reviewers"), threading.current_thread().name
+
+    with db_module.one_look():
+        ran = statements(lambda: first.together(*(lambda n=n: read(n) for n in range(parties))))
+    results = first.together(*(lambda n=n: read(n) for n in range(parties)))
+    assert [(n, count) for n, count, _ in results] == [(n, 1) for n in range(parties)]
+    assert len({name for *_, name in results}) == parties
+    assert sum(sql.startswith(LOOK) for sql in ran) == 1
+
+    ended = []
+
+    def slow():
+        time.sleep(0.3)
+        ended.append("slow")
+
+    def fails():
+        raise LookupError("no such row")
+
+    with pytest.raises(LookupError, match="no such row"):
+        first.together(fails, slow)
+    assert ended == ["slow"]
+
+
+def test_reads_together_inside_a_read_together_run_one_by_one_on_its_thread(instances):
+    """A call's own `together` does not wait for the threads every call may be holding: it runs where it is."""
+    first, _ = instances
+    name = lambda: threading.current_thread().name  # noqa: E731
+    outer = first.together(*[lambda: (name(), first.together(*[name] * 5))] * (1 + db_module.TOGETHER_THREADS))
+    for thread, inner in outer[1:]:
+        assert inner == [thread] * 5
+
+
+def test_reads_together_on_a_file_run_one_by_one_on_the_callers_thread(tmp_path):
+    db = Database(tmp_path / "file.duckdb")
+    try:
+        assert db.together(*[lambda n=n: (n, threading.current_thread().name) for n in range(3)]) == \
+            [(n, threading.current_thread().name) for n in range(3)]
+    finally:
+        db.close()

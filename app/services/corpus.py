@@ -90,8 +90,10 @@ class CorpusFacts:
             self._get(fact, versions[fact.analyses])
 
     def _versions(self, analyses: bool) -> tuple:
-        corpus = trace_store.corpus_version(self._db)
-        return (corpus, analysis_store.analyses_version(self._db)) if analyses else (corpus,)
+        reads = [lambda: trace_store.corpus_version(self._db)]
+        if analyses:
+            reads.append(lambda: analysis_store.analyses_version(self._db))
+        return tuple(self._db.together(*reads))
 
     def _get(self, fact: Fact, versions: tuple):
         """The fact as kept, or as built now: by this thread, or by the one already building it (a page viewed

@@ -38,19 +38,26 @@ NO_EXTENT = {"n": 0, "low": None, "high": None, "whole": None}
 def measure_extents(db: Database, keys: list[str]) -> dict[str, dict]:
     """Per measure: how many traces have it (`n`), its least and greatest value and whether every value is
     `whole`; the columns in one scan of the measures, the reward channels in one of their rows."""
-    out = {}
     columns = [n for n, key in enumerate(keys) if _channel(key) is None]
-    if columns:
+    channels = [_channel(key) for key in keys if _channel(key) is not None]
+
+    def of_columns() -> dict:
+        if not columns:
+            return {}
         row = db.fetchone("SELECT " + ", ".join(EXTENT.format(x=f"CAST({_column(keys[n])} AS DOUBLE)", n=n)
                                                 for n in columns) + " FROM trace_measures")
-        out = {keys[n]: {field: row[f"{field}{n}"] for field in EXTENT_FIELDS} for n in columns}
-    channels = [_channel(key) for key in keys if _channel(key) is not None]
-    if channels:
+        return {keys[n]: {field: row[f"{field}{n}"] for field in EXTENT_FIELDS} for n in columns}
+
+    def of_channels() -> dict:
+        if not channels:
+            return {}
         found = {row["channel"]: row for row in db.fetchall(
             "SELECT channel, " + EXTENT.format(x="value", n="") + " FROM trace_rewards "
             "WHERE channel IN (SELECT unnest(?::VARCHAR[])) GROUP BY channel", [channels])}
-        for channel in channels:
-            out[REWARD_SORT_PREFIX + channel] = {field: found.get(channel, NO_EXTENT)[field] for field in EXTENT_FIELDS}
+        return {REWARD_SORT_PREFIX + channel: {field: found.get(channel, NO_EXTENT)[field] for field in EXTENT_FIELDS}
+                for channel in channels}
+
+    out = dict(pair for part in db.together(of_columns, of_channels) for pair in part.items())
     return {key: out[key] for key in keys}
 
 
@@ -129,10 +136,12 @@ def audit_page(db: Database, sort: str, limit: int, offset: int) -> tuple[list[d
     key = sort.lstrip("-")
     order = "DESC" if sort.startswith("-") else "ASC"
     rule = [] if key in AUDIT_SORTS else [key]
-    rows = db.fetchall(AUDIT_PAGE.format(key=AUDIT_SORTS.get(key, "coalesce(rules[?], 0)"), order=order),
-                       rule + [limit, offset])
-    return ([{"trace_id": r["trace_id"], "error": r["errors"], "warning": r["warnings"], "info": r["infos"],
-              "rules": r["rules"]} for r in rows], db.scalar("SELECT count(errors) FROM trace_measures"))
+    rows, total = db.together(
+        lambda: db.fetchall(AUDIT_PAGE.format(key=AUDIT_SORTS.get(key, "coalesce(rules[?], 0)"), order=order),
+                            rule + [limit, offset]),
+        lambda: db.scalar("SELECT count(errors) FROM trace_measures"))
+    return [{"trace_id": r["trace_id"], "error": r["errors"], "warning": r["warnings"], "info": r["infos"],
+             "rules": r["rules"]} for r in rows], total
 
 
 def rule_counts(measures: str) -> str:

@@ -12,6 +12,7 @@ logs it with its time (ORCHESTRACE_TRACE_SQL logs every one) and adds it to the 
 when that request asked for one (`traced_statements`). Store modules by resource hold the literal SQL.
 """
 
+import contextvars
 import copy
 import importlib.util
 import os
@@ -22,6 +23,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -88,6 +90,9 @@ FLUSH_FORCE_COMMITS = 2_000
 # is never kept, nor any read while another database is attached (its state is not the lake's).
 SNAPSHOT_READS = 256
 SNAPSHOT_READ_ROWS = 1_000
+# Threads a lake's `together` runs reads on besides the caller's: a page's independent reads at a new snapshot each
+# wait on DuckLake's catalog round trips (~15-30 ms a table), which overlap on threads as they do not one by one.
+TOGETHER_THREADS = 3
 # On a lake that several instances may write, how often an instance asks the catalog for its latest snapshot, so that
 # work registered with `when_writes_pause` (the corpus pages' facts) is done after other instances' commits too: a
 # round trip of about 1 ms once a second, where a page first viewed after another instance's ingest would otherwise
@@ -178,6 +183,9 @@ class Database:
         self._commits = 0  # this process's commits: a request looks again after one (see one_look)
         self._attached = 0  # databases attached besides the store's own (migrate-store's source)
         self._snapshot_lock = threading.Lock()
+        self._catch_up_lock = threading.Lock()  # held by the one thread asking the catalog's log (see _catch_up)
+        self._together: ThreadPoolExecutor | None = None  # a lake's threads for `together`, made when first needed
+        self._together_lock = threading.Lock()
         # Work done on threads of their own when writes pause: a file's checkpoint, a lake's flush, `when_writes_pause`
         self._pausing: list[_WhenWritesPause] = [_InlineFlusher(self)] if self.is_lake \
             else [] if str(path) == ":memory:" else [_Checkpointer(self)]
@@ -207,6 +215,8 @@ class Database:
     def close(self) -> None:
         for worker in self._pausing:
             worker.stop()
+        if self._together is not None:
+            self._together.shutdown()
         if self._writer is not None:
             self._writer.close()
         with self._readers_lock:
@@ -247,6 +257,29 @@ class Database:
         if attaching:
             self._attached += 1 if attaching[1].upper() == "ATTACH" else -1
         return result
+
+    def together(self, *calls: Callable[[], T]) -> list[T]:
+        """What each call (reads of this store that need none of the others') returns, in order. On a lake, side by
+        side: the caller's thread runs the first, TOGETHER_THREADS threads the others, each in a copy of the caller's
+        context (a request's one look). Elsewhere, and within a call (whose thread must not wait for the same
+        threads), one after the other: a file answers a read at once. The first failure is raised once all ended."""
+        if not self.is_lake or len(calls) < 2 or getattr(self._readers, "alongside", False):
+            return [call() for call in calls]
+        with self._together_lock:
+            if self._together is None:
+                self._together = ThreadPoolExecutor(TOGETHER_THREADS, "lake-reads", self._alongside)
+        if self.locking and _looks.get() is not None:
+            self._latest()  # the request's one look, taken before its reads would each take it at once
+        futures = [self._together.submit(contextvars.copy_context().run, call) for call in calls[1:]]
+        try:
+            first = calls[0]()
+        finally:
+            wait(futures)
+        return [first, *(future.result() for future in futures)]
+
+    def _alongside(self) -> None:
+        """Marks a `together` thread, whose own `together` calls run one after the other."""
+        self._readers.alongside = True
 
     def _reader(self) -> duckdb.DuckDBPyConnection:
         """This thread's cursor for the reads whose rows are taken before they return (fetchall, fetchone,
@@ -320,19 +353,17 @@ class Database:
 
     def _catch_up(self, snapshot: int | None) -> None:
         """Make the kept reads hold at `snapshot`, when it is later than theirs: drop those of the tables its commits
-        changed, or all of them when the catalog's log cannot tell (lake.changed_tables). A request that looked
-        earlier leaves them as they are: rows as new as its look or newer."""
-        while True:
-            with self._snapshot_lock:
-                kept_at = self._snapshot
+        changed, or all of them when the catalog's log cannot tell (lake.changed_tables). One thread asks the log at
+        a time: the others, reading at once (`together`), wait for its answer rather than ask it again. A request
+        that looked earlier leaves them as they are: rows as new as its look or newer."""
+        with self._catch_up_lock:
+            kept_at = self._snapshot
             if snapshot == kept_at or (snapshot is not None and kept_at is not None and snapshot < kept_at):
                 return
             asked = snapshot is not None and kept_at is not None and bool(self._snapshot_reads)
             changed = lake.changed_tables(self._looker(), kept_at, snapshot, self._lake_tables()[0]) if asked \
                 else None
             with self._snapshot_lock:
-                if self._snapshot != kept_at:  # another thread moved them meanwhile: on from where it left them
-                    continue
                 if changed is None:
                     self._snapshot_reads.clear()
                     if asked:  # a table may have been made or dropped: the tables are asked again when next needed
@@ -343,7 +374,6 @@ class Database:
                                 if tables is None or not tables.isdisjoint(changed)]:
                         del self._snapshot_reads[key]
                 self._snapshot = snapshot
-                return
 
     def _lake_tables(self) -> tuple[dict[int, str], re.Pattern]:
         """The lake's tables by id (lake.table_names), and a pattern finding their names in a statement; kept."""

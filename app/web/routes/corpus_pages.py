@@ -31,9 +31,10 @@ def read_audit_page(request: Request, db: DbDep, facts: CorpusDep, sort: str = D
     of traces × the rules that found anything, sorted by a rule, a severity or the trace id."""
     if sort.lstrip("-") not in (*corpus_store.AUDIT_SORTS, *RULES):
         sort = DEFAULT_AUDIT_SORT
-    rows, total, page, pages = fetch_page(
-        page, AUDIT_ROWS_PER_PAGE, lambda limit, offset: corpus_store.audit_page(db, sort, limit, offset))
-    found = facts.get(rule_totals)
+    (rows, total, page, pages), found = db.together(
+        lambda: fetch_page(page, AUDIT_ROWS_PER_PAGE,
+                           lambda limit, offset: corpus_store.audit_page(db, sort, limit, offset)),
+        lambda: facts.get(rule_totals))
     totals = sorted(({"rule": rule, "severity": RULES[rule], "summary": SUMMARIES[rule], **found[rule]}
                      for rule in found if rule in RULES),
                     key=lambda t: (SEVERITIES.index(t["severity"]), -t["findings"], t["rule"]))
