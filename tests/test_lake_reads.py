@@ -339,6 +339,39 @@ def test_after_a_label_save_the_corpus_pages_read_again_only_what_it_changed(lak
         app.state.db.close()
 
 
+def test_after_an_ingest_the_trace_list_reads_no_label_table_again(lake):
+    """An ingest changes the traces, not the labels: the trace list's labelled counts, read for every labelled trace
+    rather than for its page (which the new traces change), stay kept, and still count what they did."""
+    from conftest import BASE_URL
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+
+    app = create_app(Settings(db=lake[0], lake_data=lake[1]))
+    try:
+        client = TestClient(app, base_url=BASE_URL)
+        samples = Path(__file__).resolve().parent.parent / "sample_traces"
+        docs = [json.loads(path.read_text()) for path in sorted(samples.glob("*.json"))]
+        assert client.post("/api/traces", json=docs).status_code == 201
+        trace = docs[0]
+        ones = labelled_ones(client.get("/").text, trace["trace_id"])
+        label = {"trace_id": trace["trace_id"], "event_id": trace["events"][0]["id"], "reviewer": "ada",
+                 "credit": 0.5}
+        assert client.post("/api/annotations", json=label).status_code == 201
+        assert labelled_ones(client.get("/").text, trace["trace_id"]) == ones + 1
+        new = generate_swarm(3, 12, seed=7) | {"trace_id": "arrived-later"}
+        assert client.post("/api/traces", json=new).status_code == 201
+        with traced_statements() as ran:
+            listed = client.get("/").text
+        assert "arrived-later" in listed
+        assert [sql for sql, *_ in ran if re.search(r"\b(annotations|queues|queue_items)\b", sql)] == []
+        assert labelled_ones(listed, trace["trace_id"]) == ones + 1
+    finally:
+        app.state.live.close()
+        app.state.db.close()
+
+
 def labelled_ones(html: str, trace_id: str) -> int:
     """Cells reading 1 in the trace list's row of a trace (its labelled-events cell is one once it has a label)."""
     row = next(row for row in html.split("<tr") if f">{trace_id}<" in row)

@@ -63,9 +63,9 @@ def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | No
 
     def build() -> bytes:
         if n_events > LOD_ABOVE:
-            (skeleton, owners, owner_events), (t0, t1) = db.together(
-                lambda: _skeleton(db, cache, trace_id, version), lambda: lod_store.time_span(db, trace_id))
+            skeleton, owners, owner_events = _skeleton(db, cache, trace_id, version)
             payload = build_overview(trace_id, skeleton, owners, n_events, group, expand, collapse, keep, owner_events)
+            t0, t1 = lod_store.time_span(db, trace_id)
             window = _window(db, cache, None, trace_id, version, (group, expand, collapse, keep), t0, t1, None, px, None)
             # the frame stays "bins"; its first window may be drawn event by event when a focus keeps few events
             payload.update(window, mode="bins", window_mode=window["mode"])

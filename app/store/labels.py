@@ -155,14 +155,22 @@ def event_label_versions(db: Database, viewer: str | None, trace_id: str, event_
                      {"viewer": viewer, "trace": trace_id, "event": event_id})
 
 
+PROGRESS = ("SELECT trace_id, count(DISTINCT event_id) AS anyone, "
+            "count(DISTINCT event_id) FILTER (WHERE reviewer = $viewer) AS you "
+            f"FROM {VISIBLE_CURRENT} l WHERE {NON_EMPTY}{{page}} GROUP BY trace_id")
+
+
 def label_progress(db: Database, viewer: str | None, trace_ids: list[str]) -> dict[str, dict]:
     """Per trace of `trace_ids` (a page of the trace list): events labelled by anyone `viewer` may see, and by
-    `viewer`."""
-    rows = db.fetchall(
-        "SELECT trace_id, count(DISTINCT event_id) AS anyone, "
-        "count(DISTINCT event_id) FILTER (WHERE reviewer = $viewer) AS you "
-        f"FROM {VISIBLE_CURRENT} l WHERE {NON_EMPTY} AND list_contains($traces, trace_id) GROUP BY trace_id",
-        {"viewer": viewer, "traces": trace_ids})
+    `viewer`. On a lake shared through PostgreSQL, read for every labelled trace and the page's taken from that: a
+    read naming no page stays kept (Database._rows) until labels or queues change, where one naming the page runs
+    again after each ingest, which brings new traces to the first page (four tables' catalog round trips, ~90 ms)."""
+    if db.locking:
+        wanted = set(trace_ids)
+        return {row["trace_id"]: row for row in db.fetchall(PROGRESS.format(page=""), {"viewer": viewer})
+                if row["trace_id"] in wanted}
+    rows = db.fetchall(PROGRESS.format(page=" AND list_contains($traces, trace_id)"),
+                       {"viewer": viewer, "traces": trace_ids})
     return {row["trace_id"]: row for row in rows}
 
 

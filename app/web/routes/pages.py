@@ -161,26 +161,15 @@ def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: Cache
                     type: str | None = None, agent: str | None = None, role: str | None = None,
                     sort: str = "seq", page: int = 1, queue: str | None = None):
     summary = trace_store.read_trace_summary(db, trace_id)
+    rows, total, page, pages = fetch_page(
+        page, EVENTS_PER_PAGE, lambda limit, offset: trace_store.list_events(db, trace_id, type, agent, role, sort,
+                                                                         limit, offset))
+    facets = trace_store.event_facets(db, trace_id)
+    selected = trace_store.read_event(db, trace_id, event) if event else None
     reviewer = reviewer_of(request)
-    ingested_at = stored_utc(summary["ingested_at"])
-    # each read below needs only the summary: on a lake they run side by side (Database.together)
-    (rows, total, page, pages), facets, selected, live_status, progress, compare_with, skeleton, channels, \
-        label_versions = db.together(
-            lambda: fetch_page(page, EVENTS_PER_PAGE, lambda limit, offset: trace_store.list_events(
-                db, trace_id, type, agent, role, sort, limit, offset)),
-            lambda: trace_store.event_facets(db, trace_id),
-            lambda: trace_store.read_event(db, trace_id, event) if event else None,
-            lambda: live.live_status(db, trace_id),
-            lambda: labels.progress(db, trace_id, reviewer),
-            lambda: diff.compare_candidates(db, summary),
-            lambda: graph.skeleton_events(db, cache, trace_id, ingested_at),
-            # a large trace's channels come after its graph (trace.js): reading every event's properties takes seconds
-            lambda: describe(graph.overlay_channels(db, cache, reviewer, trace_id))
-            if summary["events"] <= graph.LOD_ABOVE else None,
-            lambda: label_store.label_count(db, trace_id) if may_delete(request, trace_id) else None)
     context = {
         "trace": summary,
-        "live": live_status,
+        "live": live.live_status(db, trace_id),
         "facets": facets,
         "lanes": split_lanes(facets["agent"]),
         "event_types": EVENT_TYPES,
@@ -191,15 +180,19 @@ def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: Cache
         "selected_neighbours": trace_store.lane_neighbours(db, trace_id, event) if selected else None,
         "missing_event": event if event and not selected else None,
         "content": content_view(selected["event"]) if selected else None,
-        "channels": channels,
+        # a large trace's channels come after its graph (trace.js): reading every event's properties takes seconds
+        "channels": describe(graph.overlay_channels(db, cache, reviewer, trace_id))
+        if summary["events"] <= graph.LOD_ABOVE else None,
         "computed_channels": analysis.computed_channel_names(summary["rewards"]),
-        "progress": progress,
-        "compare_with": compare_with,
-        "tree": cache.get_or_build(("tree", trace_id, summary["ingested_at"]), lambda: nest_spawn_tree(
-            skeleton, {row["value"]: row["n"] for row in facets["agent"]})),
+        "progress": labels.progress(db, trace_id, reviewer),
+        "compare_with": diff.compare_candidates(db, summary),
+        "tree": cache.get_or_build(
+            ("tree", trace_id, summary["ingested_at"]),
+            lambda: nest_spawn_tree(graph.skeleton_events(db, cache, trace_id, stored_utc(summary["ingested_at"])),
+                                    {row["value"]: row["n"] for row in facets["agent"]})),
     }
-    if label_versions is not None:
-        context["label_versions"] = label_versions
+    if may_delete(request, trace_id):
+        context["label_versions"] = label_store.label_count(db, trace_id)
     if selected:
         context |= label_context(db, trace_id, selected["event"]["id"], reviewer, queue)
     return render(request, "trace_detail.html", context,
