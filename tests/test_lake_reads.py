@@ -161,6 +161,8 @@ def test_reads_of_the_moment_and_large_reads_run_every_time(instances, monkeypat
     monkeypatch.setattr(db_module, "SNAPSHOT_READ_ROWS", 0)
     first.fetchall(REVIEWERS)
     assert REVIEWERS in statements(lambda: first.fetchall(REVIEWERS))
+    first.fetchall(REVIEWERS, keep_rows=1)  # a caller may keep more rows than the rule's
+    assert REVIEWERS not in statements(lambda: first.fetchall(REVIEWERS, keep_rows=1))
 
 
 def test_each_thread_reads_on_a_cursor_of_its_own(instances):

@@ -307,9 +307,9 @@ class Database:
         are made one by one under it."""
         return self.execute(sql, params, self._reader()).to_arrow_table()
 
-    def fetchall(self, sql: str, params=None) -> list[dict]:
-        """Rows of a query as dicts keyed by column name."""
-        names, rows = self._rows(sql, params)
+    def fetchall(self, sql: str, params=None, keep_rows: int | None = None) -> list[dict]:
+        """Rows of a query as dicts keyed by column name; `keep_rows` as for _rows."""
+        names, rows = self._rows(sql, params, keep_rows)
         return [dict(zip(names, row)) for row in rows]
 
     def fetchone(self, sql: str, params=None) -> dict | None:
@@ -320,11 +320,12 @@ class Database:
         rows = self._rows(sql, params)[1]
         return rows[0][0] if rows else None
 
-    def _rows(self, sql: str, params=None) -> tuple[list[str], list[tuple]]:
+    def _rows(self, sql: str, params=None, keep_rows: int | None = None) -> tuple[list[str], list[tuple]]:
         """Column names and rows of a query. On a lake shared through PostgreSQL, those the same statement and
         parameters gave, when kept: kept reads hold at the catalog's latest snapshot (`_catch_up`), so they are what
         the query would give now, without the catalog transaction and the reads of each table's files and stats
-        that running it again costs (see SNAPSHOT_READS)."""
+        that running it again costs (see SNAPSHOT_READS). Kept when at most `keep_rows` (SNAPSHOT_READ_ROWS
+        unless the caller says why it keeps more)."""
         key = _read_key(sql, params) if self.locking and not self._attached and not VOLATILE_SQL.search(sql) \
             else None
         if key is None:
@@ -341,7 +342,7 @@ class Database:
         names, rows = self._run(sql, params)
         # Kept only when no commit came between the two looks (the query then read `snapshot`), or in a request
         # (one look): rows kept under a snapshot are then at least as new as it, never older.
-        if len(rows) <= SNAPSHOT_READ_ROWS and (_looks.get() is not None
+        if len(rows) <= (SNAPSHOT_READ_ROWS if keep_rows is None else keep_rows) and (_looks.get() is not None
                                                 or lake.snapshot_id(self._looker()) == snapshot):
             kept = (names, copy.deepcopy(rows) if _nested(rows) else rows, self._tables_named(sql))
             with self._snapshot_lock:

@@ -155,6 +155,9 @@ def event_label_versions(db: Database, viewer: str | None, trace_id: str, event_
                      {"viewer": viewer, "trace": trace_id, "event": event_id})
 
 
+# On a lake, the labelled traces whose progress a trace list's read keeps: three small values a trace, a few MB at most
+# for each reviewer viewing (see label_progress).
+PROGRESS_KEPT = 20_000
 PROGRESS = ("SELECT trace_id, count(DISTINCT event_id) AS anyone, "
             "count(DISTINCT event_id) FILTER (WHERE reviewer = $viewer) AS you "
             f"FROM {VISIBLE_CURRENT} l WHERE {NON_EMPTY}{{page}} GROUP BY trace_id")
@@ -163,12 +166,13 @@ PROGRESS = ("SELECT trace_id, count(DISTINCT event_id) AS anyone, "
 def label_progress(db: Database, viewer: str | None, trace_ids: list[str]) -> dict[str, dict]:
     """Per trace of `trace_ids` (a page of the trace list): events labelled by anyone `viewer` may see, and by
     `viewer`. On a lake shared through PostgreSQL, read for every labelled trace and the page's taken from that: a
-    read naming no page stays kept (Database._rows) until labels or queues change, where one naming the page runs
-    again after each ingest, which brings new traces to the first page (four tables' catalog round trips, ~90 ms)."""
+    read naming no page stays kept (Database._rows; up to PROGRESS_KEPT labelled traces) until labels or queues
+    change, where one naming the page runs again after each ingest, which brings new traces to the first page (four
+    tables' catalog round trips, ~90 ms)."""
     if db.locking:
         wanted = set(trace_ids)
-        return {row["trace_id"]: row for row in db.fetchall(PROGRESS.format(page=""), {"viewer": viewer})
-                if row["trace_id"] in wanted}
+        rows = db.fetchall(PROGRESS.format(page=""), {"viewer": viewer}, keep_rows=PROGRESS_KEPT)
+        return {row["trace_id"]: row for row in rows if row["trace_id"] in wanted}
     rows = db.fetchall(PROGRESS.format(page=" AND list_contains($traces, trace_id)"),
                        {"viewer": viewer, "traces": trace_ids})
     return {row["trace_id"]: row for row in rows}
