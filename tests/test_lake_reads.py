@@ -341,9 +341,10 @@ def test_after_a_label_save_the_corpus_pages_read_again_only_what_it_changed(lak
         app.state.db.close()
 
 
-def test_after_an_ingest_the_trace_list_reads_no_label_table_again(lake):
-    """An ingest changes the traces, not the labels: the trace list's labelled counts, read for every labelled trace
-    rather than for its page (which the new traces change), stay kept, and still count what they did."""
+def test_after_an_ingest_the_trace_list_and_a_new_trace_read_no_label_table_again(lake):
+    """An ingest changes the traces, not the labels: the labels' counts by trace, read for every labelled trace
+    rather than for the page's (which the new traces change), stay kept and still count what they did, on the trace
+    list and on the new trace's page."""
     from conftest import BASE_URL
     from fastapi.testclient import TestClient
 
@@ -362,6 +363,8 @@ def test_after_an_ingest_the_trace_list_reads_no_label_table_again(lake):
                  "credit": 0.5}
         assert client.post("/api/annotations", json=label).status_code == 201
         assert labelled_ones(client.get("/").text, trace["trace_id"]) == ones + 1
+        overlays = client.get(f"/api/traces/{trace['trace_id']}/overlays").json()["channels"]
+        assert {"name": "human credit: ada", "count": 1, "min": 0.5, "max": 0.5} in overlays  # its credit overlay
         new = generate_swarm(3, 12, seed=7) | {"trace_id": "arrived-later"}
         assert client.post("/api/traces", json=new).status_code == 201
         with traced_statements() as ran:
@@ -369,6 +372,12 @@ def test_after_an_ingest_the_trace_list_reads_no_label_table_again(lake):
         assert "arrived-later" in listed
         assert [sql for sql, *_ in ran if re.search(r"\b(annotations|queues|queue_items)\b", sql)] == []
         assert labelled_ones(listed, trace["trace_id"]) == ones + 1
+        with traced_statements() as ran:
+            opened = client.get("/traces/arrived-later")
+        assert opened.status_code == 200 and "It has no labels." in opened.text
+        assert [sql for sql, *_ in ran if re.search(r"\b(annotations|queues|queue_items)\b", sql)] == []
+        page = client.get(f"/traces/{trace['trace_id']}").text
+        assert "It has <strong>1 label version</strong> (current labels on 1 event)" in page
     finally:
         app.state.live.close()
         app.state.db.close()

@@ -138,15 +138,16 @@ def annotation_id_taken(cur, annotation_id: int) -> bool:
 
 def label_count(db: Database, trace_id: str) -> int:
     """Label versions stored for a trace (any reviewer, any event, orphaned included): what deleting it keeps."""
-    return db.scalar("SELECT count(*) FROM annotations WHERE trace_id = ?", [trace_id])
+    row = _by_trace(db, "SELECT trace_id, count(*) AS versions FROM annotations WHERE {traces} GROUP BY trace_id", {},
+                    [trace_id]).get(trace_id)
+    return row["versions"] if row else 0
 
 
 def trace_label_counts(db: Database, viewer: str | None, trace_id: str) -> dict:
     """Events of a trace with a current label that says something: by `viewer` (`mine`) and by anyone they
-    may see."""
-    return db.fetchone(
-        "SELECT count(DISTINCT event_id) FILTER (WHERE reviewer = $viewer) AS mine, count(DISTINCT event_id) AS anyone "
-        f"FROM {VISIBLE_CURRENT} l WHERE trace_id = $trace AND {NON_EMPTY}", {"viewer": viewer, "trace": trace_id})
+    may see (label_progress of the one trace: on a lake, the trace list's kept read answers it)."""
+    row = label_progress(db, viewer, [trace_id]).get(trace_id)
+    return {"mine": row["you"], "anyone": row["anyone"]} if row else {"mine": 0, "anyone": 0}
 
 
 def event_label_versions(db: Database, viewer: str | None, trace_id: str, event_id: str) -> int:
@@ -155,27 +156,32 @@ def event_label_versions(db: Database, viewer: str | None, trace_id: str, event_
                      {"viewer": viewer, "trace": trace_id, "event": event_id})
 
 
-# On a lake, the labelled traces whose progress a trace list's read keeps: three small values a trace, a few MB at most
-# for each reviewer viewing (see label_progress).
-PROGRESS_KEPT = 20_000
+# On a lake, the labelled traces a per-trace read of the labels keeps (see _by_trace): a few small values a trace, a few
+# MB at most for each reviewer viewing.
+LABELLED_KEPT = 20_000
 PROGRESS = ("SELECT trace_id, count(DISTINCT event_id) AS anyone, "
             "count(DISTINCT event_id) FILTER (WHERE reviewer = $viewer) AS you "
-            f"FROM {VISIBLE_CURRENT} l WHERE {NON_EMPTY}{{page}} GROUP BY trace_id")
+            f"FROM {VISIBLE_CURRENT} l WHERE {NON_EMPTY} AND {{traces}} GROUP BY trace_id")
+
+
+def _by_trace(db: Database, sql: str, params: dict, trace_ids: list[str]) -> dict[str, dict]:
+    """The rows of `sql` (one per trace_id; `{traces}` the condition taking these traces) for them. On a lake shared
+    through PostgreSQL, read for every trace and these taken from that: a read naming no trace stays kept
+    (Database._rows; up to LABELLED_KEPT traces) until the labels change, where one naming them runs again at every
+    new snapshot, after an ingest too, whose new traces come first in the trace list (four tables' catalog round
+    trips for a blind-review-aware read, ~90 ms). On a file, read for these traces alone."""
+    if db.locking:
+        wanted = set(trace_ids)
+        rows = db.fetchall(sql.format(traces="true"), params, keep_rows=LABELLED_KEPT)
+        return {row["trace_id"]: row for row in rows if row["trace_id"] in wanted}
+    rows = db.fetchall(sql.format(traces="list_contains($traces, trace_id)"), params | {"traces": trace_ids})
+    return {row["trace_id"]: row for row in rows}
 
 
 def label_progress(db: Database, viewer: str | None, trace_ids: list[str]) -> dict[str, dict]:
     """Per trace of `trace_ids` (a page of the trace list): events labelled by anyone `viewer` may see, and by
-    `viewer`. On a lake shared through PostgreSQL, read for every labelled trace and the page's taken from that: a
-    read naming no page stays kept (Database._rows; up to PROGRESS_KEPT labelled traces) until labels or queues
-    change, where one naming the page runs again after each ingest, which brings new traces to the first page (four
-    tables' catalog round trips, ~90 ms)."""
-    if db.locking:
-        wanted = set(trace_ids)
-        rows = db.fetchall(PROGRESS.format(page=""), {"viewer": viewer}, keep_rows=PROGRESS_KEPT)
-        return {row["trace_id"]: row for row in rows if row["trace_id"] in wanted}
-    rows = db.fetchall(PROGRESS.format(page=" AND list_contains($traces, trace_id)"),
-                       {"viewer": viewer, "traces": trace_ids})
-    return {row["trace_id"]: row for row in rows}
+    `viewer`."""
+    return _by_trace(db, PROGRESS, {"viewer": viewer}, trace_ids)
 
 
 def labelled_trace_ids(db: Database, viewer: str | None) -> list[str]:
@@ -206,8 +212,17 @@ def orphaned_labels_in(db: Database, viewer: str | None, trace_ids: list[str] | 
         "ORDER BY l.trace_id, l.event_id, l.reviewer", {"viewer": viewer, "traces": trace_ids})
 
 
+def surely_unlabelled(db: Database, trace_id: str) -> bool:
+    """Whether a trace has no label version, when a lake's kept counts tell at once (label_count): a trace read just
+    after its ingest then skips reading its labels (each such read is four tables' catalog round trips there). On a
+    file, never said: its label reads cost what this one would."""
+    return db.locking and not label_count(db, trace_id)
+
+
 def human_answers(db: Database, viewer: str | None, trace_id: str) -> list[dict]:
     """Current counterfactual and stop answers of a trace's labels with each event's position."""
+    if surely_unlabelled(db, trace_id):
+        return []
     return db.fetchall(
         f"SELECT e.seq, l.counterfactual, l.stop FROM {VISIBLE_CURRENT} l "
         "JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
@@ -218,6 +233,8 @@ def human_answers(db: Database, viewer: str | None, trace_id: str) -> list[dict]
 def human_credit(db: Database, viewer: str | None, trace_id: str, queue_id: str | None = None) -> list[dict]:
     """Current numeric credit labels of a trace with each event's position (with `queue_id`, those saved in
     that queue)."""
+    if surely_unlabelled(db, trace_id):
+        return []
     return db.fetchall(
         f"SELECT e.seq, l.reviewer, l.credit FROM (SELECT * FROM {VISIBLE} v WHERE trace_id = $trace "
         "AND ($queue::VARCHAR IS NULL OR queue_id = $queue)" + CURRENT + ") l "
