@@ -302,9 +302,9 @@ def test_a_table_made_or_a_snapshot_expired_drops_every_kept_read(instances):
     assert [r["name"] for r in first.fetchall(REVIEWERS)] == ["ada", "bob", "cy"]
 
 
-def test_after_a_label_save_the_corpus_pages_read_again_only_what_it_changed(lake):
-    """A lab on a lake: reviewers save labels while others look at the corpus pages. A save changes the labels,
-    not the traces: the pages' reads of the traces stay kept, and what they show of labels is the save's."""
+@pytest.fixture
+def sampled(lake):
+    """An app on the lake holding the sample traces: its client, and the first sample."""
     from conftest import BASE_URL
     from fastapi.testclient import TestClient
 
@@ -317,70 +317,61 @@ def test_after_a_label_save_the_corpus_pages_read_again_only_what_it_changed(lak
         samples = Path(__file__).resolve().parent.parent / "sample_traces"
         docs = [json.loads(path.read_text()) for path in sorted(samples.glob("*.json"))]
         assert client.post("/api/traces", json=docs).status_code == 201
-        trace = docs[0]
-        pages = ("/", "/dashboard", "/audit")
-        for page in pages:
-            assert client.get(page).status_code == 200
-        ones = labelled_ones(client.get("/").text, trace["trace_id"])
-        label = {"trace_id": trace["trace_id"], "event_id": trace["events"][0]["id"], "reviewer": "ada",
-                 "credit": 0.5}
-        assert client.post("/api/annotations", json=label).status_code == 201
-        for page in pages:
-            with traced_statements() as ran:
-                answer = client.get(page)
-            assert answer.status_code == 200
-            corpus_reads = [sql for sql, *_ in ran
-                            if re.search(r"\b(traces|trace_measures|trace_rewards|trace_metrics|audit_findings)\b",
-                                         sql) and "annotations" not in sql]
-            assert corpus_reads == [], (page, corpus_reads)
-        assert labelled_ones(client.get("/").text, trace["trace_id"]) == ones + 1  # its row counts the label
-        assert client.get("/api/annotations", params={"trace_id": trace["trace_id"]}).json()["items"][0]["credit"] \
-            == 0.5
+        yield client, docs[0]
     finally:
         app.state.live.close()
         app.state.db.close()
 
 
-def test_after_an_ingest_the_trace_list_and_a_new_trace_read_no_label_table_again(lake):
+def test_after_a_label_save_the_corpus_pages_read_again_only_what_it_changed(sampled):
+    """A lab on a lake: reviewers save labels while others look at the corpus pages. A save changes the labels,
+    not the traces: the pages' reads of the traces stay kept, and what they show of labels is the save's."""
+    client, trace = sampled
+    pages = ("/", "/dashboard", "/audit")
+    for page in pages:
+        assert client.get(page).status_code == 200
+    ones = labelled_ones(client.get("/").text, trace["trace_id"])
+    label = {"trace_id": trace["trace_id"], "event_id": trace["events"][0]["id"], "reviewer": "ada",
+             "credit": 0.5}
+    assert client.post("/api/annotations", json=label).status_code == 201
+    for page in pages:
+        with traced_statements() as ran:
+            answer = client.get(page)
+        assert answer.status_code == 200
+        corpus_reads = [sql for sql, *_ in ran
+                        if re.search(r"\b(traces|trace_measures|trace_rewards|trace_metrics|audit_findings)\b",
+                                     sql) and "annotations" not in sql]
+        assert corpus_reads == [], (page, corpus_reads)
+    assert labelled_ones(client.get("/").text, trace["trace_id"]) == ones + 1  # its row counts the label
+    assert client.get("/api/annotations", params={"trace_id": trace["trace_id"]}).json()["items"][0]["credit"] \
+        == 0.5
+
+
+def test_after_an_ingest_the_trace_list_and_a_new_trace_read_no_label_table_again(sampled):
     """An ingest changes the traces, not the labels: the labels' counts by trace, read for every labelled trace
     rather than for the page's (which the new traces change), stay kept and still count what they did, on the trace
     list and on the new trace's page."""
-    from conftest import BASE_URL
-    from fastapi.testclient import TestClient
-
-    from app.main import create_app
-    from app.settings import Settings
-
-    app = create_app(Settings(db=lake[0], lake_data=lake[1]))
-    try:
-        client = TestClient(app, base_url=BASE_URL)
-        samples = Path(__file__).resolve().parent.parent / "sample_traces"
-        docs = [json.loads(path.read_text()) for path in sorted(samples.glob("*.json"))]
-        assert client.post("/api/traces", json=docs).status_code == 201
-        trace = docs[0]
-        ones = labelled_ones(client.get("/").text, trace["trace_id"])
-        label = {"trace_id": trace["trace_id"], "event_id": trace["events"][0]["id"], "reviewer": "ada",
-                 "credit": 0.5}
-        assert client.post("/api/annotations", json=label).status_code == 201
-        assert labelled_ones(client.get("/").text, trace["trace_id"]) == ones + 1
-        overlays = client.get(f"/api/traces/{trace['trace_id']}/overlays").json()["channels"]
-        assert {"name": "human credit: ada", "count": 1, "min": 0.5, "max": 0.5} in overlays  # its credit overlay
-        new = generate_swarm(3, 12, seed=7) | {"trace_id": "arrived-later"}
-        assert client.post("/api/traces", json=new).status_code == 201
-        with traced_statements() as ran:
-            listed = client.get("/").text
-        assert "arrived-later" in listed
-        assert [sql for sql, *_ in ran if re.search(r"\b(annotations|queues|queue_items)\b", sql)] == []
-        assert labelled_ones(listed, trace["trace_id"]) == ones + 1
-        with traced_statements() as ran:
-            opened = client.get("/traces/arrived-later")
-        assert opened.status_code == 200 and "It has no labels." in opened.text
-        assert [sql for sql, *_ in ran if re.search(r"\b(annotations|queues|queue_items)\b", sql)] == []
-        page = client.get(f"/traces/{trace['trace_id']}").text
-        assert "It has <strong>1 label version</strong> (current labels on 1 event)" in page
-    finally:
-        app.state.live.close()
-        app.state.db.close()
+    client, trace = sampled
+    ones = labelled_ones(client.get("/").text, trace["trace_id"])
+    label = {"trace_id": trace["trace_id"], "event_id": trace["events"][0]["id"], "reviewer": "ada",
+             "credit": 0.5}
+    assert client.post("/api/annotations", json=label).status_code == 201
+    assert labelled_ones(client.get("/").text, trace["trace_id"]) == ones + 1
+    overlays = client.get(f"/api/traces/{trace['trace_id']}/overlays").json()["channels"]
+    assert {"name": "human credit: ada", "count": 1, "min": 0.5, "max": 0.5} in overlays  # its credit overlay
+    new = generate_swarm(3, 12, seed=7) | {"trace_id": "arrived-later"}
+    assert client.post("/api/traces", json=new).status_code == 201
+    with traced_statements() as ran:
+        listed = client.get("/").text
+    assert "arrived-later" in listed
+    assert [sql for sql, *_ in ran if re.search(r"\b(annotations|queues|queue_items)\b", sql)] == []
+    assert labelled_ones(listed, trace["trace_id"]) == ones + 1
+    with traced_statements() as ran:
+        opened = client.get("/traces/arrived-later")
+    assert opened.status_code == 200 and "It has no labels." in opened.text
+    assert [sql for sql, *_ in ran if re.search(r"\b(annotations|queues|queue_items)\b", sql)] == []
+    page = client.get(f"/traces/{trace['trace_id']}").text
+    assert "It has <strong>1 label version</strong> (current labels on 1 event)" in page
 
 
 def labelled_ones(html: str, trace_id: str) -> int:
