@@ -174,7 +174,10 @@ def _by_trace(db: Database, sql: str, params: dict, trace_ids: list[str]) -> dic
         wanted = set(trace_ids)
         rows = db.fetchall(sql.format(traces="true"), params, keep_rows=LABELLED_KEPT)
         return {row["trace_id"]: row for row in rows if row["trace_id"] in wanted}
-    rows = db.fetchall(sql.format(traces="list_contains($traces, trace_id)"), params | {"traces": trace_ids})
+    if len(trace_ids) == 1:  # a comparison the scan filters by, skipping row groups of other traces
+        rows = db.fetchall(sql.format(traces="trace_id = $trace"), params | {"trace": trace_ids[0]})
+    else:
+        rows = db.fetchall(sql.format(traces="list_contains($traces, trace_id)"), params | {"traces": trace_ids})
     return {row["trace_id"]: row for row in rows}
 
 
