@@ -17,7 +17,6 @@ import pytest
 from app.domain.generate import generate_swarm
 from app.services import labels
 from app.store import db as db_module
-from app.store import labels as label_store
 from app.store import lake as lake_module
 from app.store.db import Database
 from app.store.sql import traced_statements
@@ -358,12 +357,8 @@ def test_after_an_ingest_the_trace_list_and_a_new_trace_read_no_label_table_agai
              "credit": 0.5}
     assert client.post("/api/annotations", json=label).status_code == 201
     assert labelled_ones(client.get("/").text, trace["trace_id"]) == ones + 1
-    assert "It has <strong>1 label version</strong>" in client.get(f"/traces/{trace['trace_id']}").text
     overlays = client.get(f"/api/traces/{trace['trace_id']}/overlays").json()["channels"]
     assert {"name": "human credit: ada", "count": 1, "min": 0.5, "max": 0.5} in overlays  # its credit overlay
-    db = client.app.state.db
-    for sql, params in ((label_store.PROGRESS, {"viewer": None}), (label_store.VERSIONS, {})):  # read ahead by now
-        kept_soon(db, sql.format(traces="true"), params)
     new = generate_swarm(3, 12, seed=7) | {"trace_id": "arrived-later"}
     assert client.post("/api/traces", json=new).status_code == 201
     with traced_statements() as ran:
@@ -377,29 +372,6 @@ def test_after_an_ingest_the_trace_list_and_a_new_trace_read_no_label_table_agai
     assert [sql for sql, *_ in ran if re.search(r"\b(annotations|queues|queue_items)\b", sql)] == []
     page = client.get(f"/traces/{trace['trace_id']}").text
     assert "It has <strong>1 label version</strong> (current labels on 1 event)" in page
-
-
-def kept_soon(db: Database, sql: str, params: dict) -> list[dict]:
-    """The rows of a read that Database.fetchall_kept reads ahead, once kept."""
-    deadline = time.monotonic() + 20
-    while (rows := db.fetchall_kept(sql, params, keep_rows=label_store.LABELLED_KEPT)) is None:
-        assert time.monotonic() < deadline, "never kept"
-        time.sleep(0.05)
-    return rows
-
-
-def test_a_read_kept_is_answered_at_once_and_read_ahead_otherwise(instances):
-    """fetchall_kept: None and a read started in the background, until the read is kept; then its rows, as
-    fetchall gives them, until a commit changes its table."""
-    first, second = instances
-    add(first, "ada")
-    assert first.fetchall_kept(REVIEWERS) is None
-    assert kept_soon(first, REVIEWERS, None) == first.fetchall(REVIEWERS)
-    ran = statements(lambda: first.fetchall_kept(REVIEWERS))
-    assert len(ran) == 1 and ran[0].startswith(LOOK)  # the catalog's snapshot, nothing else
-    add(second, "bob")
-    assert first.fetchall_kept(REVIEWERS) is None
-    assert [r["name"] for r in kept_soon(first, REVIEWERS, None)] == ["ada", "bob"]
 
 
 def labelled_ones(html: str, trace_id: str) -> int:

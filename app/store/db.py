@@ -186,7 +186,6 @@ class Database:
         self._catch_up_lock = threading.Lock()  # held by the one thread asking the catalog's log (see _catch_up)
         self._together: ThreadPoolExecutor | None = None  # a lake's threads for `together`, made when first needed
         self._together_lock = threading.Lock()
-        self._ahead: set[tuple] = set()  # reads being read ahead (fetchall_kept), by key
         # Work done on threads of their own when writes pause: a file's checkpoint, a lake's flush, `when_writes_pause`
         self._pausing: list[_WhenWritesPause] = [_InlineFlusher(self)] if self.is_lake \
             else [] if str(path) == ":memory:" else [_Checkpointer(self)]
@@ -266,54 +265,17 @@ class Database:
         threads), one after the other: a file answers a read at once. The first failure is raised once all ended."""
         if not self.is_lake or len(calls) < 2 or getattr(self._readers, "alongside", False):
             return [call() for call in calls]
+        with self._together_lock:
+            if self._together is None:
+                self._together = ThreadPoolExecutor(TOGETHER_THREADS, "lake-reads", self._alongside)
         if self.locking and _looks.get() is not None:
             self._latest()  # the request's one look, taken before its reads would each take it at once
-        futures = [self._threads().submit(contextvars.copy_context().run, call) for call in calls[1:]]
+        futures = [self._together.submit(contextvars.copy_context().run, call) for call in calls[1:]]
         try:
             first = calls[0]()
         finally:
             wait(futures)
         return [first, *(future.result() for future in futures)]
-
-    def _threads(self) -> ThreadPoolExecutor:
-        """The lake's threads for reads side by side (`together`) and ahead (`fetchall_kept`), made when first needed."""
-        with self._together_lock:
-            if self._together is None:
-                self._together = ThreadPoolExecutor(TOGETHER_THREADS, "lake-reads", self._alongside)
-            return self._together
-
-    def fetchall_kept(self, sql: str, params=None, keep_rows: int | None = None) -> list[dict] | None:
-        """On a lake shared through PostgreSQL, fetchall's rows when kept at the latest snapshot (see _rows); else
-        None, the read started on a thread of the store's (once at a time), not waited for, so that a later call finds
-        it kept. For a read that answers many requests once kept, where each request has a cheaper read of its own to
-        run meanwhile. Elsewhere None."""
-        key = _read_key(sql, params) if self.locking and not self._attached and not VOLATILE_SQL.search(sql) \
-            else None
-        if key is None:
-            return None
-        self._catch_up(self._latest())
-        with self._snapshot_lock:
-            kept = self._snapshot_reads.get(key)
-            start = kept is None and key not in self._ahead
-            if kept is not None:
-                self._snapshot_reads.move_to_end(key)
-            elif start:
-                self._ahead.add(key)
-        if kept is not None:
-            names, rows, _ = kept
-            return [dict(zip(names, row)) for row in (copy.deepcopy(rows) if _nested(rows) else rows)]
-        if start:  # in a context of its own: kept only if no commit came while it read (no request's look)
-            self._threads().submit(contextvars.Context().run, self._read_ahead, key, sql, params, keep_rows)
-        return None
-
-    def _read_ahead(self, key: tuple, sql: str, params, keep_rows: int | None) -> None:
-        try:
-            self._rows(sql, params, keep_rows)
-        except Exception:  # the callers read what they need themselves meanwhile
-            log.exception("reading ahead failed: %s", sql[:200])
-        finally:
-            with self._snapshot_lock:
-                self._ahead.discard(key)
 
     def _alongside(self) -> None:
         """Marks a `together` thread, whose own `together` calls run one after the other."""

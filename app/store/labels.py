@@ -138,7 +138,8 @@ def annotation_id_taken(cur, annotation_id: int) -> bool:
 
 def label_count(db: Database, trace_id: str) -> int:
     """Label versions stored for a trace (any reviewer, any event, orphaned included): what deleting it keeps."""
-    row = _by_trace(db, VERSIONS, {}, [trace_id]).get(trace_id)
+    row = _by_trace(db, "SELECT trace_id, count(*) AS versions FROM annotations WHERE {traces} GROUP BY trace_id", {},
+                    [trace_id]).get(trace_id)
     return row["versions"] if row else 0
 
 
@@ -158,7 +159,6 @@ def event_label_versions(db: Database, viewer: str | None, trace_id: str, event_
 # On a lake, the labelled traces a per-trace read of the labels keeps (see _by_trace): a few small values a trace, a few
 # MB at most for each reviewer viewing.
 LABELLED_KEPT = 20_000
-VERSIONS = "SELECT trace_id, count(*) AS versions FROM annotations WHERE {traces} GROUP BY trace_id"
 PROGRESS = ("SELECT trace_id, count(DISTINCT event_id) AS anyone, "
             "count(DISTINCT event_id) FILTER (WHERE reviewer = $viewer) AS you "
             f"FROM {VISIBLE_CURRENT} l WHERE {NON_EMPTY} AND {{traces}} GROUP BY trace_id")
@@ -166,17 +166,14 @@ PROGRESS = ("SELECT trace_id, count(DISTINCT event_id) AS anyone, "
 
 def _by_trace(db: Database, sql: str, params: dict, trace_ids: list[str]) -> dict[str, dict]:
     """The rows of `sql` (one per trace_id; `{traces}` the condition taking these traces) for them. On a lake shared
-    through PostgreSQL, taken from its read for every trace when that is kept (Database.fetchall_kept; up to
-    LABELLED_KEPT traces): it names no trace, so it stays kept until the labels change, where a read naming these
-    runs again at every new snapshot, after an ingest too, whose new traces come first in the trace list (four
-    tables' catalog round trips for a blind-review-aware read, ~90 ms). Until it is kept, read ahead, these traces'
-    rows are read alone: after a save the whole read costs more than theirs (DuckLake skips the label files of
-    other traces)."""
+    through PostgreSQL, read for every trace and these taken from that: a read naming no trace stays kept
+    (Database._rows; up to LABELLED_KEPT traces) until the labels change, where one naming them runs again at every
+    new snapshot, after an ingest too, whose new traces come first in the trace list (four tables' catalog round
+    trips for a blind-review-aware read, ~90 ms). On a file, read for these traces alone."""
     if db.locking:
-        everyone = db.fetchall_kept(sql.format(traces="true"), params, keep_rows=LABELLED_KEPT)
-        if everyone is not None:
-            wanted = set(trace_ids)
-            return {row["trace_id"]: row for row in everyone if row["trace_id"] in wanted}
+        wanted = set(trace_ids)
+        rows = db.fetchall(sql.format(traces="true"), params, keep_rows=LABELLED_KEPT)
+        return {row["trace_id"]: row for row in rows if row["trace_id"] in wanted}
     if len(trace_ids) == 1:  # a comparison the scan filters by, skipping row groups of other traces
         rows = db.fetchall(sql.format(traces="trace_id = $trace"), params | {"trace": trace_ids[0]})
     else:
@@ -219,13 +216,10 @@ def orphaned_labels_in(db: Database, viewer: str | None, trace_ids: list[str] | 
 
 
 def surely_unlabelled(db: Database, trace_id: str) -> bool:
-    """Whether a trace has no label version, when a lake's kept counts tell at once (label_count's read of every
-    trace): a trace read just after its ingest then skips reading its labels (each such read is four tables' catalog
-    round trips there). Otherwise never said: the label reads cost what asking would."""
-    if not db.locking:
-        return False
-    everyone = db.fetchall_kept(VERSIONS.format(traces="true"), {}, keep_rows=LABELLED_KEPT)
-    return everyone is not None and all(row["trace_id"] != trace_id for row in everyone)
+    """Whether a trace has no label version, when a lake's kept counts tell at once (label_count): a trace read just
+    after its ingest then skips reading its labels (each such read is four tables' catalog round trips there). On a
+    file, never said: its label reads cost what this one would."""
+    return db.locking and not label_count(db, trace_id)
 
 
 def human_answers(db: Database, viewer: str | None, trace_id: str) -> list[dict]:
