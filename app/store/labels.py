@@ -216,9 +216,9 @@ def orphaned_labels_in(db: Database, viewer: str | None, trace_ids: list[str] | 
 
 
 def surely_unlabelled(db: Database, trace_id: str) -> bool:
-    """Whether a trace has no label version, when a lake's kept counts tell at once (label_count): a trace read just
-    after its ingest then skips reading its labels (each such read is four tables' catalog round trips there). On a
-    file, never said: its label reads cost what this one would."""
+    """On a lake, whether a trace has no label version, from label_count's read of every labelled trace (kept until
+    the labels change): a trace read just after its ingest then skips reading its labels (each such read is four
+    tables' catalog round trips there). On a file always False: its label reads cost what asking would."""
     return db.locking and not label_count(db, trace_id)
 
 
