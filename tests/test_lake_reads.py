@@ -104,6 +104,22 @@ def test_a_request_looks_at_the_snapshot_once_and_again_after_its_own_commit(ins
         assert [r["name"] for r in first.fetchall(REVIEWERS)] == ["ada", "bob", "cy", "dee"]
 
 
+def test_a_commit_outside_the_request_neither_makes_it_look_again_nor_is_read_from_before(instances):
+    first, _ = instances
+    add(first, "ada")
+    with db_module.one_look():
+        assert [r["name"] for r in first.fetchall(REVIEWERS)] == ["ada"]
+        build = threading.Thread(target=add, args=(first, "bob"))  # a build or an analysis stored by a thread of
+        build.start()  # its own, which the request waits for
+        build.join()
+        ran = statements(lambda: first.fetchall(REVIEWERS))
+        assert not any(sql.startswith(LOOK) for sql in ran), ran
+        assert [r["name"] for r in first.fetchall(REVIEWERS)] == ["ada", "bob"]
+    with db_module.one_look():  # and the next request reads it as kept
+        assert [r["name"] for r in first.fetchall(REVIEWERS)] == ["ada", "bob"]
+        assert not ran_again(first, REVIEWERS)
+
+
 def test_a_page_on_a_lake_looks_at_the_snapshot_once(lake, tmp_path):
     from conftest import BASE_URL
     from fastapi.testclient import TestClient
@@ -168,6 +184,7 @@ def test_reads_of_the_moment_and_large_reads_run_every_time(instances, monkeypat
 def test_each_thread_reads_on_a_cursor_of_its_own(instances):
     first, _ = instances
     add(first, "ada")
+    before = len(first._all_readers)  # the writer's thread looked after its commit
     counts, barrier = [], threading.Barrier(4)
 
     def read() -> None:
@@ -179,7 +196,7 @@ def test_each_thread_reads_on_a_cursor_of_its_own(instances):
         thread.start()
     for thread in threads:
         thread.join()
-    assert counts == [1] * 20 and len(first._all_readers) == 8  # a cursor in the lake and one to look, each
+    assert counts == [1] * 20 and len(first._all_readers) - before == 8  # a cursor in the lake and one to look, each
 
 
 @pytest.mark.parametrize("store", ["file", "lake"])

@@ -99,8 +99,11 @@ TOGETHER_THREADS = 3
 # build those facts while its user waits.
 LAKE_WATCH_S = 1.0
 # Within `one_look` (a web request), a lake's latest snapshot is asked once per Database: the request's reads are
-# answered as of that look, and asked again after a commit of this process. A look is a PostgreSQL round trip of
-# 1 ms idle and 10-25 ms while the process is busy (a page made 4-5, which were most of its time on a lake).
+# answered as of that look, and asked again after the request's own commit. A look is a PostgreSQL round trip of
+# 1 ms idle and 10-25 ms while the process is busy (a page made 4-5, which were most of its time on a lake). A
+# commit outside any request (a build, an analysis stored) brings the kept reads up to it itself (`_committed`):
+# a page viewed meanwhile neither looks again (right after an ingest, its background commits cost the trace list a
+# second look) nor reads the rows of a write it waited for from before it.
 _looks: ContextVar[dict | None] = ContextVar("lake_looks", default=None)
 READ_SQL = re.compile(r"\s*(SELECT|WITH|FROM)\b", re.IGNORECASE)
 ATTACHING = re.compile(r"\s*(ATTACH|DETACH)\b", re.IGNORECASE)
@@ -180,7 +183,6 @@ class Database:
         self._snapshot_reads: OrderedDict[tuple, tuple[list[str], list[tuple], frozenset | None]] = OrderedDict()
         self._snapshot = None  # the catalog snapshot the kept reads are valid at
         self._tables: tuple[dict[int, str], re.Pattern] | None = None  # the lake's tables by id, and their names
-        self._commits = 0  # this process's commits: a request looks again after one (see one_look)
         self._attached = 0  # databases attached besides the store's own (migrate-store's source)
         self._snapshot_lock = threading.Lock()
         self._catch_up_lock = threading.Lock()  # held by the one thread asking the catalog's log (see _catch_up)
@@ -392,17 +394,31 @@ class Database:
         return named or None
 
     def _latest(self) -> int | None:
-        """The lake's latest snapshot: asked, or within `one_look` the one its request saw since this process's
-        last commit."""
+        """The lake's latest snapshot: asked, or within `one_look` the one its request saw since its last commit."""
         looks = _looks.get()
-        seen = None if looks is None else looks.get(id(self))
-        if seen is not None and seen[1] == self._commits:
-            return seen[0]
-        commits = self._commits
+        if looks is not None and id(self) in looks:
+            return looks[id(self)]
         snapshot = lake.snapshot_id(self._looker())
         if looks is not None:
-            looks[id(self)] = (snapshot, commits)
+            looks[id(self)] = snapshot
         return snapshot
+
+    def _committed(self) -> None:
+        """After a commit on a shared lake: within a request, its next read looks again (and reads its own write);
+        outside one, the kept reads are brought up to the lake's latest snapshot now, so that a request that waited
+        for this write reads it without looking again. Were that to fail, every kept read is dropped: the commit
+        stands, and is not to be reported failed (its caller would write again)."""
+        looks = _looks.get()
+        if looks is not None:
+            looks.pop(id(self), None)
+            return
+        try:
+            self._catch_up(lake.snapshot_id(self._looker()))
+        except Exception:
+            log.warning("bringing the kept reads up to a commit failed: all dropped", exc_info=True)
+            with self._catch_up_lock, self._snapshot_lock:
+                self._snapshot_reads.clear()
+                self._snapshot = None
 
     def _run(self, sql: str, params=None) -> tuple[list[str], list[tuple]]:
         cur = self.execute(sql, params, self._reader())
@@ -414,6 +430,7 @@ class Database:
         several instances, `locks` (tuples naming what the write keeps unique, e.g. ("trace", id)) are held
         from before it reads until after it commits (see lake.held); a file has one writer, `write_lock`."""
         keys = [natural_id("lock", *parts) for parts in locks] if self.locking else []
+        committed = False
         with self.write_lock, lake.held(self._conn, keys):
             # One write at a time: its cursor is kept for the next (a lake cursor's first USE costs a catalog
             # round trip), unless ending its transaction failed, which may leave it in any state.
@@ -440,9 +457,11 @@ class Database:
                 cur.close()
                 raise
             self._writer = cur
-            self._commits += 1
+            committed = True
             for worker in self._pausing:
                 worker.wrote()
+        if committed and self.locking:
+            self._committed()
 
     def write(self, work: Callable[[duckdb.DuckDBPyConnection], T], locks: Iterable[tuple] = ()) -> T:
         """`work(cur)` inside one write transaction holding `locks` (see `transaction`), run again (after a
