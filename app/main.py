@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.routing import APIRoute
 from starlette.datastructures import MutableHeaders
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.services import accounts, analysis
 from app.services.cache import TraceCache
@@ -96,6 +96,19 @@ class OneLook(HTTPMiddleware):
             await self.app(scope, receive, send)
 
 
+class Answering(HTTPMiddleware):
+    """Each request counts as being answered until its answer is sent (LiveTraces.answering): outermost, so that
+    the live builder's reading ahead waits for the whole of it."""
+
+    def __init__(self, app: ASGIApp, live: LiveTraces):
+        super().__init__(app)
+        self.live = live
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        with self.live.answering():
+            await self.app(scope, receive, send)
+
+
 def trace_sql_log() -> None:
     """ORCHESTRACE_TRACE_SQL: every statement with its time on standard error (logger `orchestrace.sql`)."""
     sql_log = logging.getLogger("orchestrace.sql")
@@ -173,6 +186,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.middleware("http")(security.guard)  # outside the form token: a refused request gets no cookie
     app.add_middleware(SecurityHeaders)
     app.add_middleware(OneLook)
+    app.add_middleware(Answering, live=live)
     routers = [module.router for module in (traces, otlp_receiver, ingest_log, annotations, papers, pages, labelling,
                                             paper_pages, corpus_pages, account_pages, backup, schema, queues, queue_pages,
                                             events, users, diff, groups, findings)]

@@ -134,6 +134,42 @@ def test_the_builder_reads_ahead_the_parts_kept_while_the_run_arrives(tmp_path, 
     assert built == stored
 
 
+def test_the_builder_reads_ahead_only_once_no_request_is_being_answered(tmp_path, migrated_file, monkeypatch):
+    """Reading ahead while a request is answered would take the interpreter from its answer: the builder waits
+    until every request being answered (`LiveTraces.answering`) is, then reads ahead."""
+    docs = [decode_request(body) for body in batches("pydantic_ai")]
+    path = tmp_path / "live.duckdb"
+    shutil.copyfile(migrated_file, path)
+    monkeypatch.setattr(live_service, "BUILD_DELAY_S", 60)
+    db = Database(path)
+    live = LiveTraces(db)
+    try:
+        with live.answering(), live.answering():
+            live.receive_otlp(copy.deepcopy(docs[0]), Receipt("POST /v1/traces", "otlp/protobuf", "spans"))
+            with live.answering():
+                time.sleep(0.3)  # were the builder to read ahead now, it would in far less
+            assert live._unprepared
+        deadline = time.monotonic() + 10
+        while live._unprepared and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not live._unprepared
+    finally:
+        live.close()
+        db.close()
+
+
+def test_every_request_is_being_answered_until_its_answer_is_sent(client, app, monkeypatch):
+    """The app marks each request (Answering, outermost), an exporter's batch included, and only while it runs."""
+    live = app.state.live
+    during = []
+    receive = live.receive_otlp
+    monkeypatch.setattr(live, "receive_otlp", lambda *args, **kwargs: during.append(live._answering) or receive(
+        *args, **kwargs))
+    response = client.post("/v1/traces", content=batches("pydantic_ai")[0],
+                           headers={"Content-Type": "application/x-protobuf"})
+    assert response.status_code == 200 and during == [1] and live._answering == 0
+
+
 def test_a_rebuild_overtaken_by_the_root_spans_batch_is_not_stored(tmp_path, migrated_file, monkeypatch):
     """The root span's batch arriving while a rebuild of the run so far imports: that rebuild stores nothing, the
     build after it stores the whole run once."""
