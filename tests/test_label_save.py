@@ -13,6 +13,7 @@ from conftest import make_trace, post_json
 from app.services import labels
 from app.store import keys
 from app.store import labels as label_store
+from app.store import traces as trace_store
 from app.store.sql import traced_statements
 
 
@@ -113,7 +114,7 @@ def test_saves_written_together_answer_each_as_alone(client, db, trace):
         outcomes = labels.save_labels(db, group)
     # One read, one insert, the two new reviewers in one statement; the missing event's refusal asks whether its
     # trace exists.
-    assert statements(run) == [STATEMENTS[0], "SELECT count(*) FROM traces WHERE trace_id = ?", *STATEMENTS[1:]]
+    assert statements(run) == [STATEMENTS[0], trace_store.TRACE_ROW, *STATEMENTS[1:]]
     assert outcomes[0] == (stored(client, 1), True) and outcomes[1] == (stored(client, 2), True)
     assert outcomes[2].status == 404 and "no event 'nope'" in str(outcomes[2])
     assert isinstance(outcomes[3], labels.StaleVersion) and outcomes[3].current == stored(client, 2)

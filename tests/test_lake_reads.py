@@ -141,6 +141,34 @@ def test_a_page_on_a_lake_looks_at_the_snapshot_once(lake, tmp_path):
         app.state.db.close()
 
 
+def test_a_trace_page_on_a_lake_reads_the_traces_row_once_and_its_events_page_with_their_count(lake):
+    """The route's check that the trace exists, its caches' version and its number of events share one read (the
+    first answers the others), and the page of events comes with how many match: each read of a lake is a catalog
+    transaction."""
+    from conftest import BASE_URL
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+    from app.store import traces as trace_store
+
+    app = create_app(Settings(db=lake[0], lake_data=lake[1]))
+    try:
+        client = TestClient(app, base_url=BASE_URL)
+        trace = generate_swarm(12, 300, seed=3)
+        assert client.post("/api/traces", json=trace).status_code == 201
+        with traced_statements() as ran:
+            page = client.get(f"/traces/{trace['trace_id']}", params={"type": "message"})
+        reads = [sql for sql, *_ in ran]
+        assert page.status_code == 200 and reads.count(trace_store.TRACE_ROW) == 1, reads
+        counted = sum(event["type"] == "message" for event in trace["events"])
+        assert not [sql for sql in reads if sql.startswith("SELECT count(*) FROM events")]
+        assert f'<span class="count">{counted:,} events</span>' in page.text
+    finally:
+        app.state.live.close()
+        app.state.db.close()
+
+
 def test_each_lake_table_has_its_inlined_deletion_table_and_deletes_read_right(instances):
     """Made ahead (lake.DELETION_TABLES), DuckLake writes a small delete's rows into it and reads them back."""
     first, second = instances
