@@ -226,6 +226,30 @@ def test_a_large_traces_first_open_reads_its_skeleton_once_for_the_page_and_the_
     assert len(skeleton_reads) == 1
 
 
+def test_a_large_traces_figure_counts_the_whole_trace_from_its_lanes_read(client, caplog):
+    """The lanes, their numbers of events and the trace's first and last times come in one read (on a lake, each
+    read is a catalog transaction): the whole trace's window is counted from it, a narrower one by a read."""
+    trace = generate_swarm(100, graph.LOD_ABOVE + 1, seed=5)
+    assert post_json(client, trace).status_code == 201
+    times = [event["t"] for event in trace["events"]]
+    url = f"/api/traces/{trace['trace_id']}"
+
+    def reads(path: str, **params) -> tuple[dict, list[str]]:
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="orchestrace.sql"):
+            payload = client.get(url + path, params=params).json()
+        return payload, [r.getMessage() for r in caplog.records if r.name == "orchestrace.sql"]
+
+    figure, ran = reads("/figure")
+    assert figure["count"] == len(times) and figure["window"] == [min(times), max(times)]
+    counted = "SELECT count(*) FROM lod_events WHERE trace_id = ? AND t BETWEEN"  # a window's events, read
+    assert not [sql for sql in ran if "min(t), max(t) FROM events" in sql or counted in sql], ran
+    narrow, ran = reads("/window", t0=min(times), t1=(min(times) + max(times)) / 2)
+    assert 0 < narrow["count"] < len(times) and [sql for sql in ran if counted in sql]
+    whole, _ = reads("/window", t0=min(times) - 1, t1=max(times) + 1)
+    assert whole["count"] == len(times)
+
+
 def test_a_folded_agent_shows_its_whole_spawn_subtree_on_its_lane(client):
     from app.domain.figure import build_figure, lane_layout
 

@@ -63,9 +63,8 @@ def figure_json(db: Database, cache: TraceCache, trace_id: str, group: bool | No
 
     def build() -> bytes:
         if n_events > LOD_ABOVE:
-            skeleton, owners, owner_events = _skeleton(db, cache, trace_id, version)
+            skeleton, owners, owner_events, (t0, t1) = _skeleton(db, cache, trace_id, version)
             payload = build_overview(trace_id, skeleton, owners, n_events, group, expand, collapse, keep, owner_events)
-            t0, t1 = lod_store.time_span(db, trace_id)
             window = _window(db, cache, None, trace_id, version, (group, expand, collapse, keep), t0, t1, None, px, None)
             # the frame stays "bins"; its first window may be drawn event by event when a focus keeps few events
             payload.update(window, mode="bins", window_mode=window["mode"])
@@ -139,12 +138,12 @@ def skeleton_events(db: Database, cache: TraceCache, trace_id: str, version) -> 
     return cache.get_or_build(("skeleton events", trace_id, version), lambda: lod_store.skeleton_events(db, trace_id))
 
 
-def _skeleton(db: Database, cache: TraceCache, trace_id: str, version) -> tuple[list[dict], list[str], dict]:
-    """The skeleton events, the lane owners and each owner's number of events."""
-    def build() -> tuple[list[dict], list[str], dict]:
+def _skeleton(db: Database, cache: TraceCache, trace_id: str, version) -> tuple[list[dict], list[str], dict, tuple]:
+    """The skeleton events, the lane owners, each owner's number of events, and the first and last event times."""
+    def build() -> tuple[list[dict], list[str], dict, tuple]:
         ensure_lod(db, trace_id)
-        counts = lod_store.owner_event_counts(db, trace_id)
-        return skeleton_events(db, cache, trace_id, version), list(counts), counts
+        counts, span = lod_store.lanes_and_span(db, trace_id)
+        return skeleton_events(db, cache, trace_id, version), list(counts), counts, span
 
     return cache.get_or_build(("skeleton", trace_id, version), build)
 
@@ -160,13 +159,14 @@ def _window(db: Database, cache: TraceCache, viewer: str | None, trace_id: str, 
             t1: float,
             lanes_in_view, px: tuple[int, int], channel: str | None) -> dict:
     """`layout`: (group, expand, collapse, keep) as lane_layout takes them."""
-    skeleton, owners, _ = _skeleton(db, cache, trace_id, version)
+    skeleton, owners, owner_events, span = _skeleton(db, cache, trace_id, version)
     lanes, lane_of, _ = lane_layout(skeleton, owners, *layout)
     values = overlay_channel(db, cache, viewer, trace_id, channel) if channel else None
     if channel and values is None:
         raise ValueError(f"trace '{trace_id}' has no numeric channel '{channel}'")
     kept = None if layout[3] is None else list(lane_of)  # a focus: only its lanes' events count and are drawn
-    count = lod_store.window_count(db, trace_id, t0, t1, kept)
+    whole = kept is None and span is not None and t0 <= span[0] and span[1] <= t1  # every event: counted
+    count = sum(owner_events.values()) if whole else lod_store.window_count(db, trace_id, t0, t1, kept)
     if count <= EXACT_LIMIT:
         traces, events = exact_traces(lod_store.window_events(db, trace_id, t0, t1, kept),
                                       lod_store.window_edges(db, trace_id, t0, t1), lane_of, lanes_in_view)

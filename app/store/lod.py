@@ -61,12 +61,13 @@ def traces_above(db: Database, trace_ids: list[str], events: int) -> list[str]:
     return [row[0] for row in rows]
 
 
-def owner_event_counts(db: Database, trace_id: str) -> dict[str, int]:
-    """Every lane owner (see EVENT_OWNERS) in order of its first event, with the number of events on its lane.
-    Needs fill_lod."""
-    rows = db.execute("SELECT owner, count(*) FROM lod_events WHERE trace_id = ? GROUP BY owner ORDER BY min(seq)",
-                      [trace_id]).fetchall()
-    return dict(rows)
+def lanes_and_span(db: Database, trace_id: str) -> tuple[dict[str, int], tuple[float, float] | None]:
+    """Every lane owner (see EVENT_OWNERS) in order of its first event, with the number of events on its lane, and
+    the first and last event times (None without events), in one read. Needs fill_lod."""
+    rows = db.execute("SELECT owner, count(*), min(t), max(t) FROM lod_events WHERE trace_id = ? GROUP BY owner "
+                      "ORDER BY min(seq)", [trace_id]).fetchall()
+    span = (min(row[2] for row in rows), max(row[3] for row in rows)) if rows else None
+    return {owner: n for owner, n, *_ in rows}, span
 
 
 def talk_partners(db: Database, trace_id: str, agent: str) -> list[str]:
@@ -76,10 +77,6 @@ def talk_partners(db: Database, trace_id: str, agent: str) -> list[str]:
         UNION SELECT src_owner FROM lod_edges WHERE trace_id = $trace AND dst_owner = $agent""",
                       {"trace": trace_id, "agent": agent}).fetchall()
     return sorted(row[0] for row in rows)
-
-
-def time_span(db: Database, trace_id: str) -> tuple[float, float]:
-    return db.execute("SELECT min(t), max(t) FROM events WHERE trace_id = ?", [trace_id]).fetchone()
 
 
 def window_count(db: Database, trace_id: str, t0: float, t1: float, owners: list[str] | None = None) -> int:
