@@ -259,11 +259,17 @@ def list_traces(db: Database, filters: TraceFilters = TraceFilters(), sort="trac
                                  if key.startswith(REWARD_SORT_PREFIX) else (f"x.{key}", []))
         sql = TRACE_PAGE.format(where=where, columns=PAGE_COLUMNS, sort_key=sort_key, order=order)
         params = where_params + sort_params + where_params + [limit, offset]
-    rows = db.fetchall(sql, params)
-    total = rows[0]["total"]  # on every row; an empty page is one row of NULLs
+    rows, total = _page_and_total(db.fetchall(sql, params), "trace_id")
+    return [_summary(row) for row in rows], total
+
+
+def _page_and_total(rows: list[dict], key: str) -> tuple[list[dict], int]:
+    """The rows and the count of a page read with its count (TRACE_PAGE, EVENT_PAGE): the count is on every row,
+    and an empty page is one row of NULLs (`key` among them) with it."""
+    total = rows[0]["total"]
     for row in rows:
         del row["total"]
-    return [_summary(row) for row in rows if row["trace_id"] is not None], total
+    return [row for row in rows if row[key] is not None], total
 
 
 def read_trace_summary(db: Database, trace_id: str) -> dict | None:
@@ -692,12 +698,8 @@ def list_events(db: Database, trace_id: str, type_=None, agent=None, role=None, 
     order = "DESC" if sort.startswith("-") else "ASC"
     column = EVENT_SORTS.get(sort.lstrip("-"), "seq")
     params = [trace_id, type_ or None, type_ or None, agent or None, agent or None, role or None, role or None]
-    rows = db.fetchall(EVENT_PAGE.format(where=EVENT_FILTER, column=column, order=order),
-                       params + params + [limit, offset])
-    total = rows[0]["total"]
-    for row in rows:
-        del row["total"]
-    return [row for row in rows if row["seq"] is not None], total
+    return _page_and_total(db.fetchall(EVENT_PAGE.format(where=EVENT_FILTER, column=column, order=order),
+                                       params + params + [limit, offset]), "seq")
 
 
 def event_facets(db: Database, trace_id: str) -> dict:
