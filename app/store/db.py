@@ -271,7 +271,7 @@ class Database:
             if self._together is None:
                 self._together = ThreadPoolExecutor(TOGETHER_THREADS, "lake-reads", self._alongside)
         if self.locking and _looks.get() is not None:
-            self._latest()  # the request's one look, taken before its reads would each take it at once
+            self._catch_up(*self._latest())  # the request's one look, before its reads would each take it at once
         futures = [self._together.submit(contextvars.copy_context().run, call) for call in calls[1:]]
         try:
             first = calls[0]()
@@ -332,8 +332,8 @@ class Database:
             else None
         if key is None:
             return self._run(sql, params)
-        snapshot = self._latest()
-        self._catch_up(snapshot)
+        snapshot, told = self._latest()
+        self._catch_up(snapshot, told)
         with self._snapshot_lock:
             kept = self._snapshot_reads.get(key)
             if kept is not None:
@@ -354,18 +354,23 @@ class Database:
                         self._snapshot_reads.popitem(last=False)
         return names, rows
 
-    def _catch_up(self, snapshot: int | None) -> None:
+    def _catch_up(self, snapshot: int | None, told: tuple[int, list] | None = None) -> None:
         """Make the kept reads hold at `snapshot`, when it is later than theirs: drop those of the tables its commits
-        changed, or all of them when the catalog's log cannot tell (lake.changed_tables). One thread asks the log at
-        a time: the others, reading at once (`together`), wait for its answer rather than ask it again. A request
-        that looked earlier leaves them as they are: rows as new as its look or newer."""
+        changed, or all of them when the catalog's log cannot tell (lake.changed_tables). The log comes with the
+        look that found `snapshot` (`told`: the snapshot it starts after, and its rows) when that is still the kept
+        reads' snapshot, or is asked now. One thread asks the log at a time: the others, reading at once
+        (`together`), wait for its answer rather than ask it again. A request that looked earlier leaves them as
+        they are: rows as new as its look or newer."""
         with self._catch_up_lock:
             kept_at = self._snapshot
             if snapshot == kept_at or (snapshot is not None and kept_at is not None and snapshot < kept_at):
                 return
             asked = snapshot is not None and kept_at is not None and bool(self._snapshot_reads)
-            changed = lake.changed_tables(self._looker(), kept_at, snapshot, self._lake_tables()[0]) if asked \
-                else None
+            changed = None
+            if asked:
+                logged = told[1] if told is not None and told[0] == kept_at \
+                    else lake.snapshot_log(self._looker(), kept_at, snapshot)
+                changed = lake.changed_tables(logged, kept_at, snapshot, self._lake_tables()[0])
             with self._snapshot_lock:
                 if changed is None:
                     self._snapshot_reads.clear()
@@ -393,15 +398,24 @@ class Database:
         named = frozenset(name.lower() for name in self._lake_tables()[1].findall(sql))
         return named or None
 
-    def _latest(self) -> int | None:
-        """The lake's latest snapshot: asked, or within `one_look` the one its request saw since its last commit."""
+    def _latest(self) -> tuple[int | None, tuple[int, list] | None]:
+        """The lake's latest snapshot: asked (`_look`), or within `one_look` the one its request saw since its last
+        commit; with what the look was told of the log, if it asked."""
         looks = _looks.get()
         if looks is not None and id(self) in looks:
-            return looks[id(self)]
-        snapshot = lake.snapshot_id(self._looker())
+            return looks[id(self)], None
+        snapshot, told = self._look()
         if looks is not None:
             looks[id(self)] = snapshot
-        return snapshot
+        return snapshot, told
+
+    def _look(self) -> tuple[int | None, tuple[int, list] | None]:
+        """The lake's latest snapshot and, when there are kept reads to bring up to it, the catalog's log since
+        theirs (the snapshot it starts after, and its rows), asked at once (lake.look)."""
+        with self._snapshot_lock:
+            after = self._snapshot if self._snapshot_reads else None
+        snapshot, logged = lake.look(self._looker(), after)
+        return snapshot, None if logged is None else (after, logged)
 
     def _committed(self) -> None:
         """After a commit on a shared lake: within a request, its next read looks again (and reads its own write);
@@ -413,7 +427,7 @@ class Database:
             looks.pop(id(self), None)
             return
         try:
-            self._catch_up(lake.snapshot_id(self._looker()))
+            self._catch_up(*self._look())
         except Exception:
             log.warning("bringing the kept reads up to a commit failed: all dropped", exc_info=True)
             with self._catch_up_lock, self._snapshot_lock:

@@ -143,17 +143,36 @@ def table_names(cur: duckdb.DuckDBPyConnection) -> dict[int, str]:
     return dict(rows)
 
 
-def changed_tables(cur: duckdb.DuckDBPyConnection, after: int, upto: int, names: dict[int, str]) -> set[str] | None:
-    """The names of the tables (`names`: table_names) whose rows the snapshots after `after` up to `upto` changed,
-    from DuckLake's log of what each snapshot did; None when one did anything else (a table made, dropped or
-    altered: what any statement reads may differ) or the log lacks a snapshot (expired)."""
-    rows = execute(cur, f"SELECT * FROM postgres_query('{LOCKS_ALIAS}', 'SELECT snapshot_id, changes_made "
+def look(cur: duckdb.DuckDBPyConnection, after: int | None) -> tuple[int | None, list[tuple] | None]:
+    """The lake's latest snapshot and, when `after` is given, DuckLake's log of what each snapshot after it did up
+    to that one (as `snapshot_log`), in one catalog query: a page's first read after a commit would otherwise ask
+    twice, one round trip of 5-10 ms after the other while the process is busy."""
+    if after is None:
+        return snapshot_id(cur), None
+    # the latest snapshot is the row without a change: each logged one has some ('' at least)
+    rows = execute(cur, f"SELECT * FROM postgres_query('{LOCKS_ALIAS}', 'SELECT max(snapshot_id), NULL "
+                        "FROM ducklake_snapshot UNION ALL SELECT snapshot_id, coalesce(changes_made, '''') "
+                        f"FROM ducklake_snapshot_changes WHERE snapshot_id > {int(after)}')").fetchall()
+    latest = next(snapshot for snapshot, made in rows if made is None)
+    # one statement reads one state of the catalog: the log holds no snapshot after `latest`
+    return latest, [(snapshot, made) for snapshot, made in rows if made is not None]
+
+
+def snapshot_log(cur: duckdb.DuckDBPyConnection, after: int, upto: int) -> list[tuple]:
+    """DuckLake's log of what each snapshot after `after` up to `upto` did: (snapshot_id, changes_made) rows."""
+    return execute(cur, f"SELECT * FROM postgres_query('{LOCKS_ALIAS}', 'SELECT snapshot_id, changes_made "
                         f"FROM ducklake_snapshot_changes WHERE snapshot_id > {int(after)} "
                         f"AND snapshot_id <= {int(upto)}')").fetchall()
-    if len(rows) != upto - after:
+
+
+def changed_tables(log: list[tuple], after: int, upto: int, names: dict[int, str]) -> set[str] | None:
+    """The names of the tables (`names`: table_names) whose rows the snapshots after `after` up to `upto` changed,
+    from their `log` (snapshot_log); None when one did anything else (a table made, dropped or altered: what any
+    statement reads may differ) or the log lacks a snapshot (expired)."""
+    if len(log) != upto - after:
         return None
     changed: set[str] = set()
-    for _, made in rows:
+    for _, made in log:
         made = made or ""
         changes = list(CHANGE.finditer(made))
         if sum(len(change[0]) for change in changes) != len(made):  # a change of a shape not known here
