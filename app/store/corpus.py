@@ -35,32 +35,6 @@ EXTENT_FIELDS = ("n", "low", "high", "whole")
 NO_EXTENT = {"n": 0, "low": None, "high": None, "whole": None}
 
 
-def measure_extents(db: Database, keys: list[str]) -> dict[str, dict]:
-    """Per measure: how many traces have it (`n`), its least and greatest value and whether every value is
-    `whole`; the columns in one scan of the measures, the reward channels in one of their rows."""
-    columns = [n for n, key in enumerate(keys) if _channel(key) is None]
-    channels = [_channel(key) for key in keys if _channel(key) is not None]
-
-    def of_columns() -> dict:
-        if not columns:
-            return {}
-        row = db.fetchone("SELECT " + ", ".join(EXTENT.format(x=f"CAST({_column(keys[n])} AS DOUBLE)", n=n)
-                                                for n in columns) + " FROM trace_measures")
-        return {keys[n]: {field: row[f"{field}{n}"] for field in EXTENT_FIELDS} for n in columns}
-
-    def of_channels() -> dict:
-        if not channels:
-            return {}
-        found = {row["channel"]: row for row in db.fetchall(
-            "SELECT channel, " + EXTENT.format(x="value", n="") + " FROM trace_rewards "
-            "WHERE channel IN (SELECT unnest(?::VARCHAR[])) GROUP BY channel", [channels])}
-        return {REWARD_SORT_PREFIX + channel: {field: found.get(channel, NO_EXTENT)[field] for field in EXTENT_FIELDS}
-                for channel in channels}
-
-    out = dict(pair for part in db.together(of_columns, of_channels) for pair in part.items())
-    return {key: out[key] for key in keys}
-
-
 def measure_rows(db: Database, keys: list[str], limit: int) -> list[dict]:
     """Up to `limit` traces with their measures (x0, x1, ... in the order of `keys`), in id order."""
     measures, params = _measures(keys)
@@ -101,24 +75,47 @@ def measure_bins(db: Database, grids: dict, plots: list[tuple[str, str]]) -> lis
 COUNTED = ("topology", "system")  # the columns corpus_counts counts traces by
 
 
-def corpus_counts(db: Database) -> dict:
-    """The number of traces, the traces per topology and per system, and the findings per rule (each most first),
-    in one read of the measures: on a lake every read of a table costs its catalog round trips."""
-    rows = db.fetchall(
-        "WITH m AS MATERIALIZED (SELECT topology, system, rules FROM trace_measures) "
-        "SELECT 'traces' AS what, NULL::VARCHAR AS value, count(*) AS n FROM m "
-        + "".join(f"UNION ALL SELECT '{column}', {column}, count(*) FROM m GROUP BY {column} " for column in COUNTED)
-        + f"UNION ALL SELECT 'findings', rule, sum(n)::BIGINT FROM {rule_counts('m')} GROUP BY rule "
-        "ORDER BY what, n DESC, value")
+def corpus_counts(db: Database, keys: list[str] = ()) -> dict:
+    """The number of traces, the traces per topology and per system, the findings per rule (each most first), and
+    per measure of `keys` its extent (`extents`: how many traces have it, `n`, its least and greatest value and
+    whether every value is `whole`). The counts and the columns' extents come from one read of the measures, the
+    reward channels' from one of their rows beside it: on a lake every read of a table costs its catalog round
+    trips, and the dashboard's bins wait for these extents."""
+    columns = [key for key in keys if _channel(key) is None]
+    channels = [_channel(key) for key in keys if _channel(key) is not None]
+
+    def of_measures() -> list[dict]:
+        kept = "".join(f", {_column(key)}" for key in columns)
+        extents = "".join(f", {EXTENT.format(x=f'CAST({key} AS DOUBLE)', n=n)}" for n, key in enumerate(columns))
+        return db.fetchall(
+            f"WITH m AS MATERIALIZED (SELECT topology, system, rules{kept} FROM trace_measures) "
+            f"SELECT 'traces' AS what, NULL::VARCHAR AS value, count(*) AS n{extents} FROM m "
+            + "".join(f"UNION ALL BY NAME SELECT '{column}' AS what, {column} AS value, count(*) AS n FROM m "
+                      f"GROUP BY {column} " for column in COUNTED)
+            + "UNION ALL BY NAME SELECT 'findings' AS what, rule AS value, sum(n)::BIGINT AS n "
+            f"FROM {rule_counts('m')} GROUP BY rule ORDER BY what, n DESC, value")
+
+    def of_channels() -> dict:
+        if not channels:
+            return {}
+        found = {row["channel"]: row for row in db.fetchall(
+            "SELECT channel, " + EXTENT.format(x="value", n="") + " FROM trace_rewards "
+            "WHERE channel IN (SELECT unnest(?::VARCHAR[])) GROUP BY channel", [channels])}
+        return {REWARD_SORT_PREFIX + channel: {field: found.get(channel, NO_EXTENT)[field] for field in EXTENT_FIELDS}
+                for channel in channels}
+
+    rows, extents = db.together(of_measures, of_channels)
     counts = {"traces": 0, "findings": {}} | {column: [] for column in COUNTED}
     for row in rows:
-        what = row.pop("what")
+        what = row["what"]
         if what == "traces":
             counts["traces"] = row["n"]
+            extents |= {key: {field: row[f"{field}{n}"] for field in EXTENT_FIELDS} for n, key in enumerate(columns)}
         elif what == "findings":
             counts["findings"][row["value"]] = row["n"]
         else:
-            counts[what].append(row)
+            counts[what].append({"value": row["value"], "n": row["n"]})
+    counts["extents"] = {key: extents[key] for key in keys}
     return counts
 
 

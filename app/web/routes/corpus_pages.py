@@ -65,12 +65,12 @@ def read_dashboard(request: Request, facts: CorpusDep):
 @corpus_fact("dashboard", analyses=True)
 def dashboard(db, facts) -> dict:
     """The dashboard's figures, reward channels and number of traces."""
-    counts = corpus_store.corpus_counts(db)
-    n_traces = counts["traces"]
     channels = facts.reward_channels()
     plots = PLOTS + tuple((f"reward-{c}", f"reward '{c}' vs agents", "agents", f"reward:{c}") for c in channels)
     keys = sorted({key for *_, x, y in plots for key in (x, y)})
-    figures = points(db, plots, keys) if n_traces <= POINTS_UP_TO else bins(db, plots, keys)
+    counts = corpus_store.corpus_counts(db, keys)  # with the measures' extents: the bins need no read of their own
+    n_traces = counts["traces"]
+    figures = points(db, plots, keys) if n_traces <= POINTS_UP_TO else bins(db, plots, counts["extents"])
     for column in corpus_store.COUNTED:
         figures[f"by-{column}"] = charts.bar_chart(
             f"traces by {column}", {row["value"] or "(none)": row["n"] for row in counts[column]},
@@ -97,10 +97,9 @@ def points(db, plots: tuple, keys: list[str]) -> dict:
     return figures
 
 
-def bins(db, plots: tuple, keys: list[str]) -> dict:
-    """Each plot as its traces counted in 2-D bins on round grids over the measures' extents, a bin linking to the
-    trace list filtered to it."""
-    extents = corpus_store.measure_extents(db, keys)
+def bins(db, plots: tuple, extents: dict[str, dict]) -> dict:
+    """Each plot as its traces counted in 2-D bins on round grids over the measures' `extents` (corpus_counts), a
+    bin linking to the trace list filtered to it."""
     grids = {key: charts.grid(e["low"], e["high"], e["whole"]) for key, e in extents.items() if e["n"]}
     drawn = [plot for plot in plots if plot[2] in grids and plot[3] in grids]
     counts = corpus_store.measure_bins(db, grids, [(x, y) for *_, x, y in drawn])
