@@ -80,8 +80,8 @@ def wait_for_a_refresh_that_saw(began: list[int], traces: int) -> None:
         time.sleep(QUIET_S)
 
 
-# Each page has a fact of its own, which neither page before it in this order builds: the list's reward channels and
-# facets, the audit's rule totals, the dashboard's figures.
+# Each page has a fact of its own, which neither page before it in this order builds: the list's facets (with the
+# reward channels), the audit's rule totals, the dashboard's figures.
 PAGES = ("/", "/audit", "/dashboard")
 
 

@@ -20,6 +20,7 @@ from app.domain.generate import generate_swarm
 from app.main import create_app
 from app.services import analysis as analysis_service
 from app.services import labels, queues
+from app.services.corpus import CorpusFacts
 from app.settings import Settings
 from app.store import traces as trace_store
 from app.store.sql import traced_statements
@@ -140,14 +141,26 @@ def test_pages_of_uploaded_traces_read_nothing_of_the_live_traces(corpus, genera
         assert sql and not [s for s in sql if "live_traces" in s], url
 
 
-def test_the_systems_and_topologies_offered_are_those_stored_in_one_read(corpus, generated):
+def test_the_systems_topologies_and_reward_channels_offered_are_those_stored_in_one_read(corpus, generated):
     page = BeautifulSoup(corpus.get(QUEUE).text, "html.parser")  # the new queue's form offers them
     for name, field in (("system", "systems"), ("topology", "topologies")):
         offered = [option.get_text() for option in page.select(f'select[name="{field}"] option')]
         assert offered == sorted({t[name] for t in generated if t.get(name)}), name
+    listed = BeautifulSoup(corpus.get("/").text, "html.parser")  # the trace list's reward columns to choose
+    assert [box["value"] for box in listed.select('.column-choices input[name="reward"]')] == sorted(
+        {channel for t in generated for channel in t["rewards"]})
     with traced_statements() as ran:  # on a lake, each read of the traces costs its catalog round trips
         trace_store.trace_facets(corpus.app.state.db)
     assert len(ran) == 1
+
+
+def test_the_facets_and_the_reward_channels_are_built_in_one_read(corpus, generated):
+    """The trace list shows both: on a lake it waited for one read of them after the other."""
+    facts = CorpusFacts(corpus.app.state.db)  # nothing kept yet
+    with traced_statements() as ran:
+        facets, channels = facts.trace_facets(), facts.reward_channels()
+    assert channels == facets["reward_channels"] == sorted({c for t in generated for c in t["rewards"]})
+    assert sum("DISTINCT" in sql for sql, *_ in ran) == 1, [sql[:60] for sql, *_ in ran]
 
 
 def listed(client, **params) -> dict:

@@ -41,15 +41,9 @@ def corpus_fact(name: str, analyses: bool = False) -> Callable[[Build], Fact]:
     return declare
 
 
-@corpus_fact("reward channels")
-def reward_channels(db: Database, _) -> list[str]:
-    """The reward channel names across stored traces."""
-    return trace_store.reward_channels(db)
-
-
 @corpus_fact("trace facets")
 def trace_facets(db: Database, _) -> dict:
-    """The systems and topologies across stored traces."""
+    """The systems, topologies and reward channels across stored traces."""
     return trace_store.trace_facets(db)
 
 
@@ -116,9 +110,9 @@ class CorpusFacts:
         return pending.result()
 
     def reward_channels(self) -> list[str]:
-        """The reward channel names across stored traces."""
-        return self.get(reward_channels)
+        """The reward channel names across stored traces (read with the facets)."""
+        return self.trace_facets()["reward_channels"]
 
     def trace_facets(self) -> dict:
-        """The systems and topologies across stored traces."""
+        """The systems, topologies and reward channels across stored traces."""
         return self.get(trace_facets)

@@ -584,23 +584,20 @@ def read_edges(db: Database, trace_id: str) -> list[dict]:
 
 
 def trace_facets(db: Database) -> dict:
-    """Distinct systems and topologies across stored traces, for filters: one read of the traces (on a lake, each
-    read costs its catalog round trips)."""
+    """Distinct systems and topologies across stored traces, for filters, and the reward channel names across them
+    (`reward_channels`), each in name order: one read (on a lake, each read costs its catalog round trips, and the
+    trace list waited for one of these after the other)."""
     row = db.fetchone(
         "SELECT list(DISTINCT system ORDER BY system) FILTER (WHERE system IS NOT NULL) AS systems, "
-        "list(DISTINCT topology ORDER BY topology) FILTER (WHERE topology IS NOT NULL) AS topologies FROM traces")
-    return {key: row[key] or [] for key in ("systems", "topologies")}
+        "list(DISTINCT topology ORDER BY topology) FILTER (WHERE topology IS NOT NULL) AS topologies, "
+        "(SELECT list(DISTINCT channel ORDER BY channel) FROM trace_rewards) AS reward_channels FROM traces")
+    return {key: row[key] or [] for key in ("systems", "topologies", "reward_channels")}
 
 
 def corpus_version(db: Database) -> tuple:
     """What changes whenever a trace is stored, replaced or deleted: their number and the latest ingest time (a
     replace stamps its trace with the newest time)."""
     return tuple(db.execute("SELECT count(*), max(ingested_at) FROM traces").fetchone())
-
-
-def reward_channels(db: Database) -> list[str]:
-    """Reward channel names across stored traces, in name order."""
-    return [r["channel"] for r in db.fetchall("SELECT DISTINCT channel FROM trace_rewards ORDER BY channel")]
 
 
 def read_event_cores(db: Database, trace_id: str) -> list[dict]:

@@ -69,10 +69,11 @@ def trace_list_context(db, facts, asked: dict, sort, page, reviewer=None) -> dic
     except ValueError as exc:
         refused.append(str(exc))
         sort = DEFAULT_TRACE_SORT
-    (items, total, page, pages), (channels, facets) = db.together(
+    (items, total, page, pages), facets = db.together(
         lambda: fetch_page(page, TRACES_PER_PAGE,
                            lambda limit, offset: trace_store.list_traces(db, filters, sort, limit, offset)),
-        lambda: (facts.reward_channels(), facts.trace_facets()))  # the second finds the corpus version kept
+        facts.trace_facets)
+    channels = facets["reward_channels"]
     ids = [t["trace_id"] for t in items]
     labelled, receiving = db.together(lambda: label_store.label_progress(db, reviewer, ids),
                                       lambda: live.receiving_trace_ids(db, ids))
@@ -82,7 +83,7 @@ def trace_list_context(db, facts, asked: dict, sort, page, reviewer=None) -> dic
             "filtered": filters != trace_store.TraceFilters(), "rules": AUDIT_RULES,
             "ranges": [{"text": text, "key": key, "low": low, "high": high, "others": texts[:i] + texts[i + 1:]}
                        for i, (text, (key, low, high)) in enumerate(zip(texts, filters.ranges))],
-            "facets": facets | {"reward_channels": channels},
+            "facets": facets,
             "shown_channels": shown_channels(channels, asked.get("rewards") or [], items, sort),
             "labelled": labelled, "receiving": receiving}
 
