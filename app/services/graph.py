@@ -142,8 +142,9 @@ def _skeleton(db: Database, cache: TraceCache, trace_id: str, version) -> tuple[
     """The skeleton events, the lane owners, each owner's number of events, and the first and last event times."""
     def build() -> tuple[list[dict], list[str], dict, tuple]:
         ensure_lod(db, trace_id)
-        counts, span = lod_store.lanes_and_span(db, trace_id)
-        return skeleton_events(db, cache, trace_id, version), list(counts), counts, span
+        (counts, span), skeleton = db.together(lambda: lod_store.lanes_and_span(db, trace_id),
+                                               lambda: skeleton_events(db, cache, trace_id, version))
+        return skeleton, list(counts), counts, span
 
     return cache.get_or_build(("skeleton", trace_id, version), build)
 
@@ -167,9 +168,10 @@ def _window(db: Database, cache: TraceCache, viewer: str | None, trace_id: str, 
     kept = None if layout[3] is None else list(lane_of)  # a focus: only its lanes' events count and are drawn
     whole = kept is None and span is not None and t0 <= span[0] and span[1] <= t1  # every event: counted
     count = sum(owner_events.values()) if whole else lod_store.window_count(db, trace_id, t0, t1, kept)
-    if count <= EXACT_LIMIT:
-        traces, events = exact_traces(lod_store.window_events(db, trace_id, t0, t1, kept),
-                                      lod_store.window_edges(db, trace_id, t0, t1), lane_of, lanes_in_view)
+    if count <= EXACT_LIMIT:  # the window's events and edges, and below its bins and bundles, read side by side
+        traces, events = exact_traces(*db.together(lambda: lod_store.window_events(db, trace_id, t0, t1, kept),
+                                                   lambda: lod_store.window_edges(db, trace_id, t0, t1)),
+                                      lane_of, lanes_in_view)
         if values is not None:
             events["values"] = [values[seq] for seq in events["seq"]]
         return {"mode": "exact", "traces": traces, "events": events, "count": count, "window": [t0, t1]}
@@ -181,10 +183,11 @@ def _window(db: Database, cache: TraceCache, viewer: str | None, trace_id: str, 
     rows = {agent: row_of[lane] for agent, lane in lane_of.items()}
     buckets = max(1, min(px[0] // BIN_PX, MAX_MARKS // len(row_y)))
     numbers = None if values is None else {seq: v for seq, v in enumerate(values) if v is not None}
-    bins = lod_store.event_bins(db, trace_id, rows, t0, t1, buckets, numbers)
     budget = edge_budget(px)
-    bundles = lod_store.edge_bundles(db, trace_id, rows, t0, t1, max(1, buckets // BUNDLE_BINS), budget,
-                                     (row_of[first], row_of[last]) if lanes else None)
+    bins, bundles = db.together(
+        lambda: lod_store.event_bins(db, trace_id, rows, t0, t1, buckets, numbers),
+        lambda: lod_store.edge_bundles(db, trace_id, rows, t0, t1, max(1, buckets // BUNDLE_BINS), budget,
+                                       (row_of[first], row_of[last]) if lanes else None))
     traces = bundle_traces(bundles, row_y) + bin_traces(bins, row_y, row_names, channel, row_spans(row_of),
                                                         (t0, t1, buckets))
     return {"mode": "bins", "traces": traces, "events": None, "count": count, "window": [t0, t1],

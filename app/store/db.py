@@ -283,9 +283,10 @@ class Database:
         """Marks a `together` thread, whose own `together` calls run one after the other."""
         self._readers.alongside = True
 
-    def _reader(self) -> duckdb.DuckDBPyConnection:
+    def reader(self) -> duckdb.DuckDBPyConnection:
         """This thread's cursor for the reads whose rows are taken before they return (fetchall, fetchone,
-        scalar), kept: a lake cursor's USE costs catalog round trips, as many as a small query's."""
+        scalar, arrow, and a store's read that registers its lists on it for one statement), kept: a lake cursor's
+        USE costs catalog round trips, as many as a small query's (a large trace's figure made two)."""
         cur = getattr(self._readers, "cur", None)
         if cur is None:
             cur = self._readers.cur = self.cursor()
@@ -307,7 +308,7 @@ class Database:
     def arrow(self, sql: str, params=None) -> pa.Table:
         """A query's rows as an Arrow table: DuckDB fills it without holding the GIL, where rows as Python tuples
         are made one by one under it."""
-        return self.execute(sql, params, self._reader()).to_arrow_table()
+        return self.execute(sql, params, self.reader()).to_arrow_table()
 
     def fetchall(self, sql: str, params=None, keep_rows: int | None = None) -> list[dict]:
         """Rows of a query as dicts keyed by column name; `keep_rows` as for _rows."""
@@ -435,7 +436,7 @@ class Database:
                 self._snapshot = None
 
     def _run(self, sql: str, params=None) -> tuple[list[str], list[tuple]]:
-        cur = self.execute(sql, params, self._reader())
+        cur = self.execute(sql, params, self.reader())
         return [d[0] for d in cur.description], cur.fetchall()
 
     @contextmanager

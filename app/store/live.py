@@ -165,7 +165,7 @@ def run_members(db: Database, source: str, source_trace: str, limit: int) -> lis
     it, transitively; itself first, then in the order found, at most `limit`."""
     members = [source_trace]
     frontier = [source_trace]
-    cur = db.cursor()
+    cur = db.reader()
     while frontier and len(members) < limit:
         with registered(cur, "run_traces", source_trace_id=frontier):
             rows = execute(cur, 

@@ -84,7 +84,7 @@ def window_count(db: Database, trace_id: str, t0: float, t1: float, owners: list
     if owners is None:
         return db.scalar("SELECT count(*) FROM lod_events WHERE trace_id = ? AND t BETWEEN ? AND ?",
                          [trace_id, t0, t1])
-    cur = db.cursor()
+    cur = db.reader()
     with registered(cur, "kept_owners", owner=owners):
         return db.execute("""
             SELECT count(*) FROM lod_events WHERE trace_id = $trace AND t BETWEEN $t0 AND $t1
@@ -139,7 +139,7 @@ def event_bins(db: Database, trace_id: str, rows: dict[str, int], t0: float, t1:
     event type (of equals, the one that comes first) and, given per-event `values` (seq -> number), their mean
     over the bin's events that have one.
     Needs fill_lod."""
-    cur = db.cursor()
+    cur = db.reader()
     with registered(cur, "lane_rows", owner=list(rows), row=pa.array(list(rows.values()), pa.int32())), \
             registered(cur, "event_values", seq=pa.array(list(values or ()), pa.int32()),
                        value=pa.array(list((values or {}).values()), pa.float64())):
@@ -165,7 +165,7 @@ def edge_bundles(db: Database, trace_id: str, rows: dict[str, int], t0: float, t
     bundle its type, rows, edges, mean source and target t; the `limit` heaviest bundles, of those with an end in
     the rows `in_view` (first, last) when given. Needs fill_lod."""
     first, last = in_view or (0, max(rows.values(), default=0))
-    cur = db.cursor()
+    cur = db.reader()
     with registered(cur, "lane_rows", owner=list(rows), row=pa.array(list(rows.values()), pa.int32())):
         return db.execute("""
             SELECT x.type, rs.row AS src_row, rd.row AS dst_row, count(*) AS edges, avg(x.src_t), avg(x.dst_t)
@@ -191,7 +191,7 @@ def window_events(db: Database, trace_id: str, t0: float, t1: float, owners: lis
     params = {"trace": trace_id, "t0": t0, "t1": t1}
     if owners is None:
         return db.fetchall(WINDOW_EVENTS.format(kept=""), params)
-    cur = db.cursor()
+    cur = db.reader()
     with registered(cur, "kept_owners", owner=owners):
         rows = db.execute(WINDOW_EVENTS.format(kept="AND owner IN (SELECT owner FROM kept_owners)"), params, cur=cur)
         keys = [column[0] for column in rows.description]
@@ -209,7 +209,7 @@ def window_edges(db: Database, trace_id: str, t0: float, t1: float) -> list[dict
 def locate_events(db: Database, trace_id: str, event_ids: list[str]) -> list[dict]:
     """Each found event's id, seq, t and lane owner, in trace order: where the page moves the view to show it.
     Needs fill_lod."""
-    cur = db.cursor()
+    cur = db.reader()
     with registered(cur, "wanted", event_id=event_ids):
         rows = db.execute("""
             SELECT e.event_id, o.seq, o.t, o.owner

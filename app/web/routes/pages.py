@@ -162,38 +162,46 @@ def read_trace_page(request: Request, trace_id: TraceId, db: DbDep, cache: Cache
                     type: str | None = None, agent: str | None = None, role: str | None = None,
                     sort: str = "seq", page: int = 1, queue: str | None = None):
     summary = trace_store.read_trace_summary(db, trace_id)
-    rows, total, page, pages = fetch_page(
-        page, EVENTS_PER_PAGE, lambda limit, offset: trace_store.list_events(db, trace_id, type, agent, role, sort,
-                                                                         limit, offset))
-    facets = trace_store.event_facets(db, trace_id)
-    selected = trace_store.read_event(db, trace_id, event) if event else None
     reviewer = reviewer_of(request)
-    context = {
+    # Every read but the summary's needs none of the others' rows: on a lake, where each waits on its catalog round
+    # trips, they run side by side (a first open of a large trace read six one after the other).
+    reads = {
+        "events": lambda: fetch_page(page, EVENTS_PER_PAGE, lambda limit, offset: trace_store.list_events(
+            db, trace_id, type, agent, role, sort, limit, offset)),
+        "facets": lambda: trace_store.event_facets(db, trace_id),
+        "live": lambda: live.live_status(db, trace_id),
+        "progress": lambda: labels.progress(db, trace_id, reviewer),
+        "compare_with": lambda: diff.compare_candidates(db, summary),
+        "skeleton": lambda: graph.skeleton_events(db, cache, trace_id, stored_utc(summary["ingested_at"])),
+    }
+    if summary["events"] <= graph.LOD_ABOVE:  # a large trace's channels come after its graph (trace.js): reading
+        reads["channels"] = lambda: graph.overlay_channels(db, cache, reviewer, trace_id)  # every event takes seconds
+    if event:
+        reads |= {"selected": lambda: trace_store.read_event(db, trace_id, event),
+                  "selected_edges": lambda: trace_store.read_event_edges(db, trace_id, event),
+                  "selected_neighbours": lambda: trace_store.lane_neighbours(db, trace_id, event)}
+    if may_delete(request, trace_id):
+        reads["label_versions"] = lambda: label_store.label_count(db, trace_id)
+    read = dict(zip(reads, db.together(*reads.values())))
+    rows, total, page, pages = read.pop("events")
+    facets, skeleton = read["facets"], read.pop("skeleton")
+    selected = read.get("selected")
+    context = read | {
         "trace": summary,
-        "live": live.live_status(db, trace_id),
-        "facets": facets,
         "lanes": split_lanes(facets["agent"]),
         "event_types": EVENT_TYPES,
         "events": {"rows": rows, "total": total, "page": page, "pages": pages,
                    "sort": sort, "filters": {"type": type or "", "agent": agent or "", "role": role or ""}},
         "selected": selected,
-        "selected_edges": trace_store.read_event_edges(db, trace_id, event) if selected else None,
-        "selected_neighbours": trace_store.lane_neighbours(db, trace_id, event) if selected else None,
+        "selected_edges": read.get("selected_edges") if selected else None,
+        "selected_neighbours": read.get("selected_neighbours") if selected else None,
         "missing_event": event if event and not selected else None,
         "content": content_view(selected["event"]) if selected else None,
-        # a large trace's channels come after its graph (trace.js): reading every event's properties takes seconds
-        "channels": describe(graph.overlay_channels(db, cache, reviewer, trace_id))
-        if summary["events"] <= graph.LOD_ABOVE else None,
+        "channels": describe(read["channels"]) if "channels" in read else None,
         "computed_channels": analysis.computed_channel_names(summary["rewards"]),
-        "progress": labels.progress(db, trace_id, reviewer),
-        "compare_with": diff.compare_candidates(db, summary),
-        "tree": cache.get_or_build(
-            ("tree", trace_id, summary["ingested_at"]),
-            lambda: nest_spawn_tree(graph.skeleton_events(db, cache, trace_id, stored_utc(summary["ingested_at"])),
-                                    {row["value"]: row["n"] for row in facets["agent"]})),
+        "tree": cache.get_or_build(("tree", trace_id, summary["ingested_at"]), lambda: nest_spawn_tree(
+            skeleton, {row["value"]: row["n"] for row in facets["agent"]})),
     }
-    if may_delete(request, trace_id):
-        context["label_versions"] = label_store.label_count(db, trace_id)
     if selected:
         context |= label_context(db, trace_id, selected["event"]["id"], reviewer, queue)
     return render(request, "trace_detail.html", context,
