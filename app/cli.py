@@ -344,8 +344,8 @@ def _store_batches(args, db: Database, settings: Settings, batches: list, fmt: s
     progress = Progress(len(batches), sum(len(u.data) for _, b in batches for u in b))
     for label, uploads in batches:
         try:
-            stored, skipped, warnings = ingest(db, uploads, existing, settings.max_body_bytes, fmt,
-                                               strictest(settings.content, args.content), command)
+            stored, skipped, warnings, _ = ingest(db, uploads, existing, settings.max_body_bytes, fmt,
+                                                  strictest(settings.content, args.content), command)
             summary["ingested"] += stored
             summary["skipped"] += skipped
             summary["warnings"] += warnings
@@ -687,7 +687,7 @@ def cmd_demo(args) -> int:
 def load_samples(db: Database, folder: Path) -> tuple[list[str], list[str]]:
     """Ingest every sample trace in `folder`, skipping those already stored."""
     uploads = [Upload(p.name, p.read_bytes()) for p in sorted(folder.glob("*.json"))]
-    stored, skipped, _ = ingest(db, uploads, existing="skip", endpoint="orchestrace demo")
+    stored, skipped, *_ = ingest(db, uploads, existing="skip", endpoint="orchestrace demo")
     return stored, skipped
 
 

@@ -34,7 +34,7 @@ REPEAT = 7
 
 def timed_ingest(db: Database, body: bytes, fmt: str | None) -> tuple[float, int]:
     start = time.perf_counter()
-    stored, _, _ = ingest(db, [Upload("bench", body)], existing="replace", fmt=fmt)
+    stored = ingest(db, [Upload("bench", body)], existing="replace", fmt=fmt).stored
     events = db.scalar("SELECT n_events FROM traces WHERE trace_id = ?", [stored[0]])
     return time.perf_counter() - start, events
 

@@ -141,7 +141,7 @@ def main() -> None:
             store_traces(db, [trace])
             stored_s = time.perf_counter() - start
             start = time.perf_counter()
-            graph.prepare_lod(db, [trace_id])  # what the server does right after an ingest answers
+            graph.prepare_lod(db, {trace_id: events})  # what the server does right after an ingest answers
             print(f"{trace_id}: {events:,} events generated in {made:.1f} s, stored in {stored_s:.1f} s, "
                   f"lanes kept (after the answer) in {time.perf_counter() - start:.1f} s", flush=True)
             del trace

@@ -2,6 +2,7 @@
 
 from collections.abc import Iterator
 from contextlib import nullcontext
+from typing import NamedTuple
 
 from app.domain.refusals import Refusal, status_of
 from app.domain.validation import Capped, capped, trace_id_error, validate_traces
@@ -17,6 +18,15 @@ from app.store.writes import TracesExist, store_traces
 
 ALREADY_STORED = "already stored (skipped: replace was not asked for)"
 MAX_LOGGED_PROBLEMS = 20  # of a refused upload, in the ingest log (the answer lists up to MAX_PROBLEMS)
+
+
+class Ingested(NamedTuple):
+    """What an ingest stored and skipped (trace ids stored already), what the importer could not map, and how many
+    events each stored trace has (`events`): what to prepare ahead for the large ones is known without a read."""
+    stored: list[str]
+    skipped: list[str]
+    warnings: list[str]
+    events: dict[str, int]
 
 
 class InvalidTraces(Refusal, ValueError):
@@ -90,12 +100,10 @@ def _label(trace, index: int):
 
 def ingest(db: Database, uploads: list[Upload], existing: str = "error", max_bytes: int = DEFAULT_MAX_BYTES,
            fmt: str | None = None, content_policy: ContentPolicy = KEEP,
-           endpoint: str = "POST /api/traces") -> tuple[list[str], list[str], list[str]]:
+           endpoint: str = "POST /api/traces") -> Ingested:
     """Parse (or import), validate and store; nothing is stored unless every trace is valid. Importers keep
     the content their sources carried unless `content_policy` is `hash`. The receipt, refused or not, goes to
-    the ingest log under `endpoint`.
-
-    Returns (stored ids, skipped ids, importer warnings)."""
+    the ingest log under `endpoint`."""
     with paused_gc():  # until the parsed traces are freed: no collection walks them (see gcpause)
         ahead = analyst.reading_ahead(uploads[0].data, fast_documents) if len(uploads) == 1 else nullcontext()
         with ahead as sent, noting_reads() as read:
@@ -104,7 +112,7 @@ def ingest(db: Database, uploads: list[Upload], existing: str = "error", max_byt
 
 def _ingest(db: Database, uploads: list[Upload], existing: str, max_bytes: int, fmt: str | None,
             content_policy: ContentPolicy, endpoint: str, sent: analyst.Ahead | None,
-            read: list[tuple[bytes, list]]) -> tuple[list[str], list[str], list[str]]:
+            read: list[tuple[bytes, list]]) -> Ingested:
     """`sent`: the lone upload's bytes as sent to the analysis worker ahead; `read`: what fast_documents read here."""
     receipt = Receipt(endpoint, fmt or "detected", "traces")
     try:
@@ -131,4 +139,5 @@ def _ingest(db: Database, uploads: list[Upload], existing: str, max_bytes: int, 
             receipt.warnings.append(f"trace {problem['trace']}: {where}{problem['message']}")
         ingest_log.record(db, receipt.refused(status_of(exc), str(exc)))
         raise
-    return stored, skipped, result.warnings
+    counts = {trace["trace_id"]: len(trace["events"]) for trace in result.traces}
+    return Ingested(stored, skipped, result.warnings, {trace_id: counts[trace_id] for trace_id in stored})

@@ -125,11 +125,13 @@ def ensure_lod(db: Database, trace_id: str) -> None:
     db.write(fill, trace_locks([trace_id]))  # one instance fills it; another then finds it kept
 
 
-def prepare_lod(db: Database, trace_ids: list[str]) -> None:
-    """Keep the lanes of the large ones among just-stored traces, after the ingest has answered, so that their
-    first view does not wait for it (a million events take seconds)."""
-    for trace_id in lod_store.traces_above(db, trace_ids, LOD_ABOVE):
-        ensure_lod(db, trace_id)
+def prepare_lod(db: Database, events: dict[str, int]) -> None:
+    """Keep the lanes of the large ones among just-stored traces (`events`: each one's number of events, which the
+    ingest knows: no read, where on a lake a read competes with the next page's), after the ingest has answered, so
+    that their first view does not wait for it (a million events take seconds)."""
+    for trace_id, n in events.items():
+        if n > LOD_ABOVE:
+            ensure_lod(db, trace_id)
 
 
 def skeleton_events(db: Database, cache: TraceCache, trace_id: str, version) -> list[dict]:

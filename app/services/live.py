@@ -478,7 +478,8 @@ class LiveTraces:
                         if alone != stored and trace_store.trace_exists(self.db, alone):
                             delete_trace(self.db, alone)
                     self._settled(source, members, started)
-                    prepare_lod(self.db, [stored])  # once complete, so the status does not wait for it
+                    # once complete, so the status does not wait for it
+                    prepare_lod(self.db, {stored: len(trace["events"])})
                     return None
         except ImportFailed as exc:
             error = str(exc)

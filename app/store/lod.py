@@ -53,14 +53,6 @@ def skeleton_events(db: Database, trace_id: str) -> list[dict]:
     return [{k: v for k, v in zip(keys, row) if v is not None} for row in rows]
 
 
-def traces_above(db: Database, trace_ids: list[str], events: int) -> list[str]:
-    """Those of the traces with more than `events` events, in one read however many: a read per trace took 0.1 ms
-    on a file but 20-250 ms on a lake, where a request of 1,000 rollouts kept the instance busy for a minute."""
-    rows = db.execute("SELECT trace_id FROM traces WHERE n_events > ? AND trace_id IN (SELECT unnest(?::VARCHAR[]))",
-                      [events, trace_ids]).fetchall()
-    return [row[0] for row in rows]
-
-
 def lanes_and_span(db: Database, trace_id: str) -> tuple[dict[str, int], tuple[float, float] | None]:
     """Every lane owner (see EVENT_OWNERS) in order of its first event, with the number of events on its lane, and
     the first and last event times (None without events), in one read. Needs fill_lod."""

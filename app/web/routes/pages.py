@@ -2,7 +2,7 @@
 
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, BackgroundTasks, Depends, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 
@@ -108,19 +108,21 @@ NO_FILE = ("No file chosen: choose one or more .json, .jsonl or .gz files with t
 
 
 @router.post("/upload", dependencies=[Reviewer, Depends(require_csrf)])
-async def create_upload(request: Request, db: DbDep, facts: CorpusDep, settings: SettingsDep, replace: bool = False):
+async def create_upload(request: Request, db: DbDep, facts: CorpusDep, settings: SettingsDep,
+                        background: BackgroundTasks, replace: bool = False):
     """The upload form: ingest the files, then show what was stored or every reason it was refused; ids
     stored already are offered for replacing (the same files posted again with replace=true), which is an
-    admin's."""
+    admin's. A large trace's lanes are kept once the page has answered, as after POST /api/traces."""
     result: dict = {"ingested": [], "errors": [], "error": None, "warnings": [], "taken": [], "orphaned": [],
                     "replace": replace, "may_replace": replace_refusal(request) is None}
     try:
         if replace and (refused := replace_refusal(request)):
             raise Forbidden(refused)
         uploads = await read_uploads(request)
-        result["ingested"], _, result["warnings"] = await run_in_threadpool(
+        result["ingested"], _, result["warnings"], events = await run_in_threadpool(
             ingest, db, uploads, "replace" if replace else "error", settings.max_body_bytes,
             content_policy=settings.content, endpoint="POST /upload")
+        background.add_task(graph.prepare_lod, db, events)
         status = 201
     except HTTPException as exc:  # read_uploads refuses a form sent with no file chosen
         result["error"], status = NO_FILE, exc.status_code

@@ -113,9 +113,9 @@ async def create_traces(request: Request, db: DbDep, settings: SettingsDep, back
         raise Forbidden(refused)
     uploads = await read_uploads(request)
     existing = "replace" if replace else "error"
-    stored, _, warnings = await run_in_threadpool(ingest, db, uploads, existing, settings.max_body_bytes,
-                                                  format, strictest(settings.content, content))
-    background.add_task(graph.prepare_lod, db, stored)
+    stored, _, warnings, events = await run_in_threadpool(ingest, db, uploads, existing, settings.max_body_bytes,
+                                                          format, strictest(settings.content, content))
+    background.add_task(graph.prepare_lod, db, events)
     answer = {"ingested": stored, "warnings": warnings}
     if replace:  # labels of events that vanished with the replacement are kept and reported
         answer["orphaned_labels"] = label_store.orphaned_labels_in(db, None, stored)
