@@ -22,7 +22,6 @@ from app.services import analysis as analysis_service
 from app.services import labels, queues
 from app.services.corpus import CorpusFacts
 from app.settings import Settings
-from app.store import corpus as corpus_store
 from app.store import traces as trace_store
 from app.store.sql import traced_statements
 from app.web.routes.corpus_pages import dashboard
@@ -328,14 +327,6 @@ def test_audit_pages_sort_by_a_rule_and_total_by_rule(corpus, generated):
     assert "page 1 of 60" in page.select_one(".pager").get_text()
     last = BeautifulSoup(corpus.get("/audit", params={"sort": "trace_id", "page": 60}).text, "html.parser")
     assert [tr["data-trace-id"] for tr in last.select("#audit-table tbody tr")][-1] == f"r-{ROLLOUTS - 1:05d}"
-
-
-def test_an_audit_page_and_how_many_traces_were_audited_are_one_read(corpus):
-    db = corpus.app.state.db
-    with traced_statements() as ran:  # on a lake, each read costs its catalog round trips
-        rows, total = corpus_store.audit_page(db, "-time_order", 50, 0)
-    assert len(ran) == 1 and total == ROLLOUTS and len(rows) == 50
-    assert corpus_store.audit_page(db, "trace_id", 50, ROLLOUTS) == ([], ROLLOUTS)  # past the end: no rows, the count
 
 
 def test_points_while_the_corpus_is_small(client):

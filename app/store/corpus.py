@@ -4,7 +4,7 @@ typed rows index_traces keeps (a row of measures per trace, a row per reward), n
 Python and never a join of every trace to another table."""
 
 from app.store.db import Database
-from app.store.traces import RANGE_KEYS, REWARD_SORT_PREFIX, page_and_total
+from app.store.traces import RANGE_KEYS, REWARD_SORT_PREFIX
 
 
 def _channel(key: str) -> str | None:
@@ -122,15 +122,9 @@ def corpus_counts(db: Database, keys: list[str] = ()) -> dict:
 # Sort keys of the audit table besides a rule's name (its findings in the trace).
 AUDIT_SORTS = {"trace_id": "trace_id", "error": "errors", "warning": "warnings", "info": "infos"}
 # The audited traces: those with a stored analysis, whose severity totals (and `rules`) are never NULL; told by a
-# total, a column of integers, rather than by the maps (testing every trace's map read them all). A page of them
-# with their count, in one read (as trace_store.TRACE_PAGE).
-AUDIT_PAGE = """
-    SELECT c.total, p.* EXCLUDE (sort_key)
-    FROM (SELECT count(errors) AS total FROM trace_measures) c
-    LEFT JOIN (SELECT trace_id, errors, warnings, infos, rules, {key} AS sort_key FROM trace_measures
-               WHERE errors IS NOT NULL ORDER BY sort_key {order}, trace_id {order} LIMIT ? OFFSET ?) p ON true
-    ORDER BY p.sort_key {order}, p.trace_id {order}
-"""
+# total, a column of integers, rather than by the maps (testing every trace's map read them all).
+AUDIT_PAGE = "SELECT trace_id, errors, warnings, infos, rules FROM trace_measures WHERE errors IS NOT NULL " \
+             "ORDER BY {key} {order}, trace_id {order} LIMIT ? OFFSET ?"
 
 
 def audit_page(db: Database, sort: str, limit: int, offset: int) -> tuple[list[dict], int]:
@@ -139,9 +133,10 @@ def audit_page(db: Database, sort: str, limit: int, offset: int) -> tuple[list[d
     key = sort.lstrip("-")
     order = "DESC" if sort.startswith("-") else "ASC"
     rule = [] if key in AUDIT_SORTS else [key]
-    rows, total = page_and_total(db.fetchall(
-        AUDIT_PAGE.format(key=AUDIT_SORTS.get(key, "coalesce(rules[?], 0)"), order=order), rule + [limit, offset]),
-        "trace_id")
+    rows, total = db.together(
+        lambda: db.fetchall(AUDIT_PAGE.format(key=AUDIT_SORTS.get(key, "coalesce(rules[?], 0)"), order=order),
+                            rule + [limit, offset]),
+        lambda: db.scalar("SELECT count(errors) FROM trace_measures"))
     return [{"trace_id": r["trace_id"], "error": r["errors"], "warning": r["warnings"], "info": r["infos"],
              "rules": r["rules"]} for r in rows], total
 

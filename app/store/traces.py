@@ -259,13 +259,13 @@ def list_traces(db: Database, filters: TraceFilters = TraceFilters(), sort="trac
                                  if key.startswith(REWARD_SORT_PREFIX) else (f"x.{key}", []))
         sql = TRACE_PAGE.format(where=where, columns=PAGE_COLUMNS, sort_key=sort_key, order=order)
         params = where_params + sort_params + where_params + [limit, offset]
-    rows, total = page_and_total(db.fetchall(sql, params), "trace_id")
+    rows, total = _page_and_total(db.fetchall(sql, params), "trace_id")
     return [_summary(row) for row in rows], total
 
 
-def page_and_total(rows: list[dict], key: str) -> tuple[list[dict], int]:
-    """The rows and the count of a page read with its count (TRACE_PAGE, EVENT_PAGE, corpus.AUDIT_PAGE): the count
-    is on every row, and an empty page is one row of NULLs (`key` among them) with it."""
+def _page_and_total(rows: list[dict], key: str) -> tuple[list[dict], int]:
+    """The rows and the count of a page read with its count (TRACE_PAGE, EVENT_PAGE): the count is on every row,
+    and an empty page is one row of NULLs (`key` among them) with it."""
     total = rows[0]["total"]
     for row in rows:
         del row["total"]
@@ -695,7 +695,7 @@ def list_events(db: Database, trace_id: str, type_=None, agent=None, role=None, 
     order = "DESC" if sort.startswith("-") else "ASC"
     column = EVENT_SORTS.get(sort.lstrip("-"), "seq")
     params = [trace_id, type_ or None, type_ or None, agent or None, agent or None, role or None, role or None]
-    return page_and_total(db.fetchall(EVENT_PAGE.format(where=EVENT_FILTER, column=column, order=order),
+    return _page_and_total(db.fetchall(EVENT_PAGE.format(where=EVENT_FILTER, column=column, order=order),
                                        params + params + [limit, offset]), "seq")
 
 
