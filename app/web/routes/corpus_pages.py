@@ -107,7 +107,8 @@ def bins(db, plots: tuple, extents: dict[str, dict]) -> dict:
     for (name, title, x, y), cells in zip(drawn, counts):
         links = {(i, j): list_url(("range", f"{x}:{grids[x].text(i)}:{grids[x].text(i + 1)}"),
                                   ("range", f"{y}:{grids[y].text(j)}:{grids[y].text(j + 1)}")) for i, j in cells}
-        figures[name] = charts.density(f"{title}: {sum(cells.values()):,} traces", grids[x], grids[y], cells,
+        n = sum(cells.values())
+        figures[name] = charts.density(f"{title}: {n:,} trace{'' if n == 1 else 's'}", grids[x], grids[y], cells,
                                        axis_label(x), axis_label(y), links)
     for name, title, x, y in plots:  # a measure no trace has: nothing to draw
         figures.setdefault(name, charts.scatter(title, [], [], axis_label(x), axis_label(y)))
