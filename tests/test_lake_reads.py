@@ -525,3 +525,31 @@ def test_reads_together_on_a_file_run_one_by_one_on_the_callers_thread(tmp_path)
             [(n, threading.current_thread().name) for n in range(3)]
     finally:
         db.close()
+
+
+def test_reads_on_many_threads_leave_no_catalog_connection_in_a_transaction(instances):
+    """Each thread keeps its cursors; a result left unread kept its transaction, and a PostgreSQL connection with
+    it, open ("idle in transaction": out of the pool, and holding back PostgreSQL's cleanup). Once every pooled
+    connection was held so, each look opened a connection of its own."""
+    first, _ = instances
+    add(first, "ada")
+
+    def reads():
+        for _ in range(3):
+            first.fetchall(REVIEWERS)
+            first.scalar("SELECT count(*) FROM traces")
+
+    threads = [threading.Thread(target=reads) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    time.sleep(1.2)  # a write of the background (a flush) is idle in its transaction for milliseconds, not this long
+    probe = first._conn.cursor()
+    try:
+        states = probe.execute("SELECT * FROM postgres_query('lake_locks', 'SELECT state, now() - state_change "
+                               "> interval ''1 second'' AS held FROM pg_stat_activity "
+                               "WHERE datname = current_database() AND pid <> pg_backend_pid()')").fetchall()
+    finally:
+        probe.close()
+    assert states and ("idle in transaction", True) not in states, states

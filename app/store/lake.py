@@ -131,9 +131,11 @@ def held(conn: duckdb.DuckDBPyConnection, keys: list[int]):
 def snapshot_id(cur: duckdb.DuckDBPyConnection) -> int | None:
     """The lake's latest committed snapshot, from its PostgreSQL catalog directly (see `attach_locks`): one query
     (4 round trips with the pool's), where a read of the lake starts a catalog transaction and reads each table's
-    files and stats (10 to 90)."""
+    files and stats (10 to 90). Its rows are all taken (fetchall): a result left open keeps the cursor's transaction
+    open, and with it a PostgreSQL connection "idle in transaction", out of the pool. With a kept cursor per
+    thread, those took the pool's 4 connections, and every look then opened one of its own: 4.4 ms, not 1.5."""
     return execute(cur, f"SELECT * FROM postgres_query('{LOCKS_ALIAS}', "
-                        "'SELECT max(snapshot_id) FROM ducklake_snapshot')").fetchone()[0]
+                        "'SELECT max(snapshot_id) FROM ducklake_snapshot')").fetchall()[0][0]
 
 
 def table_names(cur: duckdb.DuckDBPyConnection) -> dict[int, str]:

@@ -81,7 +81,7 @@ def window_count(db: Database, trace_id: str, t0: float, t1: float, owners: list
         return db.execute("""
             SELECT count(*) FROM lod_events WHERE trace_id = $trace AND t BETWEEN $t0 AND $t1
             AND owner IN (SELECT owner FROM kept_owners)""", {"trace": trace_id, "t0": t0, "t1": t1},
-            cur=cur).fetchone()[0]
+            cur=cur).fetchall()[0][0]  # all taken: a result left open keeps the cursor's transaction open
 
 
 LOD_KEPT = "SELECT count(*) FROM (SELECT 1 FROM lod_events WHERE trace_id = ? LIMIT 1)"
