@@ -18,6 +18,7 @@ from app.domain.generate import generate_swarm
 from app.services import labels
 from app.store import db as db_module
 from app.store import lake as lake_module
+from app.store import traces as trace_store
 from app.store.db import Database
 from app.store.sql import traced_statements
 from app.store.writes import store_traces
@@ -553,3 +554,25 @@ def test_reads_on_many_threads_leave_no_catalog_connection_in_a_transaction(inst
     finally:
         probe.close()
     assert states and ("idle in transaction", True) not in states, states
+
+
+def test_the_corpus_version_on_a_lake_costs_no_read_and_moves_only_with_the_traces(instances):
+    """The corpus facts are kept per version of the traces (and of their analyses): on a lake that version comes
+    from the log of snapshots the look already asks, not from a read of the traces (a catalog transaction)."""
+    first, second = instances
+    add(first, "ada")
+    first.fetchall(REVIEWERS)  # a kept read: the look asks the log since it
+    with db_module.one_look():
+        before = trace_store.corpus_version(first)
+    add(second, "bob")  # the reviewers change, not the traces
+    with db_module.one_look():
+        ran = statements(lambda: trace_store.corpus_version(first))
+        assert trace_store.corpus_version(first) == before
+    assert len(ran) == 1 and LOOK.match(ran[0]), ran  # the look alone
+    store_traces(second, [generate_swarm(3, 12, seed=1) | {"trace_id": "t1"}])
+    with db_module.one_look():
+        after = trace_store.corpus_version(first)
+    assert after != before
+    add(second, "cy")
+    with db_module.one_look():
+        assert trace_store.corpus_version(first) == after
