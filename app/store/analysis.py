@@ -38,10 +38,7 @@ def traces_needing_analysis(db: Database, version: int) -> list[dict]:
 
 
 def analyses_version(db: Database) -> tuple:
-    """What changes whenever stored analyses are (with their findings): on a shared lake, the latest snapshot that
-    changed them (Database.changed_at, no read); else their number, latest trace ingest and the sum of their
-    analysis versions (a pass for a new version raises it with each batch)."""
-    at = db.changed_at("trace_metrics")
-    if at is not None:
-        return ("snapshot", at)
-    return tuple(db.execute("SELECT count(*), max(ingested_at), sum(analysis_version) FROM trace_metrics").fetchone())
+    """What changes whenever stored analyses are, with their findings (Database.version): off a shared lake, their
+    number, latest trace ingest and the sum of their analysis versions (a pass for a new version raises it with
+    each batch)."""
+    return db.version("SELECT count(*), max(ingested_at), sum(analysis_version) FROM trace_metrics")

@@ -389,13 +389,19 @@ class Database:
                         del self._snapshot_reads[key]
                 self._snapshot = snapshot
 
+    def version(self, sql: str) -> tuple:
+        """What changes whenever the tables `sql` reads do (a cache's key): on a lake shared through PostgreSQL, the
+        latest snapshot whose commits changed them (changed_at), which costs no read where a read of them is a
+        catalog transaction (8-25 ms); elsewhere, or before the lake's log tells, the row `sql` reads (say, their
+        number and latest time)."""
+        tables = self._tables_named(sql) if self.locking else None
+        at = None if tables is None else self.changed_at(*tables)
+        return ("snapshot", at) if at is not None else tuple(self.execute(sql).fetchone())
+
     def changed_at(self, *tables: str) -> int | None:
         """On a lake shared through PostgreSQL, the latest snapshot whose commits changed any of `tables`, as the
         lake's log tells it up to the request's look (a snapshot the log could not tell about counts as changing
-        every table): a version of those tables that costs no read, where a read of them is a catalog transaction
-        (8-25 ms). None elsewhere, or before the lake has a snapshot: the caller reads a version of its own."""
-        if not self.locking:
-            return None
+        every table); None before the lake has a snapshot."""
         self._catch_up(*self._latest())
         with self._snapshot_lock:
             if self._any_changed_at is None:

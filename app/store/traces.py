@@ -595,13 +595,9 @@ def trace_facets(db: Database) -> dict:
 
 
 def corpus_version(db: Database) -> tuple:
-    """What changes whenever a trace is stored, replaced or deleted: on a shared lake, the latest snapshot that
-    changed them (Database.changed_at, no read); else their number and the latest ingest time (a replace stamps its
-    trace with the newest time)."""
-    at = db.changed_at("traces")
-    if at is not None:
-        return ("snapshot", at)
-    return tuple(db.execute("SELECT count(*), max(ingested_at) FROM traces").fetchone())
+    """What changes whenever a trace is stored, replaced or deleted (Database.version): off a shared lake, their
+    number and the latest ingest time (a replace stamps its trace with the newest time)."""
+    return db.version("SELECT count(*), max(ingested_at) FROM traces")
 
 
 def read_event_cores(db: Database, trace_id: str) -> list[dict]:
