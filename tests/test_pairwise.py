@@ -233,3 +233,27 @@ def test_a_blind_reviewer_sees_no_other_choice_on_a_pair_in_any_answer_until_the
     assert seen["choices"]["rob"]["reason"] == "SECRET rob's reason" and seen["adjudicated"]["note"] == "SECRET note"
     (line,) = lab["rita"].get("/api/annotations/export", params=export).text.splitlines()
     assert json.loads(line)["reviewers"] == ["rita", "rob"] and json.loads(line)["adjudicated_by"] == "ada"
+
+
+def test_the_queue_list_shows_each_queue_of_either_kind_as_its_own_page_does_to_each_caller(lab):
+    blind = make_queue(lab["ada"]).json()["id"]
+    seen = make_queue(lab["ada"], name="open pairs", blind=False).json()["id"]
+    events = lab["ada"].post("/api/queues", json={"name": "returns", "filter": {"event_types": ["return"]},
+                                                  "reviewers": ["rita", "rob"], "overlap": 2, "blind": True}).json()
+    for qid in (blind, seen):  # rob chooses on the first pair of each, rita on the second pair's of the open one
+        item = lab["rob"].post(f"/api/queues/{qid}/next").json()
+        assert choose(lab["rob"], qid, item["item_id"], "a").status_code == 201
+    item = lab["rita"].post(f"/api/queues/{events['id']}/next").json()
+    assert lab["rita"].post("/api/annotations", json={"trace_id": item["trace_id"], "event_id": item["event_id"],
+                                                      "queue_id": events["id"], "credit": 0.5}).status_code == 201
+    assert lab["ada"].post(f"/api/queues/{blind}/items/1/adjudicate", json={"label": {"choice": "a"}}).status_code == 201
+    for name in ("ada", "rita", "rob"):
+        listed = {queue["id"]: queue for queue in lab[name].get("/api/queues").json()["queues"]}
+        assert listed == {qid: lab[name].get(f"/api/queues/{qid}").json() for qid in (blind, seen, events["id"])}
+    progress = {name: {queue["id"]: (queue["by_reviewer"], queue["adjudicated"])
+                       for queue in lab[name].get("/api/queues").json()["queues"]} for name in ("ada", "rita")}
+    assert progress["ada"] == {blind: ({"rita": 0, "rob": 1}, 1), seen: ({"rita": 0, "rob": 1}, 0),
+                               events["id"]: ({"rita": 1, "rob": 0}, 0)}
+    # rita chose on no pair of the blind queue: rob's choice and its adjudication stay hidden from her, there only
+    assert progress["rita"] == {blind: ({"rita": 0, "rob": 0}, 0), seen: ({"rita": 0, "rob": 1}, 0),
+                                events["id"]: ({"rita": 1, "rob": 0}, 0)}

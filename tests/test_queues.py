@@ -4,6 +4,11 @@ label through `next` with overlap and blindness, progress and agreement follow, 
 import pytest
 from conftest import lab_clients, make_trace, post_json
 
+from app.services import queues
+from app.store.sql import traced_statements
+
+LAKE_LOOK = "SELECT * FROM postgres_query"  # a lake's look at its catalog's snapshot (each thread's own)
+
 
 def a_lab(folder):
     """An admin and two reviewers, each with a client sending their token, over two small traces."""
@@ -180,3 +185,21 @@ def test_the_final_export_gives_each_item_its_status_and_final_label(lab):
     assert lab["ada"].get("/api/annotations/export", params={"final": "true"}).status_code == 422
     assert lab["ada"].get("/api/annotations/export", params={"format": "rllm", "final": "true",
                                                               "queue_id": qid}).status_code == 422
+
+
+def test_the_queue_list_reads_no_more_for_many_queues_than_for_one(client, db):
+    """A lab's queues accumulate, and on a lake every read pays its catalog round trips: the list reads every
+    queue's labels, adjudications and item counts at once, not once per queue."""
+    assert post_json(client, make_trace("q1")).status_code == 201
+
+    def listed() -> tuple[int, int]:
+        with traced_statements() as ran:
+            shown = queues.list_all(db, "rita")  # as no answer read it before (a lake would keep that read)
+        return sum(not sql.startswith(LAKE_LOOK) for sql, *_ in ran), len(shown)
+
+    body = {"name": "returns", "filter": {"event_types": ["return"]}, "reviewers": ["rita", "rob"], "overlap": 2}
+    for blind in (False, True, False, True, False):
+        assert client.post("/api/queues", json=body | {"blind": blind}).status_code == 201
+        reads, shown = listed()
+        assert reads <= 4  # the queues, their labels, their adjudications, their item counts (a lake may keep some)
+    assert shown == 5

@@ -237,6 +237,11 @@ def load(db: Database, queue_id: str) -> dict:
     row = queue_store.read_queue(db, queue_id)
     if row is None:
         raise NotFound(f"no queue with id '{queue_id}'", what=f"queue '{queue_id}'")
+    return _queue(row)
+
+
+def _queue(row: dict) -> dict:
+    """A stored queue row as the services use it: its spec read, with what queues made before a rule lack."""
     spec = {"kind": "events", **json.loads(row["spec"])}  # queues made before pairwise review hold events
     if spec["kind"] == "events":
         spec["required"] = spec["required"] or default_required(spec["fields"])  # queues made before the rule
@@ -247,22 +252,37 @@ def load(db: Database, queue_id: str) -> dict:
 def item_states(db: Database, queue: dict, viewer: str | None) -> dict[int, dict]:
     """Per item with any label in the queue that `viewer` may see: the labels by reviewer, whether it is done
     and disputed, and its adjudication."""
-    states: dict[int, dict] = {}
-    for row in label_store.queue_labels(db, viewer, queue["id"]):
-        state = states.setdefault(row["item_id"], {"trace_id": row["trace_id"], "event_id": row["event_id"],
-                                                   "labels": {}})
+    return _item_states(db, [queue], viewer)[queue["id"]]
+
+
+def _item_states(db: Database, queues: list[dict], viewer: str | None) -> dict[str, dict[int, dict]]:
+    """item_states of each of these event queues, by queue id, from one read of their labels and one of their
+    adjudications."""
+    states: dict[str, dict[int, dict]] = {queue["id"]: {} for queue in queues}
+    labels, adjudications = db.together(lambda: label_store.queue_labels(db, viewer, list(states)),
+                                        lambda: label_store.queue_adjudications(db, viewer, list(states)))
+    for row in labels:
+        state = states[row["queue_id"]].setdefault(row["item_id"], {"trace_id": row["trace_id"],
+                                                                    "event_id": row["event_id"], "labels": {}})
         state["labels"][row["reviewer"]] = {key: row[key] for key in ("version", "annotation_id", *NAMES)} | {
             name: json.loads(row[name]) for name in NAMES if BY_NAME[name].kind == "tags"}
-    for row in label_store.queue_adjudications(db, viewer, queue["id"]):
-        state = states.setdefault(row["item_id"], {"trace_id": row["trace_id"], "event_id": row["event_id"],
-                                                   "labels": {}})
-        state["adjudicated"] = {"by": row["adjudicator"], "label": json.loads(row["label"]), "note": row["note"],
-                                "resolved": json.loads(row["resolved"]), "at": iso_utc(row["created_at"])}
-    for state in states.values():
-        state.setdefault("adjudicated", None)
-        state["done"] = len(state["labels"]) >= queue["overlap"]
-        state["disputed"] = len(state["labels"]) >= 2 and disagree(list(state["labels"].values()), queue["fields"])
+    for row in adjudications:
+        state = states[row["queue_id"]].setdefault(row["item_id"], {"trace_id": row["trace_id"],
+                                                                    "event_id": row["event_id"], "labels": {}})
+        state["adjudicated"] = _adjudication(row)
+    for queue in queues:
+        for state in states[queue["id"]].values():
+            state.setdefault("adjudicated", None)
+            state["done"] = len(state["labels"]) >= queue["overlap"]
+            state["disputed"] = len(state["labels"]) >= 2 and disagree(list(state["labels"].values()),
+                                                                       queue["fields"])
     return states
+
+
+def _adjudication(row: dict) -> dict:
+    """A stored adjudication as the API answers it."""
+    return {"by": row["adjudicator"], "label": json.loads(row["label"]), "note": row["note"],
+            "resolved": json.loads(row["resolved"]), "at": iso_utc(row["created_at"])}
 
 
 def _choice(row: dict) -> dict:
@@ -276,20 +296,28 @@ def _choice(row: dict) -> dict:
 def pair_states(db: Database, queue: dict, viewer: str | None) -> dict[int, dict]:
     """Per pair with any choice that `viewer` may see: the current choices by reviewer, its adjudication, whether
     it is done and disputed, and the choice it ends with (preference.decision)."""
-    states: dict[int, dict] = {}
-    for row in choice_store.queue_choices(db, viewer, queue["id"]):
-        states.setdefault(row["item_id"], {"choices": {}})["choices"][row["reviewer"]] = _choice(row)
-    for row in choice_store.pair_adjudications(db, viewer, queue["id"]):
-        states.setdefault(row["item_id"], {"choices": {}})["adjudicated"] = {
-            "by": row["adjudicator"], "label": json.loads(row["label"]), "note": row["note"],
-            "resolved": json.loads(row["resolved"]), "at": iso_utc(row["created_at"])}
-    for state in states.values():
-        state.setdefault("adjudicated", None)
-        chosen = [choice["choice"] for choice in state["choices"].values()]
-        state["done"] = len(chosen) >= queue["overlap"]
-        state["disputed"] = len(chosen) >= 2 and preference.disputed(chosen)
-        settled = state["adjudicated"]["label"]["choice"] if state["adjudicated"] else None
-        state["decision"] = preference.decision(chosen, settled, state["done"])
+    return _pair_states(db, [queue], viewer)[queue["id"]]
+
+
+def _pair_states(db: Database, queues: list[dict], viewer: str | None) -> dict[str, dict[int, dict]]:
+    """pair_states of each of these pairwise queues, by queue id, from one read of their choices and one of their
+    adjudications."""
+    states: dict[str, dict[int, dict]] = {queue["id"]: {} for queue in queues}
+    choices, adjudications = db.together(lambda: choice_store.queue_choices(db, viewer, list(states)),
+                                         lambda: choice_store.pair_adjudications(db, viewer, list(states)))
+    for row in choices:
+        states[row["queue_id"]].setdefault(row["item_id"], {"choices": {}})["choices"][row["reviewer"]] = \
+            _choice(row)
+    for row in adjudications:
+        states[row["queue_id"]].setdefault(row["item_id"], {"choices": {}})["adjudicated"] = _adjudication(row)
+    for queue in queues:
+        for state in states[queue["id"]].values():
+            state.setdefault("adjudicated", None)
+            chosen = [choice["choice"] for choice in state["choices"].values()]
+            state["done"] = len(chosen) >= queue["overlap"]
+            state["disputed"] = len(chosen) >= 2 and preference.disputed(chosen)
+            settled = state["adjudicated"]["label"]["choice"] if state["adjudicated"] else None
+            state["decision"] = preference.decision(chosen, settled, state["done"])
     return states
 
 
@@ -306,21 +334,35 @@ def status_of(state: dict) -> str:
 def summary(db: Database, queue_id: str, viewer: str | None) -> dict:
     """The queue with its progress as `viewer` may see it: items, done, answered per reviewer, disputed,
     adjudicated, agreement (per asked field; on the choice in a pairwise queue)."""
-    queue = load(db, queue_id)
+    return summaries(db, [load(db, queue_id)], viewer)[0]
+
+
+def summaries(db: Database, queues: list[dict], viewer: str | None) -> list[dict]:
+    """`summary` of each of these queues, in the same few reads however many there are (not a few per queue: on a
+    lake each read pays its catalog round trips, and a lab's queues accumulate)."""
+    pairwise = [queue for queue in queues if queue["kind"] == "pairwise"]
+    events = [queue for queue in queues if queue["kind"] != "pairwise"]
+    pair_states_of, item_states_of, counts = db.together(
+        lambda: _pair_states(db, pairwise, viewer) if pairwise else {},
+        lambda: _item_states(db, events, viewer) if events else {},
+        lambda: queue_store.queue_item_counts(db, [queue["id"] for queue in queues]) if queues else {})
+    states = pair_states_of | item_states_of
+    return [_summary(queue, states[queue["id"]], counts.get(queue["id"], 0)) for queue in queues]
+
+
+def _summary(queue: dict, states: dict[int, dict], items: int) -> dict:
     if queue["kind"] == "pairwise":
-        states = pair_states(db, queue, viewer)
         answers = {item: state["choices"] for item, state in states.items()}
         ratings = {"choice": {item: {r: c["choice"] for r, c in given.items()} for item, given in answers.items()}}
         levels = {"choice": "nominal"}
     else:
-        states = item_states(db, queue, viewer)
         answers = {item: state["labels"] for item, state in states.items()}
         ratings = {field: {item: {r: label[field] for r, label in given.items()} for item, given in answers.items()}
                    for field in queue["fields"] if field in AGREEMENT_LEVELS}
         levels = AGREEMENT_LEVELS
     by_reviewer = Counter(reviewer for given in answers.values() for reviewer in given)
     return queue | {
-        "items": queue_store.queue_item_count(db, queue_id, queue["kind"]),
+        "items": items,
         "done": sum(state["done"] for state in states.values()),
         "by_reviewer": {reviewer: by_reviewer.get(reviewer, 0) for reviewer in queue["reviewers"]},
         "disputed": sum(state["disputed"] and state["adjudicated"] is None for state in states.values()),
@@ -526,7 +568,8 @@ def consensus(labels: dict[str, dict], fields: list[str]) -> dict:
 
 
 def list_all(db: Database, viewer: str | None) -> list[dict]:
-    return [summary(db, row["queue_id"], viewer) for row in queue_store.list_queues(db)]
+    """Every queue, newest first, with its progress as `viewer` may see it."""
+    return summaries(db, [_queue(row) for row in queue_store.list_queues(db)], viewer)
 
 
 def final_table(queue: dict, rows: list[dict]) -> tuple[list[str], list[dict]]:

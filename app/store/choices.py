@@ -14,32 +14,34 @@ CURRENT = current("queue_id", "item_id", "reviewer")
 
 # Blind review of pairs, the one rule: the pairs of a blind queue that names $viewer as a reviewer, on which $viewer
 # has saved no choice yet. Other reviewers' choices on them, and their adjudication, are withheld from $viewer until
-# then.
+# then. Over the queues listed in $queues.
 HIDDEN = """
     SELECT p.queue_id, p.item_id FROM queue_pairs p JOIN queues q ON q.queue_id = p.queue_id
-    WHERE $viewer::VARCHAR IS NOT NULL AND p.queue_id = $queue AND json_extract(q.spec, '$.blind')::BOOLEAN
+    WHERE $viewer::VARCHAR IS NOT NULL AND list_contains($queues, p.queue_id) AND json_extract(q.spec, '$.blind')::BOOLEAN
       AND list_contains(json_extract_string(q.spec, '$.reviewers[*]'), $viewer::VARCHAR)
       AND NOT EXISTS (SELECT 1 FROM pair_choices m WHERE m.queue_id = p.queue_id AND m.item_id = p.item_id
                       AND m.reviewer = $viewer::VARCHAR)"""
-VISIBLE = f"""(SELECT * FROM pair_choices c WHERE c.queue_id = $queue AND (c.reviewer IS NOT DISTINCT FROM $viewer::VARCHAR
-    OR NOT EXISTS (SELECT 1 FROM ({HIDDEN}) h WHERE h.item_id = c.item_id)))"""
+VISIBLE = f"""(SELECT * FROM pair_choices c WHERE list_contains($queues, c.queue_id)
+    AND (c.reviewer IS NOT DISTINCT FROM $viewer::VARCHAR
+         OR NOT EXISTS (SELECT 1 FROM ({HIDDEN}) h WHERE h.queue_id = c.queue_id AND h.item_id = c.item_id)))"""
 
 
-def queue_choices(db: Database, viewer: str | None, queue_id: str, history: bool = False) -> list[dict]:
-    """Each reviewer's current choice on each pair of the queue (every version with `history`) that `viewer`
-    may see, in item, reviewer, version order."""
-    return db.fetchall(f"SELECT {', '.join(COLUMNS)} FROM {VISIBLE} v{'' if history else CURRENT} "
-                       "ORDER BY item_id, reviewer, version", {"viewer": viewer, "queue": queue_id})
+def queue_choices(db: Database, viewer: str | None, queue_ids: list[str]) -> list[dict]:
+    """Each reviewer's current choice on each pair of these queues that `viewer` may see, in queue, item, reviewer
+    order: one read for any number of queues."""
+    return db.fetchall(f"SELECT {', '.join(COLUMNS)} FROM {VISIBLE} v{CURRENT} "
+                       "ORDER BY queue_id, item_id, reviewer", {"viewer": viewer, "queues": queue_ids})
 
 
-def pair_adjudications(db: Database, viewer: str | None, queue_id: str) -> list[dict]:
-    """The latest adjudication of each adjudicated pair of the queue that `viewer` may see."""
+def pair_adjudications(db: Database, viewer: str | None, queue_ids: list[str]) -> list[dict]:
+    """The latest adjudication of each adjudicated pair of these queues that `viewer` may see."""
     return db.fetchall(
-        "SELECT a.item_id, a.adjudicator, a.label, a.resolved, a.note, a.created_at "
+        "SELECT a.queue_id, a.item_id, a.adjudicator, a.label, a.resolved, a.note, a.created_at "
         "FROM queue_adjudications a JOIN queue_pairs p ON p.queue_id = a.queue_id AND p.item_id = a.item_id "
-        f"WHERE a.queue_id = $queue AND NOT EXISTS (SELECT 1 FROM ({HIDDEN}) h WHERE h.item_id = a.item_id) "
-        "QUALIFY a.created_at = max(a.created_at) OVER (PARTITION BY a.item_id) ORDER BY a.item_id",
-        {"viewer": viewer, "queue": queue_id})
+        f"WHERE list_contains($queues, a.queue_id) AND NOT EXISTS (SELECT 1 FROM ({HIDDEN}) h "
+        "WHERE h.queue_id = a.queue_id AND h.item_id = a.item_id) "
+        "QUALIFY a.created_at = max(a.created_at) OVER (PARTITION BY a.queue_id, a.item_id) "
+        "ORDER BY a.queue_id, a.item_id", {"viewer": viewer, "queues": queue_ids})
 
 
 def save_basis(cur, queue_id: str, item_id: int, reviewer: str, request_id: str | None) -> tuple[int, dict | None]:

@@ -254,19 +254,21 @@ def events_labelled_with_paper(db: Database, viewer: str | None, key: str) -> li
 
 
 QUEUE_LABELS = f"""
-    SELECT i.item_id, i.trace_id, i.event_id, l.reviewer, l.version, l.annotation_id, l.created_at,
+    SELECT i.queue_id, i.item_id, i.trace_id, i.event_id, l.reviewer, l.version, l.annotation_id, l.created_at,
            {', '.join('l.' + f.name for f in FIELDS)}
     FROM queue_items i
-    JOIN (SELECT * FROM {VISIBLE} v WHERE queue_id = $queue{CURRENT}) l
-      ON l.trace_id = i.trace_id AND l.event_id = i.event_id
-    WHERE i.queue_id = $queue
-    ORDER BY i.item_id, l.reviewer
+    JOIN (SELECT * FROM {VISIBLE} v WHERE list_contains($queues, queue_id)
+          {current("queue_id", "trace_id", "event_id", "reviewer")}) l
+      ON l.queue_id = i.queue_id AND l.trace_id = i.trace_id AND l.event_id = i.event_id
+    WHERE list_contains($queues, i.queue_id)
+    ORDER BY i.queue_id, i.item_id, l.reviewer
 """
 
 
-def queue_labels(db: Database, viewer: str | None, queue_id: str) -> list[dict]:
-    """Each reviewer's current label saved in the queue, per item, as far as `viewer` may see them."""
-    return db.fetchall(QUEUE_LABELS, {"viewer": viewer, "queue": queue_id})
+def queue_labels(db: Database, viewer: str | None, queue_ids: list[str]) -> list[dict]:
+    """Each reviewer's current label saved in each of these queues, per item, as far as `viewer` may see them:
+    one read for any number of queues (the queue list shows them all)."""
+    return db.fetchall(QUEUE_LABELS, {"viewer": viewer, "queues": queue_ids})
 
 
 # An adjudication is shown with the labels it settles: never on an item hidden from the viewer.
@@ -277,12 +279,12 @@ ADJUDICATIONS = f"""
 """
 
 
-def queue_adjudications(db: Database, viewer: str | None, queue_id: str) -> list[dict]:
-    """The latest adjudication of each adjudicated item of the queue that `viewer` may see."""
+def queue_adjudications(db: Database, viewer: str | None, queue_ids: list[str]) -> list[dict]:
+    """The latest adjudication of each adjudicated item of these queues that `viewer` may see."""
     return db.fetchall(
-        f"SELECT * FROM ({ADJUDICATIONS}) WHERE queue_id = $queue "
-        "QUALIFY created_at = max(created_at) OVER (PARTITION BY item_id) ORDER BY item_id",
-        {"viewer": viewer, "queue": queue_id})
+        f"SELECT * FROM ({ADJUDICATIONS}) WHERE list_contains($queues, queue_id) "
+        "QUALIFY created_at = max(created_at) OVER (PARTITION BY queue_id, item_id) ORDER BY queue_id, item_id",
+        {"viewer": viewer, "queues": queue_ids})
 
 
 def adjudicated_labels(db: Database, viewer: str | None, trace_id: str, queue_id: str | None = None) -> dict:

@@ -106,6 +106,14 @@ def queue_item_count(db: Database, queue_id: str, kind: str = "events") -> int:
     return db.scalar(f"SELECT count(*) FROM {KIND_ITEMS[kind][0]} WHERE queue_id = ?", [queue_id])
 
 
+def queue_item_counts(db: Database, queue_ids: list[str]) -> dict[str, int]:
+    """The items (events or pairs) of each of these queues that holds any: one read for any number of queues."""
+    rows = db.fetchall(" UNION ALL ".join(f"SELECT queue_id, count(*) AS items FROM {table} "
+                                          "WHERE list_contains($queues, queue_id) GROUP BY queue_id"
+                                          for table, _, _ in KIND_ITEMS.values()), {"queues": queue_ids})
+    return {row["queue_id"]: row["items"] for row in rows}
+
+
 def queue_item(db: Database, queue_id: str, item_id: int, kind: str = "events") -> dict | None:
     table, columns, _ = KIND_ITEMS[kind]
     return db.fetchone(f"SELECT i.item_id, {columns} FROM {table} i WHERE i.queue_id = ? AND i.item_id = ?",
