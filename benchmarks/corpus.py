@@ -5,7 +5,8 @@ step's prompts) and two policies (systems), posted in requests of 1,000 to a rea
 After the first 500, reviewers label an event of each of the first 300 traces and a review queue samples 1,000 tool
 calls; after all N, a second queue samples 1,000 tool calls of the whole corpus (the queue page at N shows that one).
 Each page is timed at 500 rollouts and at N: its first view, then again (AGAIN views). Run with
-`.venv/bin/python benchmarks/corpus.py` (100,000 rollouts), `--quick` (3,000) or `--n N`.
+`.venv/bin/python benchmarks/corpus.py` (100,000 rollouts), `--quick` (3,000) or `--n N`; `--lake` does the same on
+a DuckLake over PostgreSQL after the file, and prints each page's lake/file ratio at N.
 Prints medians with their range and the ratios of the two sizes; asserts nothing. The figures move with the load of
 the machine: on a shared 2-core machine, expect them to vary by tens of percent from run to run.
 """
@@ -129,6 +130,50 @@ def spread(times: list[float]) -> str:
     return f"{ms(statistics.median(times))} ({min(times) * 1000:.0f}-{max(times) * 1000:.0f})"
 
 
+def measure(db: Path | str, lake_data: Path | None, n: int) -> dict:
+    """Ingest, label and queue as the docstring says on a server over `db`; the pages timed at SMALL_N and at n."""
+    proc, url = start_server(db, lake_data)
+    try:
+        seconds, events = ingest_upto(url, 0, SMALL_N)
+        label(url)
+        small_queue, small_queue_s = make_queue(url, f"sample of {SMALL_N}")
+        small = time_pages(url, small_queue)
+        more_s, more_events = ingest_upto(url, SMALL_N, n)
+        large_queue, large_queue_s = make_queue(url, f"sample of {n}")
+        large = time_pages(url, large_queue)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return {"seconds": seconds + more_s, "events": events + more_events, "queue_s": (small_queue_s, large_queue_s),
+            "small": small, "large": large}
+
+
+def report(store: str, n: int, run: dict) -> None:
+    small, large = run["small"], run["large"]
+    print(f"{store}: {n:,} rollouts of {AGENTS} agents, {run['events']:,} events: ingest over HTTP in requests of "
+          f"{REQUEST:,} {run['seconds']:.1f} s, {run['events'] / run['seconds']:,.0f} events/s; labels on "
+          f"{LABELLED_TRACES} traces by {len(REVIEWERS)} reviewers; making a queue of {QUEUE_SAMPLE:,} sampled tool "
+          f"calls: {ms(run['queue_s'][0])} at {SMALL_N}, {ms(run['queue_s'][1])} at {n:,}")
+    print(f"{'page':22} {'first at 500':>12} {'first at N':>11} {'first N/500':>11} {'again at 500':>16} "
+          f"{'again at N':>18} {'again N/500':>11}")
+    for name in PAGES:
+        s, big = small[name], large[name]
+        ratio = statistics.median(big["again"]) / statistics.median(s["again"])
+        print(f"{name:22} {ms(s['first']):>12} {ms(big['first']):>11} {big['first'] / s['first']:>10.1f}x "
+              f"{spread(s['again']):>16} {spread(big['again']):>18} {ratio:>10.1f}x")
+
+
+def compare(n: int, file: dict, lake: dict) -> None:
+    """Each page on the lake against the file at N, measured in the same run (issue 30: within 2x)."""
+    print(f"lake against file at {n:,} rollouts (the same pages, the same run):")
+    print(f"{'page':22} {'first: file':>11} {'lake':>7} {'ratio':>6}   {'again: file':>11} {'lake':>7} {'ratio':>6}")
+    for name in PAGES:
+        f, lk = file["large"][name], lake["large"][name]
+        again_f, again_l = statistics.median(f["again"]), statistics.median(lk["again"])
+        print(f"{name:22} {ms(f['first']):>11} {ms(lk['first']):>7} {lk['first'] / f['first']:>5.2f}x   "
+              f"{ms(again_f):>11} {ms(again_l):>7} {again_l / again_f:>5.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=DEFAULT_N, help="rollouts in all")
@@ -137,6 +182,8 @@ def main() -> None:
                                                   "without ingesting N rollouts anew); a temporary one by default")
     parser.add_argument("--again", type=Path, help="only time the pages at N again, on the store a run left in this "
                                                    "folder (--keep): a first view is then the server's first")
+    parser.add_argument("--lake", action="store_true", help="the same run on a DuckLake over PostgreSQL too (a "
+                        "throwaway cluster, tests/lake.py), after the file's, and each page's lake/file ratio at N")
     args = parser.parse_args()
     if args.again:
         return time_again(args.again)
@@ -144,30 +191,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        proc, url = start_server(folder / "corpus.duckdb")
-        try:
-            seconds, events = ingest_upto(url, 0, SMALL_N)
-            label(url)
-            small_queue, small_queue_s = make_queue(url, f"sample of {SMALL_N}")
-            small = time_pages(url, small_queue)
-            more_s, more_events = ingest_upto(url, SMALL_N, n)
-            seconds, events = seconds + more_s, events + more_events
-            large_queue, large_queue_s = make_queue(url, f"sample of {n}")
-            large = time_pages(url, large_queue)
-        finally:
-            proc.terminate()
-            proc.wait(30)
-    print(f"{n:,} rollouts of {AGENTS} agents, {events:,} events: ingest over HTTP in requests of {REQUEST:,} "
-          f"{seconds:.1f} s, {events / seconds:,.0f} events/s; labels on {LABELLED_TRACES} traces by "
-          f"{len(REVIEWERS)} reviewers; making a queue of {QUEUE_SAMPLE:,} sampled tool calls: "
-          f"{ms(small_queue_s)} at {SMALL_N}, {ms(large_queue_s)} at {n:,}")
-    print(f"{'page':22} {'first at 500':>12} {'first at N':>11} {'first N/500':>11} {'again at 500':>16} "
-          f"{'again at N':>18} {'again N/500':>11}")
-    for name in PAGES:
-        s, big = small[name], large[name]
-        ratio = statistics.median(big["again"]) / statistics.median(s["again"])
-        print(f"{name:22} {ms(s['first']):>12} {ms(big['first']):>11} {big['first'] / s['first']:>10.1f}x "
-              f"{spread(s['again']):>16} {spread(big['again']):>18} {ratio:>10.1f}x")
+        file = measure(folder / "corpus.duckdb", None, n)
+        report("DuckDB file", n, file)
+        if args.lake:
+            sys.path.insert(0, str(ROOT / "tests"))
+            from lake import ThrowawayPostgres
+
+            postgres = ThrowawayPostgres()
+            try:
+                lake = measure(f"ducklake:postgres:{postgres.new_database()}", folder / "lake-data", n)
+            finally:
+                postgres.stop()
+            report("DuckLake", n, lake)
+            compare(n, file, lake)
 
 
 def time_again(folder: Path) -> None:

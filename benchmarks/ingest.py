@@ -48,12 +48,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(db_path: Path) -> tuple[subprocess.Popen, str]:
-    """A real uvicorn serving the app over a fresh DuckDB file."""
+def start_server(db_path: Path | str, lake_data: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """A real uvicorn serving the app over a fresh DuckDB file (or the DuckLake URL `db_path`, its Parquet files
+    in `lake_data`)."""
     port = free_port()
+    env = {**os.environ, "ORCHESTRACE_LAKE_DATA": str(lake_data)} if lake_data else None
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--db", str(db_path), "--port", str(port)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + SERVER_START_TIMEOUT_S

@@ -5,6 +5,7 @@ import pytest
 from conftest import lab_clients, make_trace, post_json
 
 from app.services import queues
+from app.store import labels as label_store
 from app.store.sql import traced_statements
 
 LAKE_LOOK = "SELECT * FROM postgres_query"  # a lake's look at its catalog's snapshot (each thread's own)
@@ -203,3 +204,14 @@ def test_the_queue_list_reads_no_more_for_many_queues_than_for_one(client, db):
         reads, shown = listed()
         assert reads <= 4  # the queues, their labels, their adjudications, their item counts (a lake may keep some)
     assert shown == 5
+
+
+def test_a_queue_page_reads_the_queues_labels_once_for_its_progress_and_its_items(client):
+    assert post_json(client, make_trace("q1")).status_code == 201
+    body = {"name": "returns", "filter": {"event_types": ["return"]}, "reviewers": ["rita", "rob"], "overlap": 2}
+    queue = client.post("/api/queues", json=body).json()
+    with traced_statements() as ran:
+        page = client.get(f"/queues/{queue['id']}")
+    assert page.status_code == 200 and "returns" in page.text
+    labels_read = " ".join(label_store.QUEUE_LABELS.split())  # as the trace of statements writes it
+    assert [" ".join(sql.split()) for sql, *_ in ran].count(labels_read) == 1

@@ -19,12 +19,10 @@ WORDS = {"same": "same", "changed": "changed", "only_a": "only in A", "only_b": 
 
 def load_pair(db: Database, cache: TraceCache, a: str, b: str) -> tuple[dict, dict]:
     """Both traces, or NotFound naming the parameter whose trace does not exist."""
-    traces = []
-    for name, trace_id in (("a", a), ("b", b)):
-        trace = analysis.stored_trace(db, cache, trace_id)
+    traces = db.together(lambda: analysis.stored_trace(db, cache, a), lambda: analysis.stored_trace(db, cache, b))
+    for name, trace_id, trace in zip("ab", (a, b), traces):  # read side by side on a lake
         if trace is None:
             raise NotFound(f"{name}: no trace with id '{trace_id}'", what=f"trace '{trace_id}'")
-        traces.append(trace)
     return traces[0], traces[1]
 
 

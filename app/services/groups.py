@@ -22,15 +22,17 @@ def list_groups(db, by: str, sort: str, limit: int, offset: int) -> tuple[list[d
         order = parse_group_sort(sort)
     except ValueError as exc:
         raise GroupSortRefused(str(exc)) from exc
-    return group_store.group_page(db, by, order, limit, offset), group_store.group_count(db, by)
+    page, count = db.together(lambda: group_store.group_page(db, by, order, limit, offset),
+                              lambda: group_store.group_count(db, by))  # side by side on a lake
+    return page, count
 
 
 def read_group(db, by: str, key: str) -> dict:
     """One group's size, reward statistics and rollouts (in id order), each with its advantage per channel."""
-    rollouts = group_store.group_rollouts(db, by, key)
+    rollouts, stats = db.together(lambda: group_store.group_rollouts(db, by, key),
+                                  lambda: group_store.group_stats(db, by, key))  # side by side on a lake
     if not rollouts:
         raise NotFound(f"no traces with {by} '{key}'", what=f"group {by} '{key}'")
-    stats = group_store.group_stats(db, by, key)
     for rollout in rollouts:
         rollout["advantage"] = advantages(rollout["rewards"], stats)
     return {"key": key, "n": len(rollouts), "rewards": stats, "rollouts": rollouts}

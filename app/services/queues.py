@@ -512,19 +512,24 @@ def adjudicate(db: Database, queue_id: str, item_id: int, adjudicator: str, labe
 def items(db: Database, queue_id: str, viewer: str | None) -> list[dict]:
     """Every item in queue order with its state as `viewer` may see it (an item nobody answered yet: no
     labels or choices, not done), and its status; a pair also with the choice it ends with (`decision`)."""
+    return with_items(db, queue_id, viewer)[1]
+
+
+def with_items(db: Database, queue_id: str, viewer: str | None) -> tuple[dict, list[dict]]:
+    """The queue's `summary` and its `items`, from one read of its answers (a queue's page shows both)."""
     queue = load(db, queue_id)
+    states, listed = db.together(  # side by side on a lake
+        lambda: (_pair_states if queue["kind"] == "pairwise" else _item_states)(db, [queue], viewer)[queue["id"]],
+        lambda: queue_store.list_queue_items(db, queue_id, queue["kind"]))
+    empty = {"labels": {}, "done": False, "disputed": False, "adjudicated": None}
     if queue["kind"] == "pairwise":
-        states = pair_states(db, queue, viewer)
         empty = {"choices": {}, "done": False, "disputed": False, "adjudicated": None, "decision": None}
-    else:
-        states = item_states(db, queue, viewer)
-        empty = {"labels": {}, "done": False, "disputed": False, "adjudicated": None}
     rows = []
-    for item in queue_store.list_queue_items(db, queue_id, queue["kind"]):
+    for item in listed:
         state = states.get(item["item_id"], empty)
         rows.append(item | {key: value for key, value in state.items() if key not in ("trace_id", "event_id")}
                     | {"status": status_of(state)})
-    return rows
+    return _summary(queue, states, len(listed)), rows
 
 
 def final_rows(db: Database, queue_id: str, viewer: str | None) -> tuple[dict, list[dict]]:

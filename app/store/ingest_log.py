@@ -31,11 +31,12 @@ def list_ingest_log(db: Database, limit: int = 50, offset: int = 0, endpoint: st
     if traces_shown > LISTED:
         raise ValueError(f"a receipt in a list names at most {LISTED} traces per list, not {traces_shown}")
     params = [endpoint, endpoint, outcome, outcome, trace_id, trace_id, trace_id, trace_id]
-    total = db.scalar("SELECT count(*) FROM ingest_log" + INGEST_LOG_FILTER, params)
-    rows = db.fetchall(
-        "SELECT id, received_at, endpoint, format, unit, received, used, duplicates, skipped, reasons, "
-        f"{TRIMMED}, status, error, {OUTCOME} AS outcome FROM ingest_log" + INGEST_LOG_FILTER
-        + "ORDER BY received_at DESC, id LIMIT ? OFFSET ?", [traces_shown] * len(TRACE_LISTS) + params + [limit, offset])
+    page = ("SELECT id, received_at, endpoint, format, unit, received, used, duplicates, skipped, reasons, "
+            f"{TRIMMED}, status, error, {OUTCOME} AS outcome FROM ingest_log{INGEST_LOG_FILTER}"
+            "ORDER BY received_at DESC, id LIMIT ? OFFSET ?")
+    total, rows = db.together(  # side by side on a lake
+        lambda: db.scalar("SELECT count(*) FROM ingest_log" + INGEST_LOG_FILTER, params),
+        lambda: db.fetchall(page, [traces_shown] * len(TRACE_LISTS) + params + [limit, offset]))
     for row in rows:
         row["reasons"] = json.loads(row["reasons"])
         row["received_at"] = iso_utc(row["received_at"])

@@ -59,11 +59,10 @@ def list_papers(db: Database, filters: dict[str, list[str]], q: str | None, sort
     params = [v for field in PAPER_FILTER_FIELDS for v in (filters.get(field, []),) * 2] + [q or None, q or None]
     descending = sort.startswith("-")
     order = PAPER_SORTS.get(sort.lstrip("-"), "position")
-    total = db.scalar("SELECT count(*) FROM papers" + PAPER_FILTER, params)
-    rows = db.fetchall(
-        "SELECT * FROM papers" + PAPER_FILTER
-        + f"ORDER BY {order} {'DESC' if descending else 'ASC'} NULLS LAST, position LIMIT ? OFFSET ?",
-        params + [limit, offset])
+    page = f"SELECT * FROM papers{PAPER_FILTER}ORDER BY {order} {'DESC' if descending else 'ASC'} NULLS LAST, " \
+        "position LIMIT ? OFFSET ?"
+    total, rows = db.together(lambda: db.scalar("SELECT count(*) FROM papers" + PAPER_FILTER, params),
+                              lambda: db.fetchall(page, params + [limit, offset]))  # side by side on a lake
     return rows, total
 
 

@@ -57,9 +57,11 @@ def read_ingest_log_page(request: Request, db: DbDep, endpoint: str | None = Non
                          outcome: str | None = None, page: int = 1):
     """The receipts, newest first, a page at a time; each names its first few traces per list and links the rest."""
     outcome = outcome if outcome in log_store.OUTCOMES else None
-    rows, total, page, pages = fetch_page(page, ENTRIES_PER_PAGE, lambda limit, offset: log_store.list_ingest_log(
-        db, limit, offset, endpoint or None, trace_id or None, outcome, PAGE_TRACES_SHOWN))
+    (rows, total, page, pages), endpoints = db.together(  # side by side on a lake
+        lambda: fetch_page(page, ENTRIES_PER_PAGE, lambda limit, offset: log_store.list_ingest_log(
+            db, limit, offset, endpoint or None, trace_id or None, outcome, PAGE_TRACES_SHOWN)),
+        lambda: log_store.ingest_endpoints(db))
     return render(request, "ingest_log.html", {
         "rows": rows, "total": total, "page": page, "pages": pages, "outcomes": log_store.OUTCOMES,
         "filters": {"endpoint": endpoint or "", "trace_id": trace_id or "", "outcome": outcome or ""},
-        "endpoints": log_store.ingest_endpoints(db)}, fragments=("_ingest_log.html",))
+        "endpoints": endpoints}, fragments=("_ingest_log.html",))

@@ -122,13 +122,14 @@ def read_labels_page(request: Request, db: DbDep, viewer: Viewer, trace_id: str 
                      page: int = 1):
     """Labels across traces, a page at a time, with filters, exports and the import form."""
     filters = {"trace_id": trace_id or "", "reviewer": reviewer or "", "reward_family": reward_family or ""}
-    rows, total, page, pages = fetch_page(page, LABELS_PER_PAGE, lambda limit, offset: label_store.read_labels_page(
-        db, viewer, filters, history, limit, offset))
+    (rows, total, page, pages), names, traces, orphans = db.together(  # side by side on a lake
+        lambda: fetch_page(page, LABELS_PER_PAGE, lambda limit, offset: label_store.read_labels_page(
+            db, viewer, filters, history, limit, offset)),
+        lambda: annotations.reviewers(db), lambda: label_store.traces_with_labels(db, viewer),
+        lambda: label_store.orphaned_labels(db, viewer, trace_id or None))
     context = {"labels": [annotations.to_dict(annotations.LabelRow._make(row)) for row in rows], "total": total,
-               "page": page, "pages": pages, "filters": filters | {"history": history},
-               "names": annotations.reviewers(db), "reward_families": REWARD_FAMILIES,
-               "traces": label_store.traces_with_labels(db, viewer),
-               "orphans": label_store.orphaned_labels(db, viewer, trace_id or None),
+               "page": page, "pages": pages, "filters": filters | {"history": history}, "names": names,
+               "reward_families": REWARD_FAMILIES, "traces": traces, "orphans": orphans,
                "import_url": LABEL_IMPORT[1], "may_import": may_post(request, *LABEL_IMPORT)}
     return render(request, "annotations.html", context, fragments=("_labels_table.html",))
 

@@ -26,19 +26,21 @@ PAPERS_PER_PAGE = 25
 def read_papers_page(request: Request, db: DbDep, q: str | None = None, sort: str = "position", page: int = 1):
     filters = {field: request.query_params.getlist(field) for field in PAPER_FIELDS}
     filters = {field: [v for v in values if v] for field, values in filters.items()}
-    rows, total, page, pages = fetch_page(
-        page, PAPERS_PER_PAGE, lambda limit, offset: paper_store.list_papers(db, filters, q, sort, limit, offset))
+    (rows, total, page, pages), pool_size = db.together(  # side by side on a lake
+        lambda: fetch_page(page, PAPERS_PER_PAGE,
+                           lambda limit, offset: paper_store.list_papers(db, filters, q, sort, limit, offset)),
+        lambda: paper_store.pool_size(db))
     context = {"papers": rows, "total": total, "page": page, "pages": pages,
-               "filters": filters, "q": q or "", "sort": sort, "fields": PAPER_FIELDS,
-               "pool_size": paper_store.pool_size(db)}
+               "filters": filters, "q": q or "", "sort": sort, "fields": PAPER_FIELDS, "pool_size": pool_size}
     return render(request, "papers.html", context, fragments=("_papers_table.html",))
 
 
 @router.get("/papers/excluded", dependencies=[AnyViewer])
 def read_excluded_page(request: Request, db: DbDep, stage: str | None = None, source: str | None = None,
                        query_family: str | None = None):
-    context = {"records": paper_store.list_excluded(db, stage, source, query_family),
-               "facets": paper_store.excluded_facets(db),
+    records, facets = db.together(lambda: paper_store.list_excluded(db, stage, source, query_family),
+                                  lambda: paper_store.excluded_facets(db))  # side by side on a lake
+    context = {"records": records, "facets": facets,
                "filters": {"stage": stage or "", "source": source or "", "query_family": query_family or ""}}
     return render(request, "papers_excluded.html", context, fragments=("_excluded_table.html",))
 

@@ -85,8 +85,7 @@ async def create_queue_from_form(request: Request, db: DbDep, facts: CorpusDep, 
 
 @router.get("/queues/{queue_id}", dependencies=[AnyViewer])
 def read_queue_page(request: Request, queue_id: str, db: DbDep, viewer: Viewer):
-    queue = queues.summary(db, queue_id, viewer)
-    items = queues.items(db, queue_id, viewer)
+    queue, items = queues.with_items(db, queue_id, viewer)
     return render(request, "queue_detail.html", {
         "queue": queue, "items": items, "me": viewer, "choices": CHOICES,
         "fields": [f for f in FIELDS if f.name in queue.get("fields", ())],
