@@ -201,10 +201,10 @@ def pool_rows(db: Database) -> list[dict]:
 
 def effective_rows(db: Database, source: str = POOL) -> list[dict]:
     """The pool as `source` sees it: a reviewer's current tags replace the pool's values they set."""
-    rows = pool_rows(db)
     if source == POOL:
-        return rows
-    tags = {t["key"]: t for t in tag_history(db, reviewer=source, history=False)}
+        return pool_rows(db)
+    rows, history = db.together(lambda: pool_rows(db), lambda: tag_history(db, reviewer=source, history=False))
+    tags = {t["key"]: t for t in history}
     for row in rows:
         tag = tags.get(row["key"])
         if tag:
@@ -228,8 +228,8 @@ def to_csv(rows: list[dict], columns=PAPER_COLUMNS) -> str:
 
 def stats(db: Database, source: str = POOL) -> dict:
     """Corpus counts per controlled field, the sparsity cross-tabs, and the exclusion log's facets."""
-    rows = effective_rows(db, source)
-    excluded = excluded_rows(db)
+    rows, excluded = db.together(lambda: effective_rows(db, source),  # side by side on a lake
+                                 lambda: excluded_rows(db))
     counts = {field: _ordered_counts(Counter(r[field] for r in rows), allowed)
               for field, allowed in PAPER_FIELDS.items()}
     crosstabs = {}
