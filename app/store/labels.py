@@ -43,12 +43,17 @@ VISIBLE_CURRENT = f"(SELECT * FROM {VISIBLE} v{CURRENT})"
 
 
 def read_labels(db: Database, viewer: str | None, trace_id=None, event_id=None, reviewer=None, history=False,
-                queue_id=None) -> list[tuple]:
+                queue_id=None, trace_ids: list[str] | None = None) -> list[tuple]:
     """Current labels (every version with history) that `viewer` may see, matching the filters, in trace,
-    event, reviewer, version order: rows of LABEL_COLUMNS. With `queue_id`, those saved in that queue."""
+    event, reviewer, version order: rows of LABEL_COLUMNS. With `queue_id`, those saved in that queue; with
+    `trace_ids`, those of these traces."""
     filters = {column: value for column, value in (("trace_id", trace_id), ("event_id", event_id),
                                                    ("reviewer", reviewer), ("queue_id", queue_id)) if value}
-    where = " WHERE " + " AND ".join(f"{column} = ${column}" for column in filters) if filters else ""
+    conditions = [f"{column} = ${column}" for column in filters]
+    if trace_ids is not None:
+        conditions.append("list_contains($traces, trace_id)")
+        filters["traces"] = trace_ids
+    where = " WHERE " + " AND ".join(conditions) if conditions else ""
     return db.execute(f"SELECT {LABEL_COLUMNS} FROM {VISIBLE} v{where}{'' if history else CURRENT} "
                       "ORDER BY trace_id, event_id, reviewer, version", {"viewer": viewer, **filters}).fetchall()
 
@@ -238,12 +243,17 @@ def human_credit(db: Database, viewer: str | None, trace_id: str, queue_id: str 
     that queue)."""
     if surely_unlabelled(db, trace_id):
         return []
+    return human_credit_in(db, viewer, [trace_id], queue_id)
+
+
+def human_credit_in(db: Database, viewer: str | None, trace_ids: list[str], queue_id: str | None = None) -> list[dict]:
+    """human_credit of these traces in one read, each row with its `trace_id`, in trace, position, reviewer order."""
     return db.fetchall(
-        f"SELECT e.seq, l.reviewer, l.credit FROM (SELECT * FROM {VISIBLE} v WHERE trace_id = $trace "
-        "AND ($queue::VARCHAR IS NULL OR queue_id = $queue)" + CURRENT + ") l "
+        f"SELECT l.trace_id, e.seq, l.reviewer, l.credit FROM (SELECT * FROM {VISIBLE} v "
+        "WHERE list_contains($traces, trace_id) AND ($queue::VARCHAR IS NULL OR queue_id = $queue)" + CURRENT + ") l "
         "JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
-        "WHERE l.credit IS NOT NULL ORDER BY e.seq, l.reviewer", {"viewer": viewer, "trace": trace_id,
-                                                                 "queue": queue_id})
+        "WHERE l.credit IS NOT NULL ORDER BY l.trace_id, e.seq, l.reviewer",
+        {"viewer": viewer, "traces": trace_ids, "queue": queue_id})
 
 
 def events_labelled_with_paper(db: Database, viewer: str | None, key: str) -> list[dict]:
@@ -290,12 +300,21 @@ def queue_adjudications(db: Database, viewer: str | None, queue_ids: list[str]) 
 def adjudicated_labels(db: Database, viewer: str | None, trace_id: str, queue_id: str | None = None) -> dict:
     """The final label an admin set on each event of a trace (the latest, in any queue or in `queue_id`), as
     {event_id: (label JSON text, note, adjudicator)}."""
+    return adjudicated_labels_in(db, viewer, [trace_id], queue_id).get(trace_id, {})
+
+
+def adjudicated_labels_in(db: Database, viewer: str | None, trace_ids: list[str],
+                          queue_id: str | None = None) -> dict[str, dict]:
+    """adjudicated_labels of these traces in one read, by trace id (a trace with none is left out)."""
     rows = db.execute(
-        f"SELECT event_id, label, note, adjudicator FROM ({ADJUDICATIONS}) WHERE trace_id = $trace "
-        "AND ($queue::VARCHAR IS NULL OR queue_id = $queue) "
-        "QUALIFY created_at = max(created_at) OVER (PARTITION BY event_id)",
-        {"viewer": viewer, "trace": trace_id, "queue": queue_id}).fetchall()
-    return {event_id: (label, note, by) for event_id, label, note, by in rows}
+        f"SELECT trace_id, event_id, label, note, adjudicator FROM ({ADJUDICATIONS}) "
+        "WHERE list_contains($traces, trace_id) AND ($queue::VARCHAR IS NULL OR queue_id = $queue) "
+        "QUALIFY created_at = max(created_at) OVER (PARTITION BY trace_id, event_id)",
+        {"viewer": viewer, "traces": trace_ids, "queue": queue_id}).fetchall()
+    by_trace: dict[str, dict] = {}
+    for trace_id, event_id, label, note, by in rows:
+        by_trace.setdefault(trace_id, {})[event_id] = (label, note, by)
+    return by_trace
 
 
 def insert_adjudication(cur, queue_id: str, item_id: int, adjudicator: str, label: str, resolved: str, note: str,

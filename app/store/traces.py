@@ -356,6 +356,33 @@ def read_trace(db: Database, trace_id: str) -> dict | None:
         return _assemble(head, read_events(db, trace_id), read_edges(db, trace_id))
 
 
+def read_traces(db: Database, trace_ids: list[str]) -> dict[str, dict]:
+    """read_trace of each of these traces that is stored, by id, in three reads whatever their number (an export of
+    a training run's rollouts read three statements a trace: 23 ms each of 10,000)."""
+    heads, events, edges = db.together(  # side by side on a lake
+        lambda: db.fetchall(HEAD_SELECT + " WHERE list_contains(?, trace_id)", [trace_ids]),
+        lambda: db.execute(f"SELECT trace_id, {EVENT_COLUMNS} FROM events WHERE list_contains(?, trace_id) "
+                           "ORDER BY trace_id, seq", [trace_ids]).fetchall(),
+        lambda: db.execute("SELECT trace_id, src, dst, type FROM edges WHERE list_contains(?, trace_id) "
+                           "ORDER BY trace_id, seq", [trace_ids]).fetchall())
+    with paused_gc():  # many new dicts, no cycles (see gcpause)
+        orders: dict[str, list[str]] = {}
+        events_of: dict[str, list[dict]] = {}
+        for trace_id, *row in events:
+            events_of.setdefault(trace_id, []).append(_rebuild(row, orders))
+        edges_of: dict[str, list[dict]] = {}
+        for trace_id, src, dst, type_ in edges:
+            edges_of.setdefault(trace_id, []).append({"src": src, "dst": dst, "type": type_})
+        return {head["trace_id"]: _assemble(head, events_of.get(head["trace_id"], []),
+                                            edges_of.get(head["trace_id"], [])) for head in heads}
+
+
+def event_counts(db: Database, trace_ids: list[str]) -> dict[str, int]:
+    """The number of events of each of these traces that is stored."""
+    return {row["trace_id"]: row["n_events"] for row in db.fetchall(
+        "SELECT trace_id, n_events FROM traces WHERE list_contains(?, trace_id)", [trace_ids])}
+
+
 def _assemble(head: dict, events: list[dict], edges: list[dict]) -> dict:
     """A trace as ingested from its `traces` row and its rebuilt events and edges, keys in the format's order."""
     trace = {"trace_id": head["trace_id"], "task_id": head["task_id"]}
