@@ -8,6 +8,10 @@ import re
 import pytest
 from conftest import csrf_token, lab_clients, make_trace, post_json
 
+from app.services import triage
+from app.services.cache import TraceCache
+from app.store.sql import traced_statements
+
 
 def broken() -> dict:
     trace = make_trace("audited")
@@ -114,3 +118,26 @@ def test_the_page_groups_by_rule_and_agent_and_marks_a_whole_group(client):
     assert re.search(r"<strong>0</strong> of \d+ findings? remain", page) and "dismissed" in page
     refused = client.post("/traces/audited/findings/mark", data={"mark": "reviewed", "finding": group[0]["id"]})
     assert refused.status_code == 403  # no form token
+
+
+def test_the_findings_of_many_traces_are_each_traces_own_read_in_as_many_statements_as_for_few(client, db):
+    """`orchestrace audit --all` reads a corpus's findings a chunk of traces at a time: each trace's findings, their
+    agents and marks as its own page gives them, in a few reads whatever the number of traces."""
+    ids = []
+    for i in range(8):
+        trace = broken()
+        trace["trace_id"] = f"audited-{i}"
+        trace["events"][4]["agent"] = f"worker-{i}"  # each trace's findings come from agents of its own
+        assert post_json(client, trace).status_code == 201
+        ids.append(trace["trace_id"])
+    marked = findings(client, "audited-3")[0]
+    assert client.post(f"/api/traces/audited-3/findings/{marked['id']}/mark",
+                       json={"mark": "false_positive", "reviewer": "ada"}).status_code == 201
+    reads = []
+    for some in (ids[:2], ids):
+        with traced_statements() as ran:
+            found = triage.findings_of(db, TraceCache(), [*some, "nope"])
+        reads.append(sum(not sql.startswith("SELECT * FROM postgres_query") for sql, *_ in ran))  # a lake's looks
+    assert found == {trace_id: findings(client, trace_id) for trace_id in ids}
+    assert found["audited-3"][0]["mark"]["mark"] == "false_positive" and reads[1] <= reads[0]
+    assert {f["agent"] for f in found["audited-5"]} & {"worker-5"}

@@ -56,6 +56,24 @@ def ensure_analysis(db: Database, cache: TraceCache, trace_id: str) -> dict | No
     return {"metrics": result["metrics"], "findings": result["findings"]}
 
 
+def findings_of(db: Database, cache: TraceCache, trace_ids: list[str]) -> dict[str, list[dict]]:
+    """The audit findings of each of these traces that is stored, by id: as stored, in one read, where the analysis
+    is fresh; made again (ensure_analysis) where it is stale."""
+    states = analysis_store.analysis_states(db, trace_ids, ANALYSIS_VERSION)
+    fresh = [trace_id for trace_id, state in states.items() if state["fresh"]]
+    stored = analysis_store.read_findings_in(db, fresh) if fresh else {}
+    found = {}
+    for trace_id in trace_ids:
+        state = states.get(trace_id)
+        if state is None:
+            continue
+        if state["fresh"]:
+            found[trace_id] = stored.get(trace_id, [])
+        elif (result := ensure_analysis(db, cache, trace_id)) is not None:  # None: deleted meanwhile
+            found[trace_id] = result["findings"]
+    return found
+
+
 def ensure_all(db: Database, batch: int = REANALYSIS_BATCH, progress=None,
                stop: threading.Event | None = None) -> int:
     """Analyse every trace whose stored analysis is missing or stale (stored by an older analysis version, or by

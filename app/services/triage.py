@@ -26,15 +26,24 @@ class MarkError(Refusal):
 
 def trace_findings(db: Database, cache: TraceCache, trace_id: str) -> list[dict]:
     """Every finding of the trace's audit: {"id", "rule", "severity", "agent", "events", "message", "mark"}."""
-    result = analysis.ensure_analysis(db, cache, trace_id)
-    if result is None:
+    found = findings_of(db, cache, [trace_id]).get(trace_id)
+    if found is None:
         raise NotFound(f"no trace with id '{trace_id}'", what=f"trace '{trace_id}'")
-    findings = with_ids(result["findings"])
-    agents = triage_store.event_agents(db, trace_id, sorted({f["events"][0] for f in findings if f["events"]}))
-    marks = triage_store.current_marks(db, trace_id)
-    return [{"id": f["id"], "rule": f["rule"], "severity": f["severity"],
-             "agent": agents.get(f["events"][0]) if f["events"] else None, "events": f["events"],
-             "message": f["message"], "mark": _shown(marks.get(f["id"]))} for f in findings]
+    return found
+
+
+def findings_of(db: Database, cache: TraceCache, trace_ids: list[str]) -> dict[str, list[dict]]:
+    """trace_findings of each of these traces that is stored, by id, in a few reads whatever their number (an
+    audit of every trace of a corpus read four a trace)."""
+    findings = {trace_id: with_ids(found) for trace_id, found in analysis.findings_of(db, cache, trace_ids).items()}
+    firsts = sorted({f["events"][0] for found in findings.values() for f in found if f["events"]})
+    agents, marks = db.together(lambda: triage_store.event_agents(db, list(findings), firsts),  # side by side
+                                lambda: triage_store.current_marks_in(db, list(findings)))
+    return {trace_id: [{"id": f["id"], "rule": f["rule"], "severity": f["severity"],
+                        "agent": agents.get((trace_id, f["events"][0])) if f["events"] else None,
+                        "events": f["events"], "message": f["message"],
+                        "mark": _shown(marks.get(trace_id, {}).get(f["id"]))} for f in found]
+            for trace_id, found in findings.items()}
 
 
 def _shown(mark: dict | None) -> dict | None:
