@@ -628,7 +628,6 @@ def cmd_export(args) -> int:
     everything, to FILE (`-o`) or standard output; through the server holding the database, else from the file."""
     from app.domain.refusals import NotFound
     from app.services import exports
-    from app.services.cache import TraceCache
 
     settings = Settings.from_env(db=args.db)
     target = _target(args, settings, "asking {url} for the export")
@@ -652,8 +651,8 @@ def cmd_export(args) -> int:
         else:
             try:
                 target.migrate(settings.migrations_dir)
-                export = exports.label_export(target, TraceCache(), None, args.format, args.trace, args.queue,
-                                              args.final, args.history)
+                export = exports.label_export(target, None, args.format, args.trace, args.queue, args.final,
+                                              args.history)
                 for chunk in export.chunks:
                     out.write(chunk)
             except (exports.ExportRefused, NotFound) as exc:

@@ -8,6 +8,7 @@ import pytest
 from conftest import lab_clients, make_trace, post_json
 
 from app.domain import preference
+from app.services import exports
 
 # Rollouts by task: three of `sum`, two of `pair`, one of `solo` (a group of one compares nothing). The answer of
 # each is its last aggregate's; r3's keeps none, so the export names it by its id.
@@ -257,3 +258,20 @@ def test_the_queue_list_shows_each_queue_of_either_kind_as_its_own_page_does_to_
     # rita chose on no pair of the blind queue: rob's choice and its adjudication stay hidden from her, there only
     assert progress["rita"] == {blind: ({"rita": 0, "rob": 0}, 0), seen: ({"rita": 0, "rob": 1}, 0),
                                 events["id"]: ({"rita": 1, "rob": 0}, 0)}
+
+
+@pytest.mark.parametrize("traces, events", [(3, 200_000), (1000, 1)])
+def test_the_preference_export_reads_its_pairs_by_chunk_and_gives_the_same_lines(lab, monkeypatch, traces, events):
+    """Pairs are exported a chunk at a time (at most `traces` rollouts or `events` events: a pair larger than that
+    alone, and a rollout in two pairs read with each); the lines are those of one chunk, in the queue's order."""
+    qid = make_queue(lab["ada"], blind=False, pairs={"per_group": 3, "seed": 1}).json()["id"]
+    for name in ("rita", "rob"):
+        while (given := lab[name].post(f"/api/queues/{qid}/next")).status_code == 200:
+            item_id = given.json()["item_id"]
+            assert choose(lab[name], qid, item_id, "a" if item_id % 2 else "b").status_code == 201
+    params = {"format": "preference_pairs", "queue_id": qid}
+    whole = lab["ada"].get("/api/annotations/export", params=params).text
+    monkeypatch.setattr(exports, "EXPORT_CHUNK_TRACES", traces)
+    monkeypatch.setattr(exports, "EXPORT_CHUNK_EVENTS", events)
+    assert lab["ada"].get("/api/annotations/export", params=params).text == whole
+    assert len(whole.splitlines()) == 4  # sum: 3 pairs of 3 rollouts, pair: 1 (solo has none)

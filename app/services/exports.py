@@ -2,11 +2,11 @@
 final labels, and for RL trainers (app.domain.rl_export) rLLM episodes, TRL stepwise rows and the credit table,
 as JSON Lines written a chunk of traces at a time (read together, a bounded number of events), so an export of every
 trace never holds more than a chunk in memory; and a pairwise queue's decided pairs as preference pairs
-(app.domain.preference), a pair's two traces at a time."""
+(app.domain.preference), a chunk of pairs at a time."""
 
 import json
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from app.domain import preference, rl_export
@@ -14,8 +14,7 @@ from app.domain.credit import assign
 from app.domain.jsontext import dumps_bytes
 from app.domain.label_fields import disagree
 from app.domain.refusals import NotFound, Refusal
-from app.services import analysis, labels, queues
-from app.services.cache import TraceCache
+from app.services import labels, queues
 from app.store import labels as label_store
 from app.store import queues as queue_store
 from app.store import traces as trace_store
@@ -43,7 +42,7 @@ class ExportRefused(Refusal):
     status = 422
 
 
-def label_export(db: Database, cache: TraceCache, viewer: str | None, fmt: str, trace_id: str | None = None,
+def label_export(db: Database, viewer: str | None, fmt: str, trace_id: str | None = None,
                  queue_id: str | None = None, final: bool = False, history: bool = False, rule: str = "causal",
                  channel: str | None = None) -> Export:
     """The labels `viewer` may see as `fmt` (FORMATS): of one trace, of a review queue, or of everything; with
@@ -53,7 +52,7 @@ def label_export(db: Database, cache: TraceCache, viewer: str | None, fmt: str, 
         raise ExportRefused(f"format={PREFERENCE_FORMAT} exports a pairwise queue (give its queue_id), and a "
                             f"pairwise queue exports as format={PREFERENCE_FORMAT} only")
     if fmt == PREFERENCE_FORMAT:
-        return Export(MEDIA_TYPES[fmt], f"{fmt}-{queue_id}.jsonl", preference_lines(db, cache, viewer, queue_id))
+        return Export(MEDIA_TYPES[fmt], f"{fmt}-{queue_id}.jsonl", preference_lines(db, viewer, queue_id))
     if final:
         if queue_id is None or fmt not in ("csv", "json"):
             raise ExportRefused("final=true exports one review queue: give queue_id, with format csv or json")
@@ -73,24 +72,30 @@ def label_export(db: Database, cache: TraceCache, viewer: str | None, fmt: str, 
             ids = [trace_id] if trace_id else (label_store.labelled_trace_ids(db, viewer) if fmt == "credit_jsonl"
                                                else trace_store.trace_ids(db))
         name = f"{fmt}{'-' + trace_id if trace_id else ''}{'-' + queue_id if queue_id else ''}.jsonl"
-        return Export(MEDIA_TYPES[fmt], name, rl_lines(db, cache, viewer, fmt, ids, rule, channel, queue_id))
+        return Export(MEDIA_TYPES[fmt], name, rl_lines(db, viewer, fmt, ids, rule, channel, queue_id))
     rows = labels.list_labels(db, viewer, trace_id, None, None, history, queue_id)
     name = f"annotations{'-' + trace_id if trace_id else ''}{'-history' if history else ''}.{fmt}"
     body = dumps_bytes(labels.export_rows(rows)) if fmt == "json" else labels.to_csv(labels.export_rows(rows)).encode()
     return Export(MEDIA_TYPES[fmt], name, iter([body]))
-def preference_lines(db: Database, cache: TraceCache, viewer: str | None, queue_id: str) -> Iterator[bytes]:
+def preference_lines(db: Database, viewer: str | None, queue_id: str) -> Iterator[bytes]:
     """JSON Lines of preference pairs: one per pair of the queue whose decision `viewer` may see is `a` or `b`
     (ties and undecided pairs are left out, and pairs whose trace was deleted since)."""
-    for item in queues.items(db, queue_id, viewer):
-        if item["decision"] not in preference.SIDES:
-            continue
-        trace_a, trace_b = (analysis.stored_trace(db, cache, item[key]) for key in ("trace_a", "trace_b"))
-        if trace_a is None or trace_b is None:
-            continue
-        adjudicated = item["adjudicated"]
-        yield dumps_bytes(preference.preference_row(queue_id, item["group"], item["decision"], trace_a, trace_b,
-                                                    sorted(item["choices"]),
-                                                    adjudicated["by"] if adjudicated else None)) + b"\n"
+    decided = [item for item in queues.items(db, queue_id, viewer) if item["decision"] in preference.SIDES]
+    ids = list(dict.fromkeys(trace_id for item in decided for trace_id in (item["trace_a"], item["trace_b"])))
+    for pairs in _chunks(decided, _pair, trace_store.event_counts(db, ids)):
+        traces = trace_store.read_traces(db, list(dict.fromkeys(t for item in pairs for t in _pair(item))))
+        for item in pairs:
+            trace_a, trace_b = traces.get(item["trace_a"]), traces.get(item["trace_b"])
+            if trace_a is None or trace_b is None:  # deleted while the export ran
+                continue
+            adjudicated = item["adjudicated"]
+            yield dumps_bytes(preference.preference_row(queue_id, item["group"], item["decision"], trace_a, trace_b,
+                                                        sorted(item["choices"]),
+                                                        adjudicated["by"] if adjudicated else None)) + b"\n"
+
+
+def _pair(item: dict) -> tuple[str, str]:
+    return item["trace_a"], item["trace_b"]
 
 
 DEFAULT_CHANNEL = "team"  # the reward channel computed credit spreads, when the trace has it
@@ -105,13 +110,13 @@ def reward_channel(trace: dict, channel: str | None) -> str | None:
     return next(iter(trace["rewards"]), None)
 
 
-def rl_lines(db: Database, cache: TraceCache, viewer: str | None, fmt: str, trace_ids: list[str],
+def rl_lines(db: Database, viewer: str | None, fmt: str, trace_ids: list[str],
              rule: str = "causal", channel: str | None = None, queue_id: str | None = None) -> Iterator[bytes]:
     """JSON Lines of `fmt` for these traces, with the labels `viewer` may see; computed credit by `rule` over
     `channel` (see reward_channel); with `queue_id`, only the labels and adjudications of that review queue.
     Events whose reviewers' credits disagree, unsettled by an admin, are marked `disputed`. The traces are read
     a chunk at a time (`_chunks`), each chunk's traces and labels in a few reads."""
-    for chunk in _chunks(trace_ids, trace_store.event_counts(db, trace_ids)):
+    for chunk in _chunks(trace_ids, lambda trace_id: (trace_id,), trace_store.event_counts(db, trace_ids)):
         traces, labelled, credited, adjudicated = db.together(  # side by side on a lake
             lambda: trace_store.read_traces(db, chunk),
             lambda: labels.list_labels(db, viewer, queue_id=queue_id, trace_ids=chunk),
@@ -140,18 +145,26 @@ EXPORT_CHUNK_TRACES = 1000
 EXPORT_CHUNK_EVENTS = 200_000
 
 
-def _chunks(trace_ids: list[str], events: dict[str, int]) -> Iterator[list[str]]:
-    """The stored ones of these traces, in order, in chunks (see EXPORT_CHUNK_TRACES); a trace larger than a chunk's
-    events is a chunk of its own."""
-    chunk, size = [], 0
-    for trace_id in trace_ids:
-        if trace_id not in events:
+def _chunks(items: list, traces_of: Callable[[object], tuple[str, ...]], events: dict[str, int]) -> Iterator[list]:
+    """The items (each needing the traces `traces_of` it) whose traces are all stored (`events`: their sizes), in
+    order, in chunks whose traces number at most EXPORT_CHUNK_TRACES and hold at most EXPORT_CHUNK_EVENTS events; an
+    item larger than that is a chunk of its own."""
+    chunk: list = []
+    traces: set[str] = set()
+    size = 0
+    for item in items:
+        needed = [trace_id for trace_id in dict.fromkeys(traces_of(item)) if trace_id not in traces]
+        if any(trace_id not in events for trace_id in needed):
             continue
-        if chunk and (len(chunk) == EXPORT_CHUNK_TRACES or size + events[trace_id] > EXPORT_CHUNK_EVENTS):
+        more = sum(events[trace_id] for trace_id in needed)
+        if chunk and (len(traces) + len(needed) > EXPORT_CHUNK_TRACES or size + more > EXPORT_CHUNK_EVENTS):
             yield chunk
-            chunk, size = [], 0
-        chunk.append(trace_id)
-        size += events[trace_id]
+            chunk, traces, size = [], set(), 0
+            needed = list(dict.fromkeys(traces_of(item)))
+            more = sum(events[trace_id] for trace_id in needed)
+        chunk.append(item)
+        traces.update(needed)
+        size += more
     if chunk:
         yield chunk
 

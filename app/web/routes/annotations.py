@@ -28,7 +28,7 @@ from app.web.apidoc import (
     object_schema,
     reply,
 )
-from app.web.deps import CacheDep, DbDep, TraceId, Viewer
+from app.web.deps import DbDep, TraceId, Viewer
 from app.web.downloads import attachment
 from app.web.requests import json_object, read_uploads
 from app.web.responses import JsonBody
@@ -100,7 +100,7 @@ def read_annotations(db: DbDep, viewer: Viewer, trace_id: str | None = None, eve
     404: reply("no trace or queue with this id"),
     422: reply("final=true without a queue_id, or with a format other than csv or json; preference_pairs without "
                "a pairwise queue, or a pairwise queue in another format", PROBLEMS)})
-def export_annotations(db: DbDep, cache: CacheDep, viewer: Viewer,
+def export_annotations(db: DbDep, viewer: Viewer,
                        format: Literal["csv", "json", "rllm", "trl_stepwise", "credit_jsonl",
                                        "preference_pairs"] = "csv",
                        history: bool = False, trace_id: str | None = None,
@@ -114,7 +114,7 @@ def export_annotations(db: DbDep, cache: CacheDep, viewer: Viewer,
     adjudicated credit wins where a review queue settled an event. With `queue_id`: that queue's traces, labels
     and adjudications only. `preference_pairs` (a pairwise queue's `queue_id`): a line `{"prompt", "chosen",
     "rejected", ...}` per pair decided `a` or `b` (adjudicated, else the majority of its reviewers' choices)."""
-    export = exports.label_export(db, cache, viewer, format, trace_id, queue_id, final, history, rule, channel)
+    export = exports.label_export(db, viewer, format, trace_id, queue_id, final, history, rule, channel)
     return StreamingResponse(export.chunks, media_type=export.media_type, headers=attachment(export.filename))
 
 
