@@ -249,18 +249,26 @@ def _queue(row: dict) -> dict:
             **spec}
 
 
-def item_states(db: Database, queue: dict, viewer: str | None) -> dict[int, dict]:
-    """Per item with any label in the queue that `viewer` may see: the labels by reviewer, whether it is done
-    and disputed, and its adjudication."""
-    return _item_states(db, [queue], viewer)[queue["id"]]
+def states_of(db: Database, queues: list[dict], viewer: str | None) -> dict[str, dict[int, dict]]:
+    """Per queue, by id, per item with any answer in it that `viewer` may see, its state: an event's labels by
+    reviewer (`_item_states`), a pair's choices (`_pair_states`); whether it is done and disputed, and its
+    adjudication. One read of each kind's answers and one of its adjudications, side by side on a lake, however
+    many queues (the queue list shows them all)."""
+    by_kind = {kind: [queue for queue in queues if (queue["kind"] == "pairwise") == (kind == "pairwise")]
+               for kind in ("pairwise", "events")}
+    pairs, events = ([queue["id"] for queue in by_kind[kind]] for kind in ("pairwise", "events"))
+    choices, pair_adjudications, labels, adjudications = db.together(
+        lambda: choice_store.queue_choices(db, viewer, pairs) if pairs else [],
+        lambda: choice_store.pair_adjudications(db, viewer, pairs) if pairs else [],
+        lambda: label_store.queue_labels(db, viewer, events) if events else [],
+        lambda: label_store.queue_adjudications(db, viewer, events) if events else [])
+    return _pair_states(by_kind["pairwise"], choices, pair_adjudications) | \
+        _item_states(by_kind["events"], labels, adjudications)
 
 
-def _item_states(db: Database, queues: list[dict], viewer: str | None) -> dict[str, dict[int, dict]]:
-    """item_states of each of these event queues, by queue id, from one read of their labels and one of their
-    adjudications."""
+def _item_states(queues: list[dict], labels: list[dict], adjudications: list[dict]) -> dict[str, dict[int, dict]]:
+    """Per event queue: each item's labels by reviewer, whether it is done and disputed, and its adjudication."""
     states: dict[str, dict[int, dict]] = {queue["id"]: {} for queue in queues}
-    labels, adjudications = db.together(lambda: label_store.queue_labels(db, viewer, list(states)),
-                                        lambda: label_store.queue_adjudications(db, viewer, list(states)))
     for row in labels:
         state = states[row["queue_id"]].setdefault(row["item_id"], {"trace_id": row["trace_id"],
                                                                     "event_id": row["event_id"], "labels": {}})
@@ -293,18 +301,10 @@ def _choice(row: dict) -> dict:
             "created_at": iso_utc(row["created_at"])}
 
 
-def pair_states(db: Database, queue: dict, viewer: str | None) -> dict[int, dict]:
-    """Per pair with any choice that `viewer` may see: the current choices by reviewer, its adjudication, whether
-    it is done and disputed, and the choice it ends with (preference.decision)."""
-    return _pair_states(db, [queue], viewer)[queue["id"]]
-
-
-def _pair_states(db: Database, queues: list[dict], viewer: str | None) -> dict[str, dict[int, dict]]:
-    """pair_states of each of these pairwise queues, by queue id, from one read of their choices and one of their
-    adjudications."""
+def _pair_states(queues: list[dict], choices: list[dict], adjudications: list[dict]) -> dict[str, dict[int, dict]]:
+    """Per pairwise queue: each pair's current choices by reviewer, its adjudication, whether it is done and
+    disputed, and the choice it ends with (preference.decision)."""
     states: dict[str, dict[int, dict]] = {queue["id"]: {} for queue in queues}
-    choices, adjudications = db.together(lambda: choice_store.queue_choices(db, viewer, list(states)),
-                                         lambda: choice_store.pair_adjudications(db, viewer, list(states)))
     for row in choices:
         states[row["queue_id"]].setdefault(row["item_id"], {"choices": {}})["choices"][row["reviewer"]] = \
             _choice(row)
@@ -340,13 +340,9 @@ def summary(db: Database, queue_id: str, viewer: str | None) -> dict:
 def summaries(db: Database, queues: list[dict], viewer: str | None) -> list[dict]:
     """`summary` of each of these queues, in the same few reads however many there are (not a few per queue: on a
     lake each read pays its catalog round trips, and a lab's queues accumulate)."""
-    pairwise = [queue for queue in queues if queue["kind"] == "pairwise"]
-    events = [queue for queue in queues if queue["kind"] != "pairwise"]
-    pair_states_of, item_states_of, counts = db.together(
-        lambda: _pair_states(db, pairwise, viewer) if pairwise else {},
-        lambda: _item_states(db, events, viewer) if events else {},
+    states, counts = db.together(
+        lambda: states_of(db, queues, viewer),
         lambda: queue_store.queue_item_counts(db, [queue["id"] for queue in queues]) if queues else {})
-    states = pair_states_of | item_states_of
     return [_summary(queue, states[queue["id"]], counts.get(queue["id"], 0)) for queue in queues]
 
 
@@ -491,14 +487,14 @@ def adjudicate(db: Database, queue_id: str, item_id: int, adjudicator: str, labe
         raise NotFound(f"queue '{queue_id}' has no item {item_id}")
     if queue["kind"] == "pairwise":
         label = checked_choice(db, item, label, require_reason=False)
-        states, answers = pair_states, "choices"
+        answers = "choices"
     else:
         unknown = sorted(set(label) - set(queue["fields"]))
         if unknown:
             raise QueueError("label", f"{', '.join(unknown)}: not asked by this queue ({', '.join(queue['fields'])})")
         label = clean_values(label)
-        states, answers = item_states, "labels"
-    state = states(db, queue, None).get(item_id)
+        answers = "labels"
+    state = states_of(db, [queue], None)[queue["id"]].get(item_id)
     if state is None or not state[answers]:
         raise QueueError("item", "no reviewer has answered this item yet: there is nothing to adjudicate")
     resolved = [{"reviewer": r, "version": v["version"]} | ({"annotation_id": v["annotation_id"]} if
@@ -506,7 +502,7 @@ def adjudicate(db: Database, queue_id: str, item_id: int, adjudicator: str, labe
                 for r, v in state[answers].items()]
     db.write(lambda cur: label_store.insert_adjudication(cur, queue_id, item_id, adjudicator, json.dumps(label),
                                                          json.dumps(resolved), note, utc_now()))
-    return states(db, queue, None)[item_id] | {"item_id": item_id}
+    return states_of(db, [queue], None)[queue["id"]][item_id] | {"item_id": item_id}
 
 
 def items(db: Database, queue_id: str, viewer: str | None) -> list[dict]:
@@ -519,7 +515,7 @@ def with_items(db: Database, queue_id: str, viewer: str | None) -> tuple[dict, l
     """The queue's `summary` and its `items`, from one read of its answers (a queue's page shows both)."""
     queue = load(db, queue_id)
     states, listed = db.together(  # side by side on a lake
-        lambda: (_pair_states if queue["kind"] == "pairwise" else _item_states)(db, [queue], viewer)[queue["id"]],
+        lambda: states_of(db, [queue], viewer)[queue["id"]],
         lambda: queue_store.list_queue_items(db, queue_id, queue["kind"]))
     empty = {"labels": {}, "done": False, "disputed": False, "adjudicated": None}
     if queue["kind"] == "pairwise":

@@ -200,9 +200,10 @@ async def choose_and_next(request: Request, queue_id: str, item_id: int, db: DbD
         except (ChoiceError, queues.QueueError) as exc:
             return _workspace(request, db, cache, queue_id, me, item, status=str(exc), status_code=422, draft=draft)
     following = await run_in_threadpool(queues.next_item, db, queue_id, me)
-    others = None if saved is None else {
-        reviewer: choice for reviewer, choice in queues.pair_states(db, queues.load(db, queue_id), me)
-        .get(item_id, {"choices": {}})["choices"].items() if reviewer != me}
+    others = None
+    if saved is not None:
+        state = queues.states_of(db, [queues.load(db, queue_id)], me)[queue_id].get(item_id, {"choices": {}})
+        others = {reviewer: choice for reviewer, choice in state["choices"].items() if reviewer != me}
     return _workspace(request, db, cache, queue_id, me, following,
                       just_saved=None if saved is None else {"item_id": item_id, "version": saved["version"],
                                                              "choice": saved["choice"], "others": others},
