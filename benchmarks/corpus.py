@@ -4,7 +4,8 @@ Rollouts are generated swarms of 6 agents and 37 events (app/domain/generate.py)
 step's prompts) and two policies (systems), posted in requests of 1,000 to a real uvicorn over a fresh DuckDB file.
 After the first 500, reviewers label an event of each of the first 300 traces and a review queue samples 1,000 tool
 calls; after all N, a second queue samples 1,000 tool calls of the whole corpus (the queue page at N shows that one).
-Each page is timed at 500 rollouts and at N: its first view, then again (AGAIN views). Run with
+Each page is timed at 500 rollouts and at N: its first view, then again (AGAIN views); so are the exports for RL
+trainers of every trace (EXPORTS), and `orchestrace audit --all` at N. Run with
 `.venv/bin/python benchmarks/corpus.py` (100,000 rollouts), `--quick` (3,000) or `--n N`; `--lake` does the same on
 a DuckLake over PostgreSQL after the file, and prints each page's lake/file ratio at N.
 Prints medians with their range and the ratios of the two sizes; asserts nothing. The figures move with the load of
@@ -13,7 +14,9 @@ the machine: on a shared 2-core machine, expect them to vary by tens of percent 
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -62,6 +65,10 @@ PAGES = {
     "queue": "/queues/{queue}",
 }
 PAGE_TIMEOUT_S = 600
+# Every trace exported for an RL trainer (rllm, trl_stepwise: every rollout; credit_jsonl: the labelled ones), timed
+# at 500 and at N; then `orchestrace audit --all` on the store at N, once the server stopped (a file has one process).
+EXPORTS = {"rllm": "/api/annotations/export?format=rllm", "trl_stepwise": "/api/annotations/export?format=trl_stepwise",
+           "credit_jsonl": "/api/annotations/export?format=credit_jsonl"}
 
 
 def rollouts(start: int, stop: int) -> list[dict]:
@@ -122,6 +129,28 @@ def time_pages(url: str, queue: str) -> dict[str, dict]:
     return out
 
 
+def time_exports(url: str) -> dict[str, tuple[float, int]]:
+    """Per export: seconds to the whole answer read, and its lines."""
+    out = {}
+    for name, path in EXPORTS.items():
+        start = time.perf_counter()
+        with urllib.request.urlopen(url + path, timeout=PAGE_TIMEOUT_S * 10) as response:
+            lines = sum(1 for _ in response)
+        out[name] = (time.perf_counter() - start, lines)
+    return out
+
+
+def time_audit(db: Path | str, lake_data: Path | None) -> float:
+    """Seconds `orchestrace audit --all` takes on the store (its findings of every trace, as a CI gate asks)."""
+    env = {**os.environ, "ORCHESTRACE_LAKE_DATA": str(lake_data)} if lake_data else None
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "app.cli", "audit", "--all", "--db", str(db)], cwd=ROOT, env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode not in (0, 1):  # 1: findings at or above --fail-on (none is given: never)
+        raise SystemExit(f"orchestrace audit failed: {done.stderr}")
+    return time.perf_counter() - start
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 
@@ -138,14 +167,17 @@ def measure(db: Path | str, lake_data: Path | None, n: int) -> dict:
         label(url)
         small_queue, small_queue_s = make_queue(url, f"sample of {SMALL_N}")
         small = time_pages(url, small_queue)
+        small_exports = time_exports(url)
         more_s, more_events = ingest_upto(url, SMALL_N, n)
         large_queue, large_queue_s = make_queue(url, f"sample of {n}")
         large = time_pages(url, large_queue)
+        large_exports = time_exports(url)
     finally:
         proc.terminate()
         proc.wait(30)
     return {"seconds": seconds + more_s, "events": events + more_events, "queue_s": (small_queue_s, large_queue_s),
-            "small": small, "large": large}
+            "small": small, "large": large, "exports": (small_exports, large_exports),
+            "audit": time_audit(db, lake_data)}
 
 
 def report(store: str, n: int, run: dict) -> None:
@@ -161,6 +193,13 @@ def report(store: str, n: int, run: dict) -> None:
         ratio = statistics.median(big["again"]) / statistics.median(s["again"])
         print(f"{name:22} {ms(s['first']):>12} {ms(big['first']):>11} {big['first'] / s['first']:>10.1f}x "
               f"{spread(s['again']):>16} {spread(big['again']):>18} {ratio:>10.1f}x")
+    print(f"{'export':22} {'at 500':>20} {'at N':>20} {'per line, N/500':>16}")
+    for name in EXPORTS:
+        (s_s, s_lines), (n_s, n_lines) = (sizes[name] for sizes in run["exports"])
+        print(f"{name:22} {s_s:>8.2f} s {s_lines:>7,} lines {n_s:>8.2f} s {n_lines:>7,} lines "
+              f"{(n_s / n_lines) / (s_s / s_lines) if s_lines and n_lines else float('nan'):>15.1f}x")
+    print(f"orchestrace audit --all at {n:,}: {run['audit']:.1f} s ({run['audit'] / n * 1000:.2f} ms a trace, the "
+          "command's start included)")
 
 
 def compare(n: int, file: dict, lake: dict) -> None:
