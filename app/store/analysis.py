@@ -30,7 +30,7 @@ def read_findings(db: Database, trace_id: str) -> list[dict]:
 def read_findings_in(db: Database, trace_ids: list[str]) -> dict[str, list[dict]]:
     """The stored findings of these traces in one read, by trace id in their order (a trace with none left out)."""
     rows = db.execute("SELECT trace_id, rule, severity, message, events FROM audit_findings "
-                      "WHERE list_contains(?, trace_id) ORDER BY trace_id, seq", [trace_ids]).fetchall()
+                      "WHERE trace_id IN (SELECT unnest(?)) ORDER BY trace_id, seq", [trace_ids]).fetchall()
     found: dict[str, list[dict]] = {}
     for trace_id, rule, severity, message, events in rows:
         found.setdefault(trace_id, []).append({"rule": rule, "severity": severity, "message": message,
@@ -41,8 +41,10 @@ def read_findings_in(db: Database, trace_ids: list[str]) -> dict[str, list[dict]
 def analysis_states(db: Database, trace_ids: list[str], version: int) -> dict[str, dict]:
     """analysis_state of each of these traces that is stored, by id, in one read."""
     return {row.pop("trace_id"): row for row in db.fetchall(
-        "SELECT t.trace_id, t.ingested_at, m.metrics, m.ingested_at = t.ingested_at AND m.analysis_version = ? AS fresh "
-        "FROM traces t LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id WHERE list_contains(?, t.trace_id)",
+        "SELECT t.trace_id, t.ingested_at, m.metrics, "
+        "m.ingested_at = t.ingested_at AND m.analysis_version = ? AS fresh "
+        "FROM traces t LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id "
+        "WHERE t.trace_id IN (SELECT unnest(?))",
         [version, trace_ids])}
 
 

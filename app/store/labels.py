@@ -51,7 +51,7 @@ def read_labels(db: Database, viewer: str | None, trace_id=None, event_id=None, 
                                                    ("reviewer", reviewer), ("queue_id", queue_id)) if value}
     conditions = [f"{column} = ${column}" for column in filters]
     if trace_ids is not None:
-        conditions.append("list_contains($traces, trace_id)")
+        conditions.append("trace_id IN (SELECT unnest($traces))")
         filters["traces"] = trace_ids
     where = " WHERE " + " AND ".join(conditions) if conditions else ""
     return db.execute(f"SELECT {LABEL_COLUMNS} FROM {VISIBLE} v{where}{'' if history else CURRENT} "
@@ -250,9 +250,9 @@ def human_credit_in(db: Database, viewer: str | None, trace_ids: list[str], queu
     """human_credit of these traces in one read, each row with its `trace_id`, in trace, position, reviewer order."""
     return db.fetchall(
         f"SELECT l.trace_id, e.seq, l.reviewer, l.credit FROM (SELECT * FROM {VISIBLE} v "
-        "WHERE list_contains($traces, trace_id) AND ($queue::VARCHAR IS NULL OR queue_id = $queue)" + CURRENT + ") l "
-        "JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
-        "WHERE l.credit IS NOT NULL ORDER BY l.trace_id, e.seq, l.reviewer",
+        "WHERE trace_id IN (SELECT unnest($traces)) AND ($queue::VARCHAR IS NULL OR queue_id = $queue)" + CURRENT
+        + ") l JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
+          "WHERE l.credit IS NOT NULL ORDER BY l.trace_id, e.seq, l.reviewer",
         {"viewer": viewer, "traces": trace_ids, "queue": queue_id})
 
 
@@ -308,7 +308,7 @@ def adjudicated_labels_in(db: Database, viewer: str | None, trace_ids: list[str]
     """adjudicated_labels of these traces in one read, by trace id (a trace with none is left out)."""
     rows = db.execute(
         f"SELECT trace_id, event_id, label, note, adjudicator FROM ({ADJUDICATIONS}) "
-        "WHERE list_contains($traces, trace_id) AND ($queue::VARCHAR IS NULL OR queue_id = $queue) "
+        "WHERE trace_id IN (SELECT unnest($traces)) AND ($queue::VARCHAR IS NULL OR queue_id = $queue) "
         "QUALIFY created_at = max(created_at) OVER (PARTITION BY trace_id, event_id)",
         {"viewer": viewer, "traces": trace_ids, "queue": queue_id}).fetchall()
     by_trace: dict[str, dict] = {}

@@ -360,10 +360,10 @@ def read_traces(db: Database, trace_ids: list[str]) -> dict[str, dict]:
     """read_trace of each of these traces that is stored, by id, in three reads whatever their number (an export of
     a training run's rollouts read three statements a trace: 23 ms each of 10,000)."""
     heads, events, edges = db.together(  # side by side on a lake
-        lambda: db.fetchall(HEAD_SELECT + " WHERE list_contains(?, trace_id)", [trace_ids]),
-        lambda: db.execute(f"SELECT trace_id, {EVENT_COLUMNS} FROM events WHERE list_contains(?, trace_id) "
+        lambda: db.fetchall(HEAD_SELECT + " WHERE trace_id IN (SELECT unnest(?))", [trace_ids]),
+        lambda: db.execute(f"SELECT trace_id, {EVENT_COLUMNS} FROM events WHERE trace_id IN (SELECT unnest(?)) "
                            "ORDER BY trace_id, seq", [trace_ids]).fetchall(),
-        lambda: db.execute("SELECT trace_id, src, dst, type FROM edges WHERE list_contains(?, trace_id) "
+        lambda: db.execute("SELECT trace_id, src, dst, type FROM edges WHERE trace_id IN (SELECT unnest(?)) "
                            "ORDER BY trace_id, seq", [trace_ids]).fetchall())
     with paused_gc():  # many new dicts, no cycles (see gcpause)
         orders: dict[str, list[str]] = {}
@@ -380,7 +380,7 @@ def read_traces(db: Database, trace_ids: list[str]) -> dict[str, dict]:
 def event_counts(db: Database, trace_ids: list[str]) -> dict[str, int]:
     """The number of events of each of these traces that is stored."""
     return {row["trace_id"]: row["n_events"] for row in db.fetchall(
-        "SELECT trace_id, n_events FROM traces WHERE list_contains(?, trace_id)", [trace_ids])}
+        "SELECT trace_id, n_events FROM traces WHERE trace_id IN (SELECT unnest(?))", [trace_ids])}
 
 
 def _assemble(head: dict, events: list[dict], edges: list[dict]) -> dict:

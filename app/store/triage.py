@@ -11,7 +11,7 @@ def current_marks_in(db: Database, trace_ids: list[str]) -> dict[str, dict[str, 
     """{trace id: {finding id: {"mark", "note", "by", "at"}}}: each marked finding's current mark, of these traces
     in one read (a trace with none left out)."""
     rows = db.fetchall("SELECT trace_id, finding_id, mark, note, marked_by, marked_at FROM finding_marks "
-                       "WHERE list_contains(?, trace_id)" + CURRENT, [trace_ids])
+                       "WHERE trace_id IN (SELECT unnest(?))" + CURRENT, [trace_ids])
     marks: dict[str, dict[str, dict]] = {}
     for row in rows:
         marks.setdefault(row["trace_id"], {})[row["finding_id"]] = {
@@ -23,8 +23,8 @@ def event_agents(db: Database, trace_ids: list[str], event_ids: list[str]) -> di
     """{(trace id, event id): its agent} of the events of these traces with these ids, in one read."""
     if not event_ids:
         return {}
-    rows = db.execute("SELECT trace_id, event_id, agent FROM events WHERE list_contains(?, trace_id) "
-                      "AND list_contains(?, event_id)", [trace_ids, event_ids]).fetchall()
+    rows = db.execute("SELECT trace_id, event_id, agent FROM events WHERE trace_id IN (SELECT unnest(?)) "
+                      "AND event_id IN (SELECT unnest(?))", [trace_ids, event_ids]).fetchall()
     return {(trace_id, event_id): agent for trace_id, event_id, agent in rows}
 
 
