@@ -6,6 +6,8 @@ import io
 import pytest
 from conftest import BASE_URL, make_trace, post_json
 
+from app.store.sql import traced_statements
+
 
 @pytest.fixture
 def trace(client):
@@ -302,3 +304,27 @@ def test_agreement_is_measured_on_counterfactual_and_stop_answers(client, trace)
     differ = client.get("/api/agreement", params={"field": "stop", "reviewers": "ada,bo"}).json()
     assert (same["n_items"], same["percent_agreement"], same["level"]) == (1, 1.0, "nominal")
     assert (differ["n_items"], differ["percent_agreement"]) == (1, 0.0)
+
+
+def test_an_import_reads_and_writes_its_versions_at_once_and_checks_a_repeated_one_against_its_first(client, trace):
+    """An import of many versions holds the write lock for a few statements, not three a version (every label save
+    waits meanwhile); a version the file gives twice counts once when both say the same, and is refused whole when
+    they differ, as against a stored one."""
+    for event in ("e1", "e2", "e3"):
+        save(client, event_id=event, credit=0.5)
+    exported = client.get("/api/annotations/export", params={"format": "json", "history": "true"}).json()
+    more = [dict(row, reviewer=reviewer) for row in exported for reviewer in ("bob", "cy", "di")]
+    reads = []
+    for rows in (more[:3], more[3:]):
+        with traced_statements() as ran:
+            answer = client.post("/api/annotations/import", json=rows)
+        assert answer.status_code == 200, answer.text
+        reads.append(len(ran))
+    assert reads[1] <= reads[0] and answer.json() == {"imported": 6, "unchanged": 0}
+    assert client.post("/api/annotations/import", json=[*more, more[0]]).json() == {"imported": 0, "unchanged": 10}
+    fresh = [dict(exported[0], reviewer="eve"), dict(exported[0], reviewer="eve")]
+    assert client.post("/api/annotations/import", json=fresh).json() == {"imported": 1, "unchanged": 1}
+    differing = [dict(exported[0], reviewer="fay"), dict(exported[0], reviewer="fay", credit=-0.5)]
+    refused = client.post("/api/annotations/import", json=differing)
+    assert refused.status_code == 409 and "fay's label on lab/e1 differs" in refused.json()["errors"][0]["message"]
+    assert "fay" not in {label["reviewer"] for label in client.get("/api/annotations").json()["items"]}

@@ -136,6 +136,21 @@ def label_version(cur, trace_id: str, event_id: str, reviewer: str, version: int
                        "AND version = ?", [trace_id, event_id, reviewer, version]).fetchone()
 
 
+def label_versions(cur, keys: list[tuple[str, str, str, int]]) -> dict[tuple, tuple]:
+    """The stored versions among these (trace, event, reviewer, version) keys, by key, rows of LABEL_COLUMNS, in one
+    read on the cursor of a write (an import)."""
+    if not keys:
+        return {}
+    traces, events, reviewers, versions = (list(column) for column in zip(*keys))
+    with registered(cur, "imported_keys", trace_id=traces, event_id=events, reviewer=reviewers,
+                    version=pa.array(versions, pa.int64())):
+        rows = execute(cur, f"SELECT {LABEL_COLUMNS} FROM annotations a WHERE EXISTS (SELECT 1 FROM imported_keys k "
+                            "WHERE k.trace_id = a.trace_id AND k.event_id = a.event_id AND k.reviewer = a.reviewer "
+                            "AND k.version = a.version)").fetchall()
+    at = [ROW_FIELDS.index(field) for field in ("trace_id", "event_id", "reviewer", "version")]
+    return {tuple(row[i] for i in at): row for row in rows}
+
+
 def annotation_id_taken(cur, annotation_id: int) -> bool:
     """Whether a label version holds this id (app/store/keys.py), on the cursor of a write."""
     return execute(cur, "SELECT count(*) FROM annotations WHERE annotation_id = ?", [annotation_id]).fetchone()[0] > 0
