@@ -29,7 +29,7 @@ from app.ingest.importers.codex import session_files, session_groups, state_db_b
 from app.ingest.importers.common import ImportFailed, strictest
 from app.ingest.importers.kimi import WIRE as KIMI_WIRE
 from app.ingest.importers.kimi import is_subagent_wire
-from app.ingest.pipeline import InvalidTraces, ingest, load_uploads
+from app.ingest.pipeline import InvalidTraces, ingest, load_document, load_uploads, store_documents
 from app.settings import Settings
 from app.store.db import CommitConflict, Database, DatabaseLocked, DatabaseTooNew, MigrationsMissing
 from app.store.lake import LakeUnavailable, is_lake_url, shown
@@ -41,6 +41,9 @@ ADDRESS_SUFFIX = ".server"  # `<db>.server`: the URL of the server holding <db>
 HEALTH_TIMEOUT_S = 5
 TRACES_PER_PAGE = 1000  # the largest page GET /api/traces gives
 AUDIT_CHUNK = 1000  # traces whose findings `audit` reads at once from a store
+# `ingest` into a store writes the traces of many documents together, at most this many traces and events a write (as
+# a request of 1,000 rollouts): a write of each file cost 50 ms of commit and analysis round trip a file.
+STORED_TOGETHER = (1000, 200_000)
 WILDCARD_HOSTS = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}  # listening on all: reach it on loopback
 WHAT_TO_DO = "stop the process holding the file, or pass --server URL of the server holding it"
 NEED_TOKEN = " (pass an API token with --token or ORCHESTRACE_TOKEN)"
@@ -339,22 +342,45 @@ def _ingest(args, fmt: str | None, command: str) -> int:
 
 
 def _store_batches(args, db: Database, settings: Settings, batches: list, fmt: str | None, command: str) -> dict:
+    """Each document loaded (and refused) on its own, as `ingest` would; the loaded ones stored together, up to
+    STORED_TOGETHER traces or events a write (a document whose trace id the group holds already starts the next)."""
     db.migrate(settings.migrations_dir)
     existing = "replace" if args.replace else "skip"
     summary = {"ingested": [], "skipped": [], "refused": [], "warnings": []}
     progress = Progress(len(batches), sum(len(u.data) for _, b in batches for u in b))
-    for label, uploads in batches:
-        try:
-            stored, skipped, warnings, _ = ingest(db, uploads, existing, settings.max_body_bytes, fmt,
-                                                  strictest(settings.content, args.content), command)
+    group: list = []  # documents loaded, not stored yet
+    ids: set[str] = set()
+    events = 0
+
+    def store() -> None:
+        nonlocal events
+        if group:
+            stored, skipped, warnings, _ = store_documents(db, group, existing, fmt, command)
             summary["ingested"] += stored
             summary["skipped"] += skipped
             summary["warnings"] += warnings
+            group.clear()
+            ids.clear()
+            events = 0
+
+    for label, uploads in batches:
+        try:
+            result = load_document(db, uploads, settings.max_body_bytes, fmt,
+                                   strictest(settings.content, args.content), command)
         except InvalidTraces as exc:
             summary["refused"].append((label, [f"trace {e['trace']}: {format_problem_dict(e)}" for e in exc.errors]))
         except (DocumentError, ImportFailed, TooLarge) as exc:
             summary["refused"].append((label, [str(exc)]))
+        else:
+            loaded = {trace["trace_id"] for trace in result.traces}
+            size = sum(len(trace["events"]) for trace in result.traces)
+            if ids & loaded or len(ids) + len(loaded) > STORED_TOGETHER[0] or events + size > STORED_TOGETHER[1]:
+                store()
+            group.append(result)
+            ids.update(loaded)
+            events += size
         progress.advance(sum(len(u.data) for u in uploads))
+    store()
     progress.done()
     return summary
 

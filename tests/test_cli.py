@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import free_port, make_trace, running_server
 
+from app import cli
 from app.cli import RecordingServer, address_file, main
 from app.ingest.importers import load_session_dir
 from app.ingest.importers.claude_code import import_session
@@ -420,3 +421,32 @@ def test_audit_fail_on_ignores_findings_a_reviewer_dismissed(tmp_path, env_db, c
     assert main(["audit", "late", "--format", "json"]) == 0
     [found] = [f for f in json.loads(capsys.readouterr().out)["traces"][0]["findings"] if f["id"] == errors[0]]
     assert found["mark"]["mark"] == "accepted_risk" and found["mark"]["note"] == "clock skew of the exporter"
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_ingest_of_many_files_stores_them_together_and_a_repeated_trace_id_as_if_one_file_at_a_time(
+        tmp_path, env_db, monkeypatch, capsys, replace):
+    """A folder of rollout files goes into the store in a few writes, not one a file; a refused file is refused
+    alone; a trace id given again by a later file is skipped, or replaces the first with --replace, as storing one
+    file after the other did."""
+    monkeypatch.setattr(cli, "STORED_TOGETHER", (3, 200_000))  # writes of at most 3 traces
+    folder = tmp_path / "rollouts"
+    folder.mkdir()
+    for i in range(7):
+        write(folder / f"r{i}.json", make_trace(f"r{i}"))
+    write(folder / "r1b.json", make_trace("r1", task_id="again"))  # r1 again, next after it
+    bad = make_trace("bad")
+    bad["edges"][0]["dst"] = "e99"
+    write(folder / "r3a.json", bad)
+    assert main(["ingest", str(folder), *(["--replace"] if replace else [])]) == 1
+    out = capsys.readouterr().out
+    assert f"ingested {8 if replace else 7} trace(s) into {env_db}, skipped {0 if replace else 1} already stored, " \
+           "refused 1 file(s)" in out
+    db = Database(env_db)
+    assert stored(env_db) == [f"r{i}" for i in range(7)]
+    assert db.scalar("SELECT task_id FROM traces WHERE trace_id = 'r1'") == ("again" if replace else "task-1")
+    receipts = log_store.list_ingest_log(db, limit=100)[0]
+    # newest first: r4 r5 r6; the bad file, refused while r1 again, r2 and r3 waited; r0 r1 (stored when r1 came again)
+    assert [(r["outcome"], r["used"]) for r in receipts] == [
+        ("ok", 3), ("ok" if replace else "partial", 3 if replace else 2), ("refused", 0), ("ok", 2)]
+    db.close()

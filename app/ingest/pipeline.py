@@ -117,27 +117,65 @@ def _ingest(db: Database, uploads: list[Upload], existing: str, max_bytes: int, 
     receipt = Receipt(endpoint, fmt or "detected", "traces")
     try:
         result = load_uploads(uploads, max_bytes, fmt, content_policy)
-        receipt.received, receipt.warnings = len(result.traces), result.warnings
         if sent is not None and len(read) == 1 and read[0][0] is uploads[0].data:
             sent.read_here = read[0][1]  # the worker's pieces are positions in it if these are the traces stored
         read.clear()
-
-        def log(cur, stored: list[str], before: set[str]) -> None:
-            receipt.used = len(stored)
-            receipt.created = [i for i in stored if i not in before]
-            receipt.extended = [i for i in stored if i in before]
-            skipped = before.difference(stored)
-            receipt.repeated = [t["trace_id"] for t in result.traces if t["trace_id"] in skipped]
-            if len(stored) < receipt.received:  # set, not added to: a write that lost its commit calls this again
-                receipt.skipped[ALREADY_STORED] = receipt.received - len(stored)
-            ingest_log.insert(cur, receipt)
-
-        stored, skipped = store_traces(db, result.traces, existing, then=log)
+        return _store(db, result.traces, result.warnings, existing, receipt)
     except (DocumentError, ImportFailed, InvalidTraces, TracesExist, TooLarge) as exc:
-        for problem in getattr(exc, "errors", ())[:MAX_LOGGED_PROBLEMS]:
-            where = f"{problem['path']}: " if problem["path"] else ""
-            receipt.warnings.append(f"trace {problem['trace']}: {where}{problem['message']}")
-        ingest_log.record(db, receipt.refused(status_of(exc), str(exc)))
+        _log_refused(db, receipt, exc)
         raise
-    counts = {trace["trace_id"]: len(trace["events"]) for trace in result.traces}
-    return Ingested(stored, skipped, result.warnings, {trace_id: counts[trace_id] for trace_id in stored})
+
+
+def load_document(db: Database, uploads: list[Upload], max_bytes: int, fmt: str | None = None,
+                  content_policy: ContentPolicy = KEEP, endpoint: str = "POST /api/traces") -> ImportResult:
+    """load_uploads of one document, whose refusal goes to the ingest log as `ingest` logs it; `store_documents`
+    stores many documents loaded so, each loaded apart as `ingest` would (an importer may join what one call
+    gives it)."""
+    try:
+        with paused_gc():
+            return load_uploads(uploads, max_bytes, fmt, content_policy)
+    except (DocumentError, ImportFailed, InvalidTraces, TooLarge) as exc:
+        _log_refused(db, Receipt(endpoint, fmt or "detected", "traces"), exc)
+        raise
+
+
+def store_documents(db: Database, results: list[ImportResult], existing: str = "error", fmt: str | None = None,
+                    endpoint: str = "POST /api/traces") -> Ingested:
+    """Store the traces of documents loaded apart (load_document) in one write, with one receipt: a folder of
+    rollout files stored a file at a time cost a write and the analysis worker's round trip each (50 ms a file).
+    Their trace ids must differ (the caller stores a repeated one in a write of its own, after)."""
+    receipt = Receipt(endpoint, fmt or "detected", "traces")
+    warnings = capped_texts([warning for result in results for warning in result.warnings], "warnings")
+    try:
+        with paused_gc():
+            return _store(db, [trace for result in results for trace in result.traces], warnings, existing, receipt)
+    except TracesExist as exc:
+        _log_refused(db, receipt, exc)
+        raise
+
+
+def _store(db: Database, traces: list[dict], warnings: list[str], existing: str, receipt: Receipt) -> Ingested:
+    """Store loaded traces with their receipt (in the same write) and say what was stored."""
+    receipt.received, receipt.warnings = len(traces), warnings
+
+    def log(cur, stored: list[str], before: set[str]) -> None:
+        receipt.used = len(stored)
+        receipt.created = [i for i in stored if i not in before]
+        receipt.extended = [i for i in stored if i in before]
+        skipped = before.difference(stored)
+        receipt.repeated = [t["trace_id"] for t in traces if t["trace_id"] in skipped]
+        if len(stored) < receipt.received:  # set, not added to: a write that lost its commit calls this again
+            receipt.skipped[ALREADY_STORED] = receipt.received - len(stored)
+        ingest_log.insert(cur, receipt)
+
+    stored, skipped = store_traces(db, traces, existing, then=log)
+    counts = {trace["trace_id"]: len(trace["events"]) for trace in traces}
+    return Ingested(stored, skipped, warnings, {trace_id: counts[trace_id] for trace_id in stored})
+
+
+def _log_refused(db: Database, receipt: Receipt, exc: Exception) -> None:
+    """The refused receipt of a request, naming its first problems."""
+    for problem in getattr(exc, "errors", ())[:MAX_LOGGED_PROBLEMS]:
+        where = f"{problem['path']}: " if problem["path"] else ""
+        receipt.warnings.append(f"trace {problem['trace']}: {where}{problem['message']}")
+    ingest_log.record(db, receipt.refused(status_of(exc), str(exc)))
