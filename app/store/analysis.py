@@ -3,6 +3,7 @@
 import json
 
 from app.store.db import Database
+from app.store.sql import one_of
 from app.store.writes import insert_analyses, trace_locks
 
 
@@ -29,8 +30,9 @@ def read_findings(db: Database, trace_id: str) -> list[dict]:
 
 def read_findings_in(db: Database, trace_ids: list[str]) -> dict[str, list[dict]]:
     """The stored findings of these traces in one read, by trace id in their order (a trace with none left out)."""
+    traces, params = one_of("trace_id", "traces", trace_ids)
     rows = db.execute("SELECT trace_id, rule, severity, message, events FROM audit_findings "
-                      "WHERE trace_id IN (SELECT unnest(?)) ORDER BY trace_id, seq", [trace_ids]).fetchall()
+                      f"WHERE {traces} ORDER BY trace_id, seq", params).fetchall()
     found: dict[str, list[dict]] = {}
     for trace_id, rule, severity, message, events in rows:
         found.setdefault(trace_id, []).append({"rule": rule, "severity": severity, "message": message,
@@ -40,12 +42,12 @@ def read_findings_in(db: Database, trace_ids: list[str]) -> dict[str, list[dict]
 
 def analysis_states(db: Database, trace_ids: list[str], version: int) -> dict[str, dict]:
     """analysis_state of each of these traces that is stored, by id, in one read."""
+    traces, params = one_of("t.trace_id", "traces", trace_ids)
     return {row.pop("trace_id"): row for row in db.fetchall(
         "SELECT t.trace_id, t.ingested_at, m.metrics, "
-        "m.ingested_at = t.ingested_at AND m.analysis_version = ? AS fresh "
-        "FROM traces t LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id "
-        "WHERE t.trace_id IN (SELECT unnest(?))",
-        [version, trace_ids])}
+        "m.ingested_at = t.ingested_at AND m.analysis_version = $version AS fresh "
+        f"FROM traces t LEFT JOIN trace_metrics m ON m.trace_id = t.trace_id WHERE {traces}",
+        params | {"version": version})}
 
 
 def traces_needing_analysis(db: Database, version: int) -> list[dict]:

@@ -10,7 +10,7 @@ import pyarrow as pa
 from app.domain.label_fields import FIELDS, FLAG, TAGS, TEXT
 from app.store.db import Database
 from app.store.lists import registered
-from app.store.sql import current, execute
+from app.store.sql import current, execute, one_of
 
 # A row of `annotations` as label services read it: identity, the declared fields, provenance.
 ROW_FIELDS = ("annotation_id", "trace_id", "event_id", "reviewer", "version", *(f.name for f in FIELDS),
@@ -51,8 +51,9 @@ def read_labels(db: Database, viewer: str | None, trace_id=None, event_id=None, 
                                                    ("reviewer", reviewer), ("queue_id", queue_id)) if value}
     conditions = [f"{column} = ${column}" for column in filters]
     if trace_ids is not None:
-        conditions.append("trace_id IN (SELECT unnest($traces))")
-        filters["traces"] = trace_ids
+        condition, listed = one_of("trace_id", "traces", trace_ids)
+        conditions.append(condition)
+        filters |= listed
     where = " WHERE " + " AND ".join(conditions) if conditions else ""
     return db.execute(f"SELECT {LABEL_COLUMNS} FROM {VISIBLE} v{where}{'' if history else CURRENT} "
                       "ORDER BY trace_id, event_id, reviewer, version", {"viewer": viewer, **filters}).fetchall()
@@ -130,12 +131,6 @@ def last_label_versions(db: Database, trace_id: str, event_id: str, reviewer: st
                       "ORDER BY version DESC LIMIT ?", [trace_id, event_id, reviewer, count]).fetchall()
 
 
-def label_version(cur, trace_id: str, event_id: str, reviewer: str, version: int) -> tuple | None:
-    """One version of a reviewer's label on an event, on the cursor of a write (a save, an import)."""
-    return execute(cur, f"SELECT {LABEL_COLUMNS} FROM annotations WHERE trace_id = ? AND event_id = ? AND reviewer = ? "
-                       "AND version = ?", [trace_id, event_id, reviewer, version]).fetchone()
-
-
 def label_versions(cur, keys: list[tuple[str, str, str, int]]) -> dict[tuple, tuple]:
     """The stored versions among these (trace, event, reviewer, version) keys, by key, rows of LABEL_COLUMNS, in one
     read on the cursor of a write (an import)."""
@@ -194,11 +189,8 @@ def _by_trace(db: Database, sql: str, params: dict, trace_ids: list[str]) -> dic
         wanted = set(trace_ids)
         rows = db.fetchall(sql.format(traces="true"), params, keep_rows=LABELLED_KEPT)
         return {row["trace_id"]: row for row in rows if row["trace_id"] in wanted}
-    if len(trace_ids) == 1:  # a comparison the scan filters by, skipping row groups of other traces
-        rows = db.fetchall(sql.format(traces="trace_id = $trace"), params | {"trace": trace_ids[0]})
-    else:
-        rows = db.fetchall(sql.format(traces="list_contains($traces, trace_id)"), params | {"traces": trace_ids})
-    return {row["trace_id"]: row for row in rows}
+    traces, listed = one_of("trace_id", "traces", trace_ids)
+    return {row["trace_id"]: row for row in db.fetchall(sql.format(traces=traces), params | listed)}
 
 
 def label_progress(db: Database, viewer: str | None, trace_ids: list[str]) -> dict[str, dict]:
@@ -263,12 +255,13 @@ def human_credit(db: Database, viewer: str | None, trace_id: str, queue_id: str 
 
 def human_credit_in(db: Database, viewer: str | None, trace_ids: list[str], queue_id: str | None = None) -> list[dict]:
     """human_credit of these traces in one read, each row with its `trace_id`, in trace, position, reviewer order."""
+    traces, params = one_of("trace_id", "traces", trace_ids)
     return db.fetchall(
         f"SELECT l.trace_id, e.seq, l.reviewer, l.credit FROM (SELECT * FROM {VISIBLE} v "
-        "WHERE trace_id IN (SELECT unnest($traces)) AND ($queue::VARCHAR IS NULL OR queue_id = $queue)" + CURRENT
+        f"WHERE {traces} AND ($queue::VARCHAR IS NULL OR queue_id = $queue)" + CURRENT
         + ") l JOIN events e ON e.trace_id = l.trace_id AND e.event_id = l.event_id "
           "WHERE l.credit IS NOT NULL ORDER BY l.trace_id, e.seq, l.reviewer",
-        {"viewer": viewer, "traces": trace_ids, "queue": queue_id})
+        params | {"viewer": viewer, "queue": queue_id})
 
 
 def events_labelled_with_paper(db: Database, viewer: str | None, key: str) -> list[dict]:
@@ -321,11 +314,12 @@ def adjudicated_labels(db: Database, viewer: str | None, trace_id: str, queue_id
 def adjudicated_labels_in(db: Database, viewer: str | None, trace_ids: list[str],
                           queue_id: str | None = None) -> dict[str, dict]:
     """adjudicated_labels of these traces in one read, by trace id (a trace with none is left out)."""
+    traces, params = one_of("trace_id", "traces", trace_ids)
     rows = db.execute(
         f"SELECT trace_id, event_id, label, note, adjudicator FROM ({ADJUDICATIONS}) "
-        "WHERE trace_id IN (SELECT unnest($traces)) AND ($queue::VARCHAR IS NULL OR queue_id = $queue) "
+        f"WHERE {traces} AND ($queue::VARCHAR IS NULL OR queue_id = $queue) "
         "QUALIFY created_at = max(created_at) OVER (PARTITION BY trace_id, event_id)",
-        {"viewer": viewer, "traces": trace_ids, "queue": queue_id}).fetchall()
+        params | {"viewer": viewer, "queue": queue_id}).fetchall()
     by_trace: dict[str, dict] = {}
     for trace_id, event_id, label, note, by in rows:
         by_trace.setdefault(trace_id, {})[event_id] = (label, note, by)

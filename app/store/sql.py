@@ -39,6 +39,15 @@ def traced_statements() -> Iterator[list]:
         _statements.reset(token)
 
 
+def one_of(column: str, name: str, values: list) -> tuple[str, dict]:
+    """The condition that `column` is one of `values`, bound as `$name`, and its parameter: for one value a comparison,
+    which the scan filters by (skipping row groups of other values: a page of one trace reads as fast as before it
+    took a list); for more a join of the list (list_contains compares each row with the whole list)."""
+    if len(values) == 1:
+        return f"{column} = ${name}", {name: values[0]}
+    return f"{column} IN (SELECT unnest(${name}))", {name: list(values)}
+
+
 def current(*partition: str) -> str:
     """The clause that keeps the current version of each `partition` (a reviewer's label on an event, their tags
     on a paper): its highest version. Written here once; versioned rows are append-only."""

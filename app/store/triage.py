@@ -2,7 +2,7 @@
 one the highest), and the agent each finding comes from."""
 
 from app.store.db import Database
-from app.store.sql import current, execute
+from app.store.sql import current, execute, one_of
 
 CURRENT = current("trace_id", "finding_id")
 
@@ -10,8 +10,9 @@ CURRENT = current("trace_id", "finding_id")
 def current_marks_in(db: Database, trace_ids: list[str]) -> dict[str, dict[str, dict]]:
     """{trace id: {finding id: {"mark", "note", "by", "at"}}}: each marked finding's current mark, of these traces
     in one read (a trace with none left out)."""
+    traces, params = one_of("trace_id", "traces", trace_ids)
     rows = db.fetchall("SELECT trace_id, finding_id, mark, note, marked_by, marked_at FROM finding_marks "
-                       "WHERE trace_id IN (SELECT unnest(?))" + CURRENT, [trace_ids])
+                       f"WHERE {traces}" + CURRENT, params)
     marks: dict[str, dict[str, dict]] = {}
     for row in rows:
         marks.setdefault(row["trace_id"], {})[row["finding_id"]] = {
@@ -23,8 +24,9 @@ def event_agents(db: Database, trace_ids: list[str], event_ids: list[str]) -> di
     """{(trace id, event id): its agent} of the events of these traces with these ids, in one read."""
     if not event_ids:
         return {}
-    rows = db.execute("SELECT trace_id, event_id, agent FROM events WHERE trace_id IN (SELECT unnest(?)) "
-                      "AND event_id IN (SELECT unnest(?))", [trace_ids, event_ids]).fetchall()
+    traces, params = one_of("trace_id", "traces", trace_ids)
+    rows = db.execute(f"SELECT trace_id, event_id, agent FROM events WHERE {traces} "
+                      "AND event_id IN (SELECT unnest($events))", params | {"events": event_ids}).fetchall()
     return {(trace_id, event_id): agent for trace_id, event_id, agent in rows}
 
 
