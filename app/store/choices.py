@@ -17,7 +17,8 @@ CURRENT = current("queue_id", "item_id", "reviewer")
 # then. Over the queues listed in $queues.
 HIDDEN = """
     SELECT p.queue_id, p.item_id FROM queue_pairs p JOIN queues q ON q.queue_id = p.queue_id
-    WHERE $viewer::VARCHAR IS NOT NULL AND list_contains($queues, p.queue_id) AND json_extract(q.spec, '$.blind')::BOOLEAN
+    WHERE $viewer::VARCHAR IS NOT NULL AND list_contains($queues, p.queue_id)
+      AND json_extract(q.spec, '$.blind')::BOOLEAN
       AND list_contains(json_extract_string(q.spec, '$.reviewers[*]'), $viewer::VARCHAR)
       AND NOT EXISTS (SELECT 1 FROM pair_choices m WHERE m.queue_id = p.queue_id AND m.item_id = p.item_id
                       AND m.reviewer = $viewer::VARCHAR)"""

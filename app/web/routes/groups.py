@@ -84,7 +84,8 @@ def read_groups_page(request: Request, db: DbDep, by: str = DEFAULT_BY, sort: st
     by = by if by in group_store.GROUP_BY else DEFAULT_BY  # a hand-edited link shows the default, as /audit does
     sort = sort if valid_sort(sort) else DEFAULT_SORT
     (rows, total, page, pages), extents = db.together(  # side by side on a lake
-        lambda: fetch_page(page, GROUPS_PER_PAGE, lambda limit, offset: groups.list_groups(db, by, sort, limit, offset)),
+        lambda: fetch_page(page, GROUPS_PER_PAGE,
+                           lambda limit, offset: groups.list_groups(db, by, sort, limit, offset)),
         lambda: group_store.channel_extents(db))
     for row in rows:
         row["marks"] = {channel: spread_marks(stats, *extents[channel]) for channel, stats in row["rewards"].items()}
