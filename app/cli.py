@@ -343,7 +343,8 @@ def _ingest(args, fmt: str | None, command: str) -> int:
 
 def _store_batches(args, db: Database, settings: Settings, batches: list, fmt: str | None, command: str) -> dict:
     """Each document loaded (and refused) on its own, as `ingest` would; the loaded ones stored together, up to
-    STORED_TOGETHER traces or events a write (a document whose trace id the group holds already starts the next)."""
+    STORED_TOGETHER traces or events a write (a document whose trace id the group holds already starts the next),
+    and the lanes of the large ones kept, as the server keeps them after an upload."""
     db.migrate(settings.migrations_dir)
     existing = "replace" if args.replace else "skip"
     summary = {"ingested": [], "skipped": [], "refused": [], "warnings": []}
@@ -354,8 +355,11 @@ def _store_batches(args, db: Database, settings: Settings, batches: list, fmt: s
 
     def store() -> None:
         nonlocal events
+        from app.services.graph import prepare_lod
+
         if group:
-            stored, skipped, warnings, _ = store_documents(db, group, existing, fmt, command)
+            stored, skipped, warnings, events = store_documents(db, group, existing, fmt, command)
+            prepare_lod(db, events)  # as after an upload: a large trace's first view does not wait for its lanes
             summary["ingested"] += stored
             summary["skipped"] += skipped
             summary["warnings"] += warnings

@@ -450,3 +450,21 @@ def test_ingest_of_many_files_stores_them_together_and_a_repeated_trace_id_as_if
     assert [(r["outcome"], r["used"]) for r in receipts] == [
         ("ok", 3), ("ok" if replace else "partial", 3 if replace else 2), ("refused", 0), ("ok", 2)]
     db.close()
+
+
+def test_ingest_into_a_store_keeps_the_lanes_of_a_large_trace_as_an_upload_does(tmp_path, env_db):
+    """A trace of more than LOD_ABOVE events is drawn from lanes kept per event; the server keeps them once an upload
+    has answered, and so does the command, so that the trace's first view does not wait for them."""
+    from app.domain.generate import generate_swarm
+    from app.services import graph
+    from app.store import lod as lod_store
+
+    large = generate_swarm(50, graph.LOD_ABOVE + 1, seed=2)
+    write(tmp_path / "large.json", large)
+    write(tmp_path / "small.json", make_trace("small"))
+    assert main(["ingest", str(tmp_path / "large.json"), str(tmp_path / "small.json")]) == 0
+    db = Database(env_db)
+    assert lod_store.lod_ready(db, large["trace_id"])
+    assert db.scalar("SELECT count(*) FROM lod_events WHERE trace_id = ?", [large["trace_id"]]) == graph.LOD_ABOVE + 1
+    assert not lod_store.lod_ready(db, "small")  # a small trace is drawn whole: nothing to keep
+    db.close()
