@@ -39,8 +39,8 @@ PROGRESS_MIN_FILES = 5
 PROGRESS_MIN_BYTES = 20 * 1024 * 1024
 ADDRESS_SUFFIX = ".server"  # `<db>.server`: the URL of the server holding <db>
 HEALTH_TIMEOUT_S = 5
-TRACES_PER_PAGE = 1000  # the largest page GET /api/traces gives
-AUDIT_CHUNK = 1000  # traces whose findings `audit` reads at once from a store
+AUDIT_CHUNK = 1000  # traces whose findings `audit` reads at once from a store, or asks a server for
+FINDINGS_QUERY_CHARS = 6000  # a request line well within what HTTP servers take (uvicorn's h11: 16 KiB of head)
 # `ingest` into a store writes the traces of many documents together, at most this many traces and events a write (as
 # a request of 1,000 rollouts): a write of each file cost 50 ms of commit and analysis round trip a file.
 STORED_TOGETHER = (1000, 200_000)
@@ -593,32 +593,41 @@ def _findings_of(args, db: Database, settings: Settings) -> tuple[dict[str, list
 
 
 def _findings_from(args, server: Server) -> tuple[dict[str, list[dict]], list[str]]:
-    """Findings (with their marks) by trace id from the server's GET /api/traces/{id}/findings, and the ids it does
-    not have."""
-    ids = args.trace_ids or _trace_ids_from(args, server)
-    results, missing = {}, []
-    for trace_id in ids:
-        status, answer = _call(args, server, f"/api/traces/{urllib.parse.quote(trace_id, safe='')}/findings")
-        if status == 200:
-            results[trace_id] = answer["findings"]
-        elif status == 404:
-            missing.append(trace_id)
-        else:
-            raise CommandError(f"{server.url} refused the audit of '{trace_id}': {_refusal(status, answer)}")
-    return results, missing
+    """Findings (with their marks) by trace id from the server's GET /api/findings, up to AUDIT_CHUNK traces a
+    call, and the ids named that it does not have."""
+    if args.trace_ids:
+        results, missing = {}, []
+        for query in _findings_queries(args.trace_ids):
+            answer = _findings_call(args, server, query)
+            results |= {item["trace_id"]: item["findings"] for item in answer["items"]}
+            missing += answer["missing"]
+        return results, missing
+    results, offset = {}, 0
+    while True:  # every trace, a page at a time in id order
+        answer = _findings_call(args, server, urllib.parse.urlencode({"limit": AUDIT_CHUNK, "offset": offset}))
+        results |= {item["trace_id"]: item["findings"] for item in answer["items"]}
+        offset += AUDIT_CHUNK
+        if not answer["items"] or offset >= answer["total"]:
+            return results, []
 
 
-def _trace_ids_from(args, server: Server) -> list[str]:
-    """Every trace id the server stores, in order, page by page."""
-    ids: list[str] = []
-    while True:
-        query = urllib.parse.urlencode({"sort": "trace_id", "limit": TRACES_PER_PAGE, "offset": len(ids)})
-        status, answer = _call(args, server, f"/api/traces?{query}")
-        if status != 200:
-            raise CommandError(f"{server.url} refused the list of traces: {_refusal(status, answer)}")
-        ids += [item["trace_id"] for item in answer["items"]]
-        if not answer["items"] or len(ids) >= answer["total"]:
-            return ids
+def _findings_call(args, server: Server, query: str) -> dict:
+    status, answer = _call(args, server, f"/api/findings?{query}")
+    if status != 200:
+        raise CommandError(f"{server.url} refused the audit: {_refusal(status, answer)}")
+    return answer
+
+
+def _findings_queries(trace_ids: list[str]):
+    """The queries of GET /api/findings naming these traces, each under FINDINGS_QUERY_CHARS."""
+    named: list[str] = []
+    for trace_id in dict.fromkeys(trace_ids):
+        if named and (len(named) == AUDIT_CHUNK or len(urllib.parse.urlencode({"trace_id": named + [trace_id]},
+                                                                              doseq=True)) > FINDINGS_QUERY_CHARS):
+            yield urllib.parse.urlencode({"trace_id": named}, doseq=True)
+            named = []
+        named.append(trace_id)
+    yield urllib.parse.urlencode({"trace_id": named}, doseq=True)
 
 
 def _print_audit(results: dict[str, list[dict]], fmt: str) -> None:

@@ -468,3 +468,36 @@ def test_ingest_into_a_store_keeps_the_lanes_of_a_large_trace_as_an_upload_does(
     assert db.scalar("SELECT count(*) FROM lod_events WHERE trace_id = ?", [large["trace_id"]]) == graph.LOD_ABOVE + 1
     assert not lod_store.lod_ready(db, "small")  # a small trace is drawn whole: nothing to keep
     db.close()
+
+
+def test_audit_through_a_server_asks_for_many_traces_findings_a_page_at_a_time(tmp_path, env_db, monkeypatch, capsys):
+    """Through a server, `audit` asks GET /api/findings for a page of traces a call (it asked for each trace's
+    findings in a call of its own: 100,000 calls for a training run's rollouts); the answer is the one the command
+    gives reading the file itself, whatever the page, and named traces come in calls under a bounded length."""
+    traces = [make_trace(f"t{i}") for i in range(7)]
+    for trace in traces[::2]:
+        trace["edges"].append({"src": "e6", "dst": "e1", "type": "causal"})
+    assert main(["ingest", write(tmp_path / "a.json", traces)]) == 0
+    named = ["t5", "nope", "t0", "t3", "t6", "t1"]
+    capsys.readouterr()
+    local = []
+    for args in (["--all"], named):
+        assert main(["audit", *args, "--format", "json"]) == (0 if args == ["--all"] else 2)
+        local.append(capsys.readouterr())
+    monkeypatch.setattr(cli, "AUDIT_CHUNK", 3)
+    monkeypatch.setattr(cli, "FINDINGS_QUERY_CHARS", 30)  # two ids a call
+    asked = []
+    call = cli._call
+    monkeypatch.setattr(cli, "_call", lambda args, server, path, *rest: asked.append(path) or call(args, server,
+                                                                                                   path, *rest))
+    with running_server(env_db):
+        for args, before in zip((["--all"], named), local):
+            assert main(["audit", *args, "--format", "json"]) == (0 if args == ["--all"] else 2)
+            out = capsys.readouterr()
+            assert out.out == before.out
+            assert out.err.count("error: no trace with id") == before.err.count("error: no trace with id 'nope'") \
+                == (0 if args == ["--all"] else 1)
+    assert [path for path in asked if path.startswith("/api/findings")] == [
+        "/api/findings?limit=3&offset=0", "/api/findings?limit=3&offset=3", "/api/findings?limit=3&offset=6",
+        "/api/findings?trace_id=t5&trace_id=nope", "/api/findings?trace_id=t0&trace_id=t3",
+        "/api/findings?trace_id=t6&trace_id=t1"]

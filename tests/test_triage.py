@@ -141,3 +141,83 @@ def test_the_findings_of_many_traces_are_each_traces_own_read_in_as_many_stateme
     assert found == {trace_id: findings(client, trace_id) for trace_id in ids}
     assert found["audited-3"][0]["mark"]["mark"] == "false_positive" and reads[1] <= reads[0]
     assert {f["agent"] for f in found["audited-5"]} & {"worker-5"}
+
+
+def store_audited(client, n: int) -> list[str]:
+    """n traces with findings of their own, stored in an order other than their ids'."""
+    ids = []
+    for i in reversed(range(n)):
+        trace = broken()
+        trace["trace_id"] = f"audited-{i}"
+        trace["events"][4]["agent"] = f"worker-{i}"
+        assert post_json(client, trace).status_code == 201
+        ids.append(trace["trace_id"])
+    return sorted(ids)
+
+
+def test_many_traces_findings_come_a_page_at_a_time_as_each_traces_own_route_gives_them(client):
+    """GET /api/findings pages every trace in id order (what `orchestrace audit --all` asks a server for), each
+    trace's findings, marks and remaining count as GET /api/traces/{id}/findings gives them."""
+    ids = store_audited(client, 5)
+    assert post_json(client, make_trace("plain")).status_code == 201
+    ids = sorted([*ids, "plain"])
+    marked = findings(client, "audited-2")[0]
+    assert client.post(f"/api/traces/audited-2/findings/{marked['id']}/mark",
+                       json={"mark": "reviewed", "reviewer": "ada"}).status_code == 201
+    pages, offset = [], 0
+    while True:
+        answer = client.get("/api/findings", params={"limit": 4, "offset": offset})
+        assert answer.status_code == 200 and answer.json()["total"] == len(ids)
+        pages.append(answer.json()["items"])
+        offset += 4
+        if offset >= len(ids):
+            break
+    assert [len(page) for page in pages] == [4, 2]
+    items = [item for page in pages for item in page]
+    assert [item["trace_id"] for item in items] == ids
+    for item in items:
+        own = client.get(f"/api/traces/{item['trace_id']}/findings").json()
+        assert item == {"trace_id": item["trace_id"], **own}
+    assert next(i for i in items if i["trace_id"] == "audited-2")["remaining"] == len(findings(client, "audited-2")) - 1
+    assert client.get("/api/findings", params={"offset": 50}).json() == {"items": [], "total": len(ids)}
+    assert [i["trace_id"] for i in client.get("/api/findings").json()["items"]] == ids  # 100 a page unless asked
+
+
+def test_named_traces_findings_come_in_the_order_named_with_the_missing_ones_said(client):
+    store_audited(client, 3)
+    answer = client.get("/api/findings", params={"trace_id": ["audited-2", "nope", "audited-0", "audited-2"]})
+    assert answer.status_code == 200
+    assert [item["trace_id"] for item in answer.json()["items"]] == ["audited-2", "audited-0"]
+    assert answer.json()["missing"] == ["nope"]
+    assert answer.json()["items"][0]["findings"] == findings(client, "audited-2")
+
+
+@pytest.mark.parametrize("params, path", [
+    ({"trace_id": "audited-0", "limit": 5}, "query.limit"),
+    ({"trace_id": "audited-0", "offset": 0}, "query.offset"),
+    ({"trace_id": [f"t{i}" for i in range(1001)]}, "query.trace_id"),
+    ({"limit": 0}, "query.limit"),
+    ({"limit": 1001}, "query.limit"),
+    ({"offset": -1}, "query.offset"),
+])
+def test_a_findings_query_that_cannot_be_answered_is_refused_naming_its_parameter(client, params, path):
+    answer = client.get("/api/findings", params=params)
+    assert answer.status_code == 422
+    assert [e["path"] for e in answer.json()["errors"]] == [path] and answer.json()["error"]
+
+
+def test_a_page_of_findings_takes_as_many_statements_for_many_traces_as_for_few(client):
+    store_audited(client, 8)
+    reads = []
+    for limit in (2, 8):
+        client.get("/api/findings", params={"limit": limit})  # analyses made on a first view are not counted
+        with traced_statements() as ran:
+            assert len(client.get("/api/findings", params={"limit": limit}).json()["items"]) == limit
+        reads.append(sum(not sql.startswith("SELECT * FROM postgres_query") for sql, *_ in ran))
+    assert reads[1] <= reads[0]
+
+
+def test_viewers_read_many_traces_findings_as_they_read_one_traces(lab):
+    assert post_json(lab["ada"], broken()).status_code == 201
+    own = lab["vic"].get("/api/traces/audited/findings").json()
+    assert lab["vic"].get("/api/findings").json()["items"] == [{"trace_id": "audited", **own}]

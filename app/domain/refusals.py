@@ -21,6 +21,20 @@ class NotFound(Refusal, LookupError):
         super().__init__(message)
 
 
+class InvalidParameter(Refusal, ValueError):
+    """A query parameter valid on its own but not as asked (with another, or too many of it): answered as one of the
+    wrong type is, its path in `errors`."""
+
+    status = 422
+
+    def __init__(self, parameter: str, message: str):
+        self.parameter = parameter
+        super().__init__(f"{parameter}: {message}")
+
+    def details(self) -> dict:
+        return {"errors": [{"path": f"query.{self.parameter}", "message": str(self).partition(": ")[2]}]}
+
+
 def status_of(exc: Exception) -> int:
     """The HTTP status of a refusal (or of a Starlette HTTPException)."""
     return getattr(exc, "status_code", None) or getattr(exc, "status", 422)

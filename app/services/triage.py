@@ -2,9 +2,10 @@
 reviewers mark them (one, or a whole group) `reviewed`, `accepted_risk` or `false_positive` with a note."""
 
 from app.domain.refusals import NotFound, Refusal
-from app.domain.triage import MARKS, failing, grouped, with_ids
+from app.domain.triage import MARKS, failing, grouped, remaining, with_ids
 from app.services import analysis
 from app.services.cache import TraceCache
+from app.store import traces as trace_store
 from app.store import triage as triage_store
 from app.store.db import Database, iso_utc, utc_now
 
@@ -30,6 +31,25 @@ def trace_findings(db: Database, cache: TraceCache, trace_id: str) -> list[dict]
     if found is None:
         raise NotFound(f"no trace with id '{trace_id}'", what=f"trace '{trace_id}'")
     return found
+
+
+def findings_page(db: Database, cache: TraceCache, limit: int, offset: int) -> dict:
+    """The findings of a page of every stored trace, in trace id order: {"items": [{"trace_id", "findings",
+    "remaining"}], "total"} (a trace deleted while the page is read is left out)."""
+    trace_ids, total = trace_store.trace_id_page(db, limit, offset)
+    return {"items": _items(trace_ids, findings_of(db, cache, trace_ids)), "total": total}
+
+
+def named_findings(db: Database, cache: TraceCache, trace_ids: list[str]) -> dict:
+    """The findings of these traces, in the order named: {"items": [...], "missing": the ids not stored}."""
+    trace_ids = list(dict.fromkeys(trace_ids))
+    found = findings_of(db, cache, trace_ids)
+    return {"items": _items(trace_ids, found), "missing": [trace_id for trace_id in trace_ids if trace_id not in found]}
+
+
+def _items(trace_ids: list[str], found: dict[str, list[dict]]) -> list[dict]:
+    return [{"trace_id": trace_id, "findings": found[trace_id], "remaining": len(remaining(found[trace_id]))}
+            for trace_id in trace_ids if trace_id in found]
 
 
 def findings_of(db: Database, cache: TraceCache, trace_ids: list[str]) -> dict[str, list[dict]]:
@@ -79,5 +99,5 @@ def mark_findings(db: Database, cache: TraceCache, trace_id: str, finding_ids: l
 def triage_page(findings: list[dict], by: str) -> dict:
     """What the findings page shows: the findings grouped by rule or by source agent, with how many remain."""
     return {"groups": grouped(findings, by), "by": by, "total": len(findings),
-            "remaining": sum(f["mark"] is None for f in findings),
+            "remaining": len(remaining(findings)),
             "dismissed": len(findings) - len(failing(findings))}

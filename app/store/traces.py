@@ -282,6 +282,19 @@ def trace_ids(db: Database) -> list[str]:
     return [row[0] for row in db.execute("SELECT trace_id FROM traces ORDER BY trace_id").fetchall()]
 
 
+TRACE_ID_PAGE = """
+    SELECT c.total, p.trace_id
+    FROM (SELECT count(*) AS total FROM traces) c
+    LEFT JOIN (SELECT trace_id FROM traces ORDER BY trace_id LIMIT ? OFFSET ?) p ON true
+    ORDER BY p.trace_id"""
+
+
+def trace_id_page(db: Database, limit: int, offset: int) -> tuple[list[str], int]:
+    """A page of the stored trace ids in id order, and how many there are, in one read."""
+    rows, total = _page_and_total(db.fetchall(TRACE_ID_PAGE, [limit, offset]), "trace_id")
+    return [row["trace_id"] for row in rows], total
+
+
 # Whether a trace exists, its version and its number of events, in one statement: a request asks for each (its
 # route's check that the trace exists, its caches' keys, the level of detail's choice), and on a lake the first read
 # answers the others (see Database._rows), where each was a catalog transaction of its own (7-15 ms).

@@ -3,17 +3,20 @@ work through them, grouped by rule or by source agent."""
 
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 
 from app.domain.audit import SEVERITIES
-from app.domain.triage import MARKS
+from app.domain.paging import MAX_OFFSET
+from app.domain.refusals import InvalidParameter
+from app.domain.triage import MARKS, remaining
 from app.services import triage
 from app.web.access import AnyViewer, Reviewer
 from app.web.apidoc import (
     COUNT,
     FIELD_ERROR,
+    INVALID,
     MAYBE_TEXT,
     NOT_JSON,
     READ_REFUSALS,
@@ -52,7 +55,34 @@ def read_findings(trace_id: TraceId, db: DbDep, cache: CacheDep):
     `agent` (the agent of its first event), events, message and its current `mark` (null when unmarked);
     `remaining` counts the unmarked."""
     findings = triage.trace_findings(db, cache, trace_id)
-    return {"findings": findings, "remaining": sum(f["mark"] is None for f in findings)}
+    return {"findings": findings, "remaining": len(remaining(findings))}
+
+
+FINDINGS_OF = object_schema({"trace_id": TEXT, "findings": {"type": "array", "items": FINDING}, "remaining": COUNT},
+                            "trace_id", "findings", "remaining")
+MAX_NAMED = 1000  # trace ids one request may name: a page's worth
+
+
+@router.get("/api/findings", tags=["audit"], dependencies=[AnyViewer], responses=READ_REFUSALS | INVALID | {
+    200: reply("the findings of a page of every trace in id order (`total` traces in all), or of the traces named "
+               "(`missing`: those not stored)",
+               object_schema({"items": {"type": "array", "items": FINDINGS_OF}, "total": COUNT, "missing": TEXTS},
+                             "items"))})
+def read_many_findings(db: DbDep, cache: CacheDep,
+                       trace_id: list[str] = Query([], description=f"these traces (at most {MAX_NAMED}), in the "
+                                                   "order named, rather than a page of every trace"),
+                       limit: int | None = Query(None, ge=1, le=1000, description="traces a page holds (100)"),
+                       offset: int | None = Query(None, ge=0, le=MAX_OFFSET, description="traces skipped (0)")):
+    """What `GET /api/traces/{trace_id}/findings` answers, for many traces in one call: every trace's, a page at
+    a time in trace id order (`limit`, `offset`, with `total`), or the traces `trace_id` names (with `missing`).
+    `orchestrace audit` asks a server for its findings this way."""
+    if not trace_id:
+        return triage.findings_page(db, cache, limit or 100, offset or 0)
+    if limit is not None or offset is not None:
+        raise InvalidParameter("limit" if limit is not None else "offset", "pages every trace; not given with trace_id")
+    if len(trace_id) > MAX_NAMED:
+        raise InvalidParameter("trace_id", f"at most {MAX_NAMED:,} a request, {len(trace_id):,} given")
+    return triage.named_findings(db, cache, trace_id)
 
 
 @router.post("/api/traces/{trace_id}/findings/{finding_id}/mark", tags=["audit"], dependencies=[Reviewer],
