@@ -24,7 +24,7 @@ import uvicorn
 from app.domain import csvsafe
 from app.domain.validation import Problem, format_problem
 from app.ingest.documents import DEFAULT_MAX_BYTES, DocumentError, TooLarge, Upload
-from app.ingest.importers import FORMATS, SUBAGENTS, atif_companions, subagent_uploads
+from app.ingest.importers import FORMATS, SUBAGENTS, atif_companions, own_traces, subagent_uploads
 from app.ingest.importers.codex import session_files, session_groups, state_db_bytes
 from app.ingest.importers.common import ImportFailed, strictest
 from app.ingest.importers.kimi import WIRE as KIMI_WIRE
@@ -44,6 +44,7 @@ FINDINGS_QUERY_CHARS = 6000  # a request line well within what HTTP servers take
 # `ingest` into a store writes the traces of many documents together, at most this many traces and events a write (as
 # a request of 1,000 rollouts): a write of each file cost 50 ms of commit and analysis round trip a file.
 STORED_TOGETHER = (1000, 200_000)
+POSTED_TOGETHER_BYTES = 16 * 1024**2  # of files posted to a server in one request (see _post_batches)
 WILDCARD_HOSTS = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}  # listening on all: reach it on loopback
 WHAT_TO_DO = "stop the process holding the file, or pass --server URL of the server holding it"
 NEED_TOKEN = " (pass an API token with --token or ORCHESTRACE_TOKEN)"
@@ -390,25 +391,78 @@ def _store_batches(args, db: Database, settings: Settings, batches: list, fmt: s
 
 
 def _post_batches(args, server: Server, batches: list, fmt: str | None) -> dict:
-    """Post each document (a session with its sub-agent files) to the server's API."""
+    """Post each document (a session with its sub-agent files) to the server's API; files plainly in our own
+    format many in one request (see `_post_together`), each of the others in one of its own."""
     summary = {"ingested": [], "skipped": [], "refused": [], "warnings": []}
     params = {"replace": "true"} if args.replace else {}
     if fmt:
         params["format"] = fmt
     if args.content == "hash":
         params["content"] = "hash"
-    query = "?" + urllib.parse.urlencode(params) if params else ""
+    path = "/api/traces" + ("?" + urllib.parse.urlencode(params) if params else "")
+    group: list[tuple[str, list[Upload], set[str]]] = []  # own-format files waiting to be posted together
+    ids: set[str] = set()
+    events = size = 0
+
+    def post_group() -> None:
+        nonlocal events, size
+        _post_together(args, server, path, group, summary)
+        group.clear()
+        ids.clear()
+        events = size = 0
+
     for label, uploads in batches:
-        status, answer = _call(args, server, "/api/traces" + query, *_multipart(uploads))
+        traces = own_traces(uploads[0]) if len(uploads) == 1 and fmt in (None, "orchestrace") else None
+        if traces is None:
+            post_group()
+            _post_one(args, server, path, label, uploads, summary)
+            continue
+        loaded = {trace["trace_id"] for trace in traces}
+        n = sum(len(trace["events"]) for trace in traces if isinstance(trace.get("events"), list))
+        if ids & loaded or len(ids) + len(loaded) > STORED_TOGETHER[0] or events + n > STORED_TOGETHER[1] \
+                or size + len(uploads[0].data) > POSTED_TOGETHER_BYTES:
+            post_group()
+        group.append((label, uploads, loaded))
+        ids.update(loaded)
+        events += n
+        size += len(uploads[0].data)
+    post_group()
+    return summary
+
+
+def _post_together(args, server: Server, path: str, group: list[tuple[str, list[Upload], set[str]]],
+                   summary: dict) -> None:
+    """Post files in our own format in one request, with what posting each alone would give: the server stores a
+    request's traces all or none, so the files holding ids it has already (409 without --replace) are skipped and
+    the others posted again, and on any other refusal each file is posted alone, to be refused or stored alone."""
+    while group:
+        status, answer = _call(args, server, path, *_multipart([upload for _, uploads, _ in group
+                                                                 for upload in uploads]))
         if status < 300:
             summary["ingested"] += answer["ingested"]
             summary["warnings"] += answer.get("warnings", [])
-        elif status == 409:
-            summary["skipped"] += answer.get("trace_ids", [])
-        else:
-            reasons = [f"trace {e['trace']}: {format_problem_dict(e)}" for e in answer.get("errors", [])]
-            summary["refused"].append((label, reasons or [_refusal(status, answer)]))
-    return summary
+            return
+        taken = set(answer.get("trace_ids", [])) if status == 409 else set()
+        kept = [document for document in group if not document[2] & taken]
+        if len(kept) == len(group):
+            break
+        summary["skipped"] += answer["trace_ids"]
+        group = kept
+    for label, uploads, _ in group:
+        _post_one(args, server, path, label, uploads, summary)
+
+
+def _post_one(args, server: Server, path: str, label: str, uploads: list[Upload], summary: dict) -> None:
+    """Post one document: stored, skipped (its trace ids are stored already) or refused, with why."""
+    status, answer = _call(args, server, path, *_multipart(uploads))
+    if status < 300:
+        summary["ingested"] += answer["ingested"]
+        summary["warnings"] += answer.get("warnings", [])
+    elif status == 409:
+        summary["skipped"] += answer.get("trace_ids", [])
+    else:
+        reasons = [f"trace {e['trace']}: {format_problem_dict(e)}" for e in answer.get("errors", [])]
+        summary["refused"].append((label, reasons or [_refusal(status, answer)]))
 
 
 def _exit_code(summary: dict, command: str) -> int:

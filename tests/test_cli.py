@@ -1,5 +1,6 @@
 """The `orchestrace` CLI, run in-process against a real DuckDB file, and against real servers."""
 
+import gzip
 import io
 import json
 import os
@@ -501,3 +502,44 @@ def test_audit_through_a_server_asks_for_many_traces_findings_a_page_at_a_time(t
         "/api/findings?limit=3&offset=0", "/api/findings?limit=3&offset=3", "/api/findings?limit=3&offset=6",
         "/api/findings?trace_id=t5&trace_id=nope", "/api/findings?trace_id=t0&trace_id=t3",
         "/api/findings?trace_id=t6&trace_id=t1"]
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_ingest_through_a_server_posts_many_files_a_request_with_what_posting_each_alone_gives(
+        tmp_path, monkeypatch, capsys, replace):
+    """Files plainly in our own format go to a server many in one request (100,000 rollout files were 100,000
+    requests); the server stores a request all or none, so the command answers a refused or partly stored group as
+    posting each file alone did: a file whose trace id is stored already skipped, an invalid one refused alone, a
+    trace id given again by a later file skipped or replacing the first, another format's file posted alone."""
+    folder = tmp_path / "rollouts"
+    folder.mkdir()
+    for i in range(7):
+        write(folder / f"r{i}.json", make_trace(f"r{i}"))
+    write(folder / "r1b.json", make_trace("r1", task_id="again"))
+    write(folder / "r2b.json", [make_trace("pre"), make_trace("r7")])  # "pre" is stored before the ingest
+    bad = make_trace("bad")
+    bad["edges"][0]["dst"] = "e99"
+    write(folder / "r3a.json", bad)
+    shutil.copy(FIXTURES / "claude_code" / "parallel.jsonl", folder / "r4a.jsonl")  # Claude Code: alone
+    (folder / "r5a.json.gz").write_bytes(gzip.compress(json.dumps(make_trace("r8")).encode()))  # compressed: alone
+    runs, asked, call = [], [], cli._call
+    monkeypatch.setattr(cli, "_call", lambda *a, **k: asked.append(a[2]) or call(*a, **k))
+    monkeypatch.setattr(cli, "STORED_TOGETHER", (3, 200_000))
+    for grouped in (False, True):  # each file alone, as before; then many a request
+        monkeypatch.setattr(cli, "POSTED_TOGETHER_BYTES", 16 * 1024**2 if grouped else 0)
+        db_path = tmp_path / f"{grouped}.duckdb"
+        with running_server(db_path) as url:
+            assert main(["ingest", "--server", url, write(tmp_path / "pre.json", make_trace("pre"))]) == 0
+            capsys.readouterr()
+            asked.clear()
+            code = main(["ingest", "--server", url, str(folder), *(["--replace"] if replace else [])])
+            runs.append((code, capsys.readouterr().out.replace(url, "URL"), len(asked)))
+        db = Database(db_path)
+        runs[-1] += ([trace_store.read_trace(db, trace_id) for trace_id in trace_store.trace_ids(db)],)
+        db.close()
+    (alone_code, alone_out, alone_calls, alone_traces), (code, out, calls, traces) = runs
+    assert (code, out, traces) == (alone_code, alone_out, alone_traces)
+    assert code == 1 and "refused 1 file(s)" in out and ("r3a.json" in out)
+    assert calls < alone_calls == 13  # the server's check, then the 12 documents one by one
+    assert {t["trace_id"] for t in traces} >= {f"r{i}" for i in (0, 1, 2, 3, 4, 5, 6, 8)} | {"pre"}
+    assert ("r7" in {t["trace_id"] for t in traces}) == replace  # its file holds "pre": skipped whole without replace

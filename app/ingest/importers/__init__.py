@@ -189,6 +189,19 @@ def _records(data: bytes) -> tuple[list | None, str | None]:
     return [value for _, value in lines], problem
 
 
+def own_traces(upload: Upload) -> list[dict] | None:
+    """The traces of a file plainly in our own format (not compressed, archived, any importer's or a companion),
+    each an object with a text trace_id, as the ingest reads them; None for any other file. The ingest reads each
+    such file of a request on its own, as if it came alone: `orchestrace ingest` posts many in one request."""
+    if upload.data[:2] == GZIP_MAGIC or upload.data[:4] == ZIP_MAGIC or any(f.companion(upload) for f in REGISTRY):
+        return None
+    records, _ = _records(upload.data)
+    if not records or detect(records) != "orchestrace" or \
+            not all(isinstance(r, dict) and isinstance(r.get("trace_id"), str) for r in records):
+        return None
+    return records
+
+
 def detect(records: list | None) -> str:
     """The format of a parsed document (see _records), from its content: the first in the registry's order that
     recognises it, our own format when none does."""
