@@ -5,7 +5,7 @@ step's prompts) and two policies (systems), posted in requests of 1,000 to a rea
 After the first 500, reviewers label an event of each of the first 300 traces and a review queue samples 1,000 tool
 calls; after all N, a second queue samples 1,000 tool calls of the whole corpus (the queue page at N shows that one).
 Each page is timed at 500 rollouts and at N: its first view, then again (AGAIN views); so are the exports for RL
-trainers of every trace (EXPORTS), and `orchestrace audit --all` at N. Run with
+trainers of every trace (EXPORTS), and `orchestrace audit --all` at N, on the store and through the server. Run with
 `.venv/bin/python benchmarks/corpus.py` (100,000 rollouts), `--quick` (3,000) or `--n N`; `--lake` does the same on
 a DuckLake over PostgreSQL after the file, and prints each page's lake/file ratio at N.
 Prints medians with their range and the ratios of the two sizes; asserts nothing. The figures move with the load of
@@ -66,7 +66,8 @@ PAGES = {
 }
 PAGE_TIMEOUT_S = 600
 # Every trace exported for an RL trainer (rllm, trl_stepwise: every rollout; credit_jsonl: the labelled ones), timed
-# at 500 and at N; then `orchestrace audit --all` on the store at N, once the server stopped (a file has one process).
+# at 500 and at N; then `orchestrace audit --all` at N through the server, and on the store once the server stopped
+# (a file has one process).
 EXPORTS = {"rllm": "/api/annotations/export?format=rllm", "trl_stepwise": "/api/annotations/export?format=trl_stepwise",
            "credit_jsonl": "/api/annotations/export?format=credit_jsonl"}
 
@@ -140,11 +141,13 @@ def time_exports(url: str) -> dict[str, tuple[float, int]]:
     return out
 
 
-def time_audit(db: Path | str, lake_data: Path | None) -> float:
-    """Seconds `orchestrace audit --all` takes on the store (its findings of every trace, as a CI gate asks)."""
+def time_audit(db: Path | str, lake_data: Path | None, url: str | None = None) -> float:
+    """Seconds `orchestrace audit --all` takes on the store (its findings of every trace, as a CI gate asks), or
+    through the server at `url` (GET /api/findings)."""
     env = {**os.environ, "ORCHESTRACE_LAKE_DATA": str(lake_data)} if lake_data else None
+    where = ["--server", url] if url else ["--db", str(db)]
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "app.cli", "audit", "--all", "--db", str(db)], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "-m", "app.cli", "audit", "--all", *where], cwd=ROOT, env=env,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if done.returncode not in (0, 1):  # 1: findings at or above --fail-on (none is given: never)
         raise SystemExit(f"orchestrace audit failed: {done.stderr}")
@@ -172,12 +175,13 @@ def measure(db: Path | str, lake_data: Path | None, n: int) -> dict:
         large_queue, large_queue_s = make_queue(url, f"sample of {n}")
         large = time_pages(url, large_queue)
         large_exports = time_exports(url)
+        audit_served = time_audit(db, lake_data, url)
     finally:
         proc.terminate()
         proc.wait(30)
     return {"seconds": seconds + more_s, "events": events + more_events, "queue_s": (small_queue_s, large_queue_s),
             "small": small, "large": large, "exports": (small_exports, large_exports),
-            "audit": time_audit(db, lake_data)}
+            "audit": time_audit(db, lake_data), "audit_served": audit_served}
 
 
 def report(store: str, n: int, run: dict) -> None:
@@ -199,7 +203,7 @@ def report(store: str, n: int, run: dict) -> None:
         print(f"{name:22} {s_s:>8.2f} s {s_lines:>7,} lines {n_s:>8.2f} s {n_lines:>7,} lines "
               f"{(n_s / n_lines) / (s_s / s_lines) if s_lines and n_lines else float('nan'):>15.1f}x")
     print(f"orchestrace audit --all at {n:,}: {run['audit']:.1f} s ({run['audit'] / n * 1000:.2f} ms a trace, the "
-          "command's start included)")
+          f"command's start included); through the server: {run['audit_served']:.1f} s")
 
 
 def compare(n: int, file: dict, lake: dict) -> None:
