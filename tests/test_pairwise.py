@@ -112,6 +112,11 @@ def test_two_blind_reviewers_choose_on_every_pair_once_each_and_agreement_is_on_
     assert choose(lab["rob"], qid, item["item_id"], "tie", "both fine").status_code == 201
     seen = lab["rob"].get(f"/api/queues/{qid}/items").json()["items"][0]
     assert {r: c["choice"] for r, c in seen["choices"].items()} == {"rita": "a", "rob": "tie"}
+    for name in ("rob", "ada"):  # a page of pairs shows each as the whole list does, blind review included
+        whole = lab[name].get(f"/api/queues/{qid}/items").json()
+        pages = [lab[name].get(f"/api/queues/{qid}/items", params={"limit": 1, "offset": k}).json()
+                 for k in range(whole["total"])]
+        assert [page["items"][0] for page in pages] == whole["items"] and {p["total"] for p in pages} == {len(pages)}
     assert seen["status"] == "disputed" and seen["decision"] is None
 
     second = lab["rob"].post(f"/api/queues/{qid}/next").json()

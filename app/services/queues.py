@@ -511,12 +511,28 @@ def items(db: Database, queue_id: str, viewer: str | None) -> list[dict]:
     return with_items(db, queue_id, viewer)[1]
 
 
+def item_page(db: Database, queue_id: str, viewer: str | None, limit: int | None,
+              offset: int) -> tuple[list[dict], int]:
+    """A page of `items` (`limit` None: every item from `offset` on), and how many items the queue holds: the page's
+    items read, and the queue's answers (as many as its answered items, not as its items)."""
+    queue = load(db, queue_id)
+    states, (listed, total) = db.together(  # side by side on a lake
+        lambda: states_of(db, [queue], viewer)[queue["id"]],
+        lambda: queue_store.queue_item_page(db, queue_id, queue["kind"], limit, offset))
+    return _item_rows(queue, states, listed), total
+
+
 def with_items(db: Database, queue_id: str, viewer: str | None) -> tuple[dict, list[dict]]:
     """The queue's `summary` and its `items`, from one read of its answers (a queue's page shows both)."""
     queue = load(db, queue_id)
     states, listed = db.together(  # side by side on a lake
         lambda: states_of(db, [queue], viewer)[queue["id"]],
         lambda: queue_store.list_queue_items(db, queue_id, queue["kind"]))
+    return _summary(queue, states, len(listed)), _item_rows(queue, states, listed)
+
+
+def _item_rows(queue: dict, states: dict[int, dict], listed: list[dict]) -> list[dict]:
+    """Each listed item with its state (`states_of`) and status."""
     empty = {"labels": {}, "done": False, "disputed": False, "adjudicated": None}
     if queue["kind"] == "pairwise":
         empty = {"choices": {}, "done": False, "disputed": False, "adjudicated": None, "decision": None}
@@ -525,7 +541,7 @@ def with_items(db: Database, queue_id: str, viewer: str | None) -> tuple[dict, l
         state = states.get(item["item_id"], empty)
         rows.append(item | {key: value for key, value in state.items() if key not in ("trace_id", "event_id")}
                     | {"status": status_of(state)})
-    return _summary(queue, states, len(listed)), rows
+    return rows
 
 
 def final_rows(db: Database, queue_id: str, viewer: str | None) -> tuple[dict, list[dict]]:

@@ -8,7 +8,7 @@ import pyarrow as pa
 from app.domain.preference import Pair
 from app.store.db import Database
 from app.store.lists import registered
-from app.store.sql import execute
+from app.store.sql import execute, page_and_total
 
 
 def queue_trace_ids(db: Database, queue_id: str) -> list[str]:
@@ -100,6 +100,17 @@ def list_queue_items(db: Database, queue_id: str, kind: str = "events") -> list[
     table, columns, _ = KIND_ITEMS[kind]
     return db.fetchall(f"SELECT i.item_id, {columns} FROM {table} i WHERE i.queue_id = ? ORDER BY i.item_id",
                        [queue_id])
+
+
+def queue_item_page(db: Database, queue_id: str, kind: str, limit: int | None,
+                    offset: int) -> tuple[list[dict], int]:
+    """A page of the queue's items in queue order (`limit` None: all from `offset`), and how many it holds, in one
+    read."""
+    table, columns, _ = KIND_ITEMS[kind]
+    sql = (f"SELECT c.total, p.* FROM (SELECT count(*) AS total FROM {table} WHERE queue_id = $queue) c "
+           f"LEFT JOIN (SELECT i.item_id, {columns} FROM {table} i WHERE i.queue_id = $queue ORDER BY i.item_id "
+           "LIMIT $limit OFFSET $offset) p ON true ORDER BY p.item_id")
+    return page_and_total(db.fetchall(sql, {"queue": queue_id, "limit": limit, "offset": offset}), "item_id")
 
 
 def queue_item_count(db: Database, queue_id: str, kind: str = "events") -> int:

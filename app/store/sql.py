@@ -48,6 +48,16 @@ def one_of(column: str, name: str, values: list) -> tuple[str, dict]:
     return f"{column} IN (SELECT unnest(${name}))", {name: list(values)}
 
 
+def page_and_total(rows: list[dict], key: str) -> tuple[list[dict], int]:
+    """The rows and the count of a page read with its count in one statement (`SELECT c.total, p.* FROM (SELECT
+    count(*) AS total ...) c LEFT JOIN (the page) p ON true`): the count is on every row, and an empty page is one
+    row of NULLs (`key` among them) with it."""
+    total = rows[0]["total"]
+    for row in rows:
+        del row["total"]
+    return [row for row in rows if row[key] is not None], total
+
+
 def current(*partition: str) -> str:
     """The clause that keeps the current version of each `partition` (a reviewer's label on an event, their tags
     on a paper): its highest version. Written here once; versioned rows are append-only."""

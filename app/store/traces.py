@@ -20,7 +20,7 @@ from app.domain.metrics import Coded, TraceGraph, graph_from_columns, tokens_of
 from app.store.db import Database, iso_utc
 from app.store.gcpause import paused_gc
 from app.store.lists import registered
-from app.store.sql import execute, one_of
+from app.store.sql import execute, one_of, page_and_total
 
 # Who counts as an agent, everywhere a page or the API says "agents": a team member, the `agent` of an event
 # that is neither a tool answering a call (tool_result) nor a person (a human_intervention, or anything said
@@ -259,17 +259,8 @@ def list_traces(db: Database, filters: TraceFilters = TraceFilters(), sort="trac
                                  if key.startswith(REWARD_SORT_PREFIX) else (f"x.{key}", []))
         sql = TRACE_PAGE.format(where=where, columns=PAGE_COLUMNS, sort_key=sort_key, order=order)
         params = where_params + sort_params + where_params + [limit, offset]
-    rows, total = _page_and_total(db.fetchall(sql, params), "trace_id")
+    rows, total = page_and_total(db.fetchall(sql, params), "trace_id")
     return [_summary(row) for row in rows], total
-
-
-def _page_and_total(rows: list[dict], key: str) -> tuple[list[dict], int]:
-    """The rows and the count of a page read with its count (TRACE_PAGE, EVENT_PAGE): the count is on every row,
-    and an empty page is one row of NULLs (`key` among them) with it."""
-    total = rows[0]["total"]
-    for row in rows:
-        del row["total"]
-    return [row for row in rows if row[key] is not None], total
 
 
 def read_trace_summary(db: Database, trace_id: str) -> dict | None:
@@ -291,7 +282,7 @@ TRACE_ID_PAGE = """
 
 def trace_id_page(db: Database, limit: int, offset: int) -> tuple[list[str], int]:
     """A page of the stored trace ids in id order, and how many there are, in one read."""
-    rows, total = _page_and_total(db.fetchall(TRACE_ID_PAGE, [limit, offset]), "trace_id")
+    rows, total = page_and_total(db.fetchall(TRACE_ID_PAGE, [limit, offset]), "trace_id")
     return [row["trace_id"] for row in rows], total
 
 
@@ -737,7 +728,7 @@ def list_events(db: Database, trace_id: str, type_=None, agent=None, role=None, 
     order = "DESC" if sort.startswith("-") else "ASC"
     column = EVENT_SORTS.get(sort.lstrip("-"), "seq")
     params = [trace_id, type_ or None, type_ or None, agent or None, agent or None, role or None, role or None]
-    return _page_and_total(db.fetchall(EVENT_PAGE.format(where=EVENT_FILTER, column=column, order=order),
+    return page_and_total(db.fetchall(EVENT_PAGE.format(where=EVENT_FILTER, column=column, order=order),
                                        params + params + [limit, offset]), "seq")
 
 

@@ -2,15 +2,17 @@
 reviewer's choice on a pair (pairwise queues), and an admin's final label or choice on an item the reviewers
 disagreed on."""
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
+from app.domain.paging import MAX_OFFSET
 from app.services import queues
 from app.web.access import Admin, AnyViewer, Reviewer
 from app.web.apidoc import (
     COUNT,
     FIELD_ERROR,
+    INVALID,
     NOT_JSON,
     OBJECT,
     READ_REFUSALS,
@@ -65,12 +67,16 @@ def read_queue(queue_id: str, db: DbDep, viewer: Viewer):
     return JsonBody(queues.summary(db, queue_id, viewer))
 
 
-@router.get("/{queue_id}/items", dependencies=[AnyViewer], responses=READ_REFUSALS | NO_QUEUE | {200: reply(
-    "every item in order: its event, labels by reviewer, done, disputed and the adjudication", OBJECT)})
-def read_queue_items(queue_id: str, db: DbDep, viewer: Viewer):
+@router.get("/{queue_id}/items", dependencies=[AnyViewer], responses=READ_REFUSALS | NO_QUEUE | INVALID | {
+    200: reply("every item in order (or a page of them, with `limit`): its event, labels by reviewer, done, "
+               "disputed and the adjudication; `total`: the queue's items", OBJECT)})
+def read_queue_items(queue_id: str, db: DbDep, viewer: Viewer,
+                     limit: int | None = Query(None, ge=1, le=1000, description="items a page holds (all)"),
+                     offset: int = Query(0, ge=0, le=MAX_OFFSET, description="items skipped (0)")):
     """Every item with its status and the labels (pairwise: the choices) the caller may see (blind: others' only
-    once theirs is saved)."""
-    return JsonBody({"items": queues.items(db, queue_id, viewer)})
+    once theirs is saved); a page of them with `limit` and `offset`."""
+    listed, total = queues.item_page(db, queue_id, viewer, limit, offset)
+    return JsonBody({"items": listed, "total": total})
 
 
 def _caller(request: Request, reviewer: str | None) -> str:
