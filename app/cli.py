@@ -359,8 +359,8 @@ def _store_batches(args, db: Database, settings: Settings, batches: list, fmt: s
         from app.services.graph import prepare_lod
 
         if group:
-            stored, skipped, warnings, events = store_documents(db, group, existing, fmt, command)
-            prepare_lod(db, events)  # as after an upload: a large trace's first view does not wait for its lanes
+            stored, skipped, warnings, sizes = store_documents(db, group, existing, fmt, command)
+            prepare_lod(db, sizes)  # as after an upload: a large trace's first view does not wait for its lanes
             summary["ingested"] += stored
             summary["skipped"] += skipped
             summary["warnings"] += warnings

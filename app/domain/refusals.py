@@ -28,11 +28,11 @@ class InvalidParameter(Refusal, ValueError):
     status = 422
 
     def __init__(self, parameter: str, message: str):
-        self.parameter = parameter
+        self.parameter, self.message = parameter, message
         super().__init__(f"{parameter}: {message}")
 
     def details(self) -> dict:
-        return {"errors": [{"path": f"query.{self.parameter}", "message": str(self).partition(": ")[2]}]}
+        return {"errors": [{"path": f"query.{self.parameter}", "message": self.message}]}
 
 
 def status_of(exc: Exception) -> int:

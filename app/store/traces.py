@@ -729,7 +729,7 @@ def list_events(db: Database, trace_id: str, type_=None, agent=None, role=None, 
     column = EVENT_SORTS.get(sort.lstrip("-"), "seq")
     params = [trace_id, type_ or None, type_ or None, agent or None, agent or None, role or None, role or None]
     return page_and_total(db.fetchall(EVENT_PAGE.format(where=EVENT_FILTER, column=column, order=order),
-                                       params + params + [limit, offset]), "seq")
+                                      params + params + [limit, offset]), "seq")
 
 
 def event_facets(db: Database, trace_id: str) -> dict:
