@@ -438,9 +438,8 @@ def _post_together(args, server: Server, path: str, group: list[tuple[str, list[
     while group:
         status, answer = _call(args, server, path, *_multipart([upload for _, uploads, _ in group
                                                                  for upload in uploads]))
-        if status < 300:
-            summary["ingested"] += answer["ingested"]
-            summary["warnings"] += answer.get("warnings", [])
+        if status < 300 or len(group) == 1:
+            _tally(group[0][0], status, answer, summary)
             return
         taken = set(answer.get("trace_ids", [])) if status == 409 else set()
         kept = [document for document in group if not document[2] & taken]
@@ -454,7 +453,11 @@ def _post_together(args, server: Server, path: str, group: list[tuple[str, list[
 
 def _post_one(args, server: Server, path: str, label: str, uploads: list[Upload], summary: dict) -> None:
     """Post one document: stored, skipped (its trace ids are stored already) or refused, with why."""
-    status, answer = _call(args, server, path, *_multipart(uploads))
+    _tally(label, *_call(args, server, path, *_multipart(uploads)), summary)
+
+
+def _tally(label: str, status: int, answer: dict, summary: dict) -> None:
+    """What the server answered a post of documents (one, or several stored together) into the summary."""
     if status < 300:
         summary["ingested"] += answer["ingested"]
         summary["warnings"] += answer.get("warnings", [])
