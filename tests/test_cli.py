@@ -524,7 +524,7 @@ def test_ingest_through_a_server_posts_many_files_a_request_with_what_posting_ea
     (folder / "r5a.json.gz").write_bytes(gzip.compress(json.dumps(make_trace("r8")).encode()))  # compressed: alone
     runs, asked, call = [], [], cli._call
     monkeypatch.setattr(cli, "_call", lambda *a, **k: asked.append(a[2]) or call(*a, **k))
-    monkeypatch.setattr(cli, "STORED_TOGETHER", (3, 200_000))
+    monkeypatch.setattr(cli, "STORED_TOGETHER", (5, 200_000))
     for grouped in (False, True):  # each file alone, as before; then many a request
         monkeypatch.setattr(cli, "POSTED_TOGETHER_BYTES", 16 * 1024**2 if grouped else 0)
         db_path = tmp_path / f"{grouped}.duckdb"
