@@ -2,6 +2,7 @@
 label through `next` with overlap and blindness, progress and agreement follow, and an admin adjudicates."""
 
 import pytest
+from bs4 import BeautifulSoup
 from conftest import lab_clients, make_trace, post_json
 
 from app.services import queues
@@ -215,3 +216,24 @@ def test_a_queue_page_reads_the_queues_labels_once_for_its_progress_and_its_item
     assert page.status_code == 200 and "returns" in page.text
     labels_read = " ".join(label_store.QUEUE_LABELS.split())  # as the trace of statements writes it
     assert [" ".join(sql.split()) for sql, *_ in ran].count(labels_read) <= 1  # a lake may keep the read
+
+
+def test_a_queue_page_lists_its_first_items_and_every_disputed_one(lab, monkeypatch):
+    """A queue of a training run's tool calls holds some 90,000 items: its page reads the ones it lists, and its
+    disputed items wherever they are in the queue, for the admin to settle."""
+    from app.web.routes import queue_pages
+
+    monkeypatch.setattr(queue_pages, "SHOWN_ITEMS", 2)
+    queue = make_queue(lab["ada"], blind=False).json()
+    items = lab["ada"].get(f"/api/queues/{queue['id']}/items").json()["items"]
+    assert len(items) == 4
+    for name, credits in (("rita", (0.5, 0.5, 0.5, 0.5)), ("rob", (0.5, 0.5, 0.5, -0.5))):
+        for item, credit in zip(items, credits):
+            assert label(lab[name], item, queue_id=queue["id"], credit=credit).status_code == 201
+    page = BeautifulSoup(lab["ada"].get(f"/queues/{queue['id']}").text, "html.parser")
+    listed = page.select("section[aria-label=Items] tbody tr")
+    assert [row.td.get_text(strip=True) for row in listed] == [str(i["item_id"]) for i in items[:2]]
+    assert "The first 2 of 4 items" in page.get_text(" ", strip=True)
+    disputes = page.select("section[aria-label='Disputed items'] article.dispute")
+    assert [d["id"] for d in disputes] == [f"item-{items[3]['item_id']}"]  # beyond the items listed
+    assert "4 of 4 items done" in " ".join(page.get_text(" ", strip=True).split())

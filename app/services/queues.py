@@ -13,6 +13,7 @@ import json
 import random
 import secrets
 from collections import Counter
+from typing import NamedTuple
 
 from app.domain import preference
 from app.domain.agreement import agreement
@@ -508,7 +509,7 @@ def adjudicate(db: Database, queue_id: str, item_id: int, adjudicator: str, labe
 def items(db: Database, queue_id: str, viewer: str | None) -> list[dict]:
     """Every item in queue order with its state as `viewer` may see it (an item nobody answered yet: no
     labels or choices, not done), and its status; a pair also with the choice it ends with (`decision`)."""
-    return with_items(db, queue_id, viewer)[1]
+    return item_page(db, queue_id, viewer, None, 0)[0]
 
 
 def item_page(db: Database, queue_id: str, viewer: str | None, limit: int | None,
@@ -522,13 +523,30 @@ def item_page(db: Database, queue_id: str, viewer: str | None, limit: int | None
     return _item_rows(queue, states, listed), total
 
 
-def with_items(db: Database, queue_id: str, viewer: str | None) -> tuple[dict, list[dict]]:
-    """The queue's `summary` and its `items`, from one read of its answers (a queue's page shows both)."""
+class QueueView(NamedTuple):
+    """What a queue's page shows: its summary, its first items, how many it holds, and its disputed items."""
+    summary: dict
+    items: list[dict]
+    total: int
+    disputed: list[dict]
+
+
+def with_items(db: Database, queue_id: str, viewer: str | None, shown: int) -> QueueView:
+    """The queue's summary, its first `shown` items and its disputed ones, from one read of its answers (a queue of a
+    training run's tool calls holds some 90,000 items: its page reads those it shows)."""
     queue = load(db, queue_id)
-    states, listed = db.together(  # side by side on a lake
+    states, (listed, total) = db.together(  # side by side on a lake
         lambda: states_of(db, [queue], viewer)[queue["id"]],
-        lambda: queue_store.list_queue_items(db, queue_id, queue["kind"]))
-    return _summary(queue, states, len(listed)), _item_rows(queue, states, listed)
+        lambda: queue_store.queue_item_page(db, queue_id, queue["kind"], shown, 0))
+    rows = _item_rows(queue, states, listed)
+    on_page = {row["item_id"]: row for row in rows}
+    disputed = sorted(item_id for item_id, state in states.items() if state["disputed"])
+    beyond = [item_id for item_id in disputed if item_id not in on_page]
+    if beyond:
+        on_page |= {row["item_id"]: row for row in _item_rows(
+            queue, states, queue_store.queue_items_in(db, queue_id, queue["kind"], beyond))}
+    return QueueView(_summary(queue, states, total), rows, total,
+                     [on_page[item_id] for item_id in disputed if item_id in on_page])
 
 
 def _item_rows(queue: dict, states: dict[int, dict], listed: list[dict]) -> list[dict]:

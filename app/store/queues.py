@@ -113,6 +113,13 @@ def queue_item_page(db: Database, queue_id: str, kind: str, limit: int | None,
     return page_and_total(db.fetchall(sql, {"queue": queue_id, "limit": limit, "offset": offset}), "item_id")
 
 
+def queue_items_in(db: Database, queue_id: str, kind: str, item_ids: list[int]) -> list[dict]:
+    """These items of the queue, in queue order."""
+    table, columns, _ = KIND_ITEMS[kind]
+    return db.fetchall(f"SELECT i.item_id, {columns} FROM {table} i WHERE i.queue_id = $queue AND "
+                       "i.item_id IN (SELECT unnest($items)) ORDER BY i.item_id", {"queue": queue_id, "items": item_ids})
+
+
 def queue_item_count(db: Database, queue_id: str, kind: str = "events") -> int:
     return db.scalar(f"SELECT count(*) FROM {KIND_ITEMS[kind][0]} WHERE queue_id = ?", [queue_id])
 

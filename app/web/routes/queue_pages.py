@@ -28,6 +28,7 @@ from app.web.render import render
 from app.web.security import current_user
 
 router = APIRouter(include_in_schema=False)
+SHOWN_ITEMS = 500  # a queue's items its page lists; the API pages them all
 
 
 def _form_context(db, facts, request: Request) -> dict:
@@ -85,11 +86,11 @@ async def create_queue_from_form(request: Request, db: DbDep, facts: CorpusDep, 
 
 @router.get("/queues/{queue_id}", dependencies=[AnyViewer])
 def read_queue_page(request: Request, queue_id: str, db: DbDep, viewer: Viewer):
-    queue, items = queues.with_items(db, queue_id, viewer)
+    """A queue's progress, its disputed items with the adjudication form (admins) and its first SHOWN_ITEMS items."""
+    view = queues.with_items(db, queue_id, viewer, SHOWN_ITEMS)
     return render(request, "queue_detail.html", {
-        "queue": queue, "items": items, "me": viewer, "choices": CHOICES,
-        "fields": [f for f in FIELDS if f.name in queue.get("fields", ())],
-        "disputed": [item for item in items if item["disputed"]]})
+        "queue": view.summary, "items": view.items, "total": view.total, "disputed": view.disputed, "me": viewer,
+        "choices": CHOICES, "fields": [f for f in FIELDS if f.name in view.summary.get("fields", ())]})
 
 
 @router.get("/queues/{queue_id}/next", dependencies=[AnyViewer])
