@@ -328,3 +328,24 @@ def test_an_import_reads_and_writes_its_versions_at_once_and_checks_a_repeated_o
     refused = client.post("/api/annotations/import", json=differing)
     assert refused.status_code == 409 and "fay's label on lab/e1 differs" in refused.json()["errors"][0]["message"]
     assert "fay" not in {label["reviewer"] for label in client.get("/api/annotations").json()["items"]}
+
+
+def test_labels_come_a_page_at_a_time_in_the_order_of_the_whole_list(client, trace):
+    """GET /api/annotations pages with limit and offset (a lab labelling a training run's rollouts keeps hundreds of
+    thousands of labels), in the whole list's order, with the total, whatever the filters."""
+    for reviewer in ("ada", "bob", "cy"):
+        for event in ("e1", "e2", "e3"):
+            assert save(client, reviewer=reviewer, event_id=event, credit=0.5).status_code == 201
+    assert save(client, reviewer="bob", event_id="e2", credit=-0.5, base_version=1).status_code == 201
+    for filters in ({}, {"reviewer": "bob"}, {"event_id": "e2"}, {"history": "true"}, {"trace_id": "lab"}):
+        whole = client.get("/api/annotations", params=filters).json()
+        assert whole["total"] == len(whole["items"]) > 0
+        pages = [client.get("/api/annotations", params=filters | {"limit": 2, "offset": k}).json()
+                 for k in range(0, whole["total"], 2)]
+        assert [item for page in pages for item in page["items"]] == whole["items"]
+        assert {page["total"] for page in pages} == {whole["total"]}
+    assert client.get("/api/annotations", params={"history": "true"}).json()["total"] == 10
+    assert client.get("/api/annotations", params={"offset": 8}).json()["items"] == \
+        client.get("/api/annotations").json()["items"][8:]
+    refused = client.get("/api/annotations", params={"orphaned": "true", "limit": 5})
+    assert refused.status_code == 422 and refused.json()["errors"][0]["path"] == "query.limit"

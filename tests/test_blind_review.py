@@ -187,6 +187,11 @@ def test_a_page_of_the_items_shows_each_as_the_whole_list_does_to_each_caller(la
                                                                   params={"limit": 3}).json()["items"]}
     assert shown[items[1]["item_id"]] == ["bob", "rita"] and shown[items[2]["item_id"]] == []  # not hers: hidden
     assert rita.get(f"/api/queues/{queue['id']}/items", params={"limit": 0}).status_code == 422
+    for name in ("rita", "bob", "ada"):  # the labels list pages as it lists, blind review included
+        whole = clients[name].get("/api/annotations").json()["items"]
+        paged = [label for offset in range(0, len(whole), 2) for label in clients[name].get(
+            "/api/annotations", params={"limit": 2, "offset": offset}).json()["items"]]
+        assert paged == whole
 
 
 def test_the_admin_and_a_reviewer_outside_the_queue_see_every_label(lab):

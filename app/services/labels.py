@@ -344,6 +344,13 @@ def list_labels(db: Database, viewer: str | None, trace_id=None, event_id=None, 
             for row in store.read_labels(db, viewer, trace_id, event_id, reviewer, history, queue_id, trace_ids)]
 
 
+def label_page(db: Database, viewer: str | None, filters: dict, history: bool, limit: int | None,
+               offset: int) -> tuple[list[dict], int]:
+    """A page of `list_labels` (`filters`: trace_id, event_id, reviewer), and how many labels match."""
+    rows, total = store.read_labels_page(db, viewer, filters, history, limit, offset)
+    return [to_dict(LabelRow._make(row)) for row in rows], total
+
+
 def others_on_event(db: Database, viewer: str | None, trace_id: str, event_id: str) -> list[dict]:
     """Other reviewers' current labels on an event, as far as `viewer` may see them (shown beside theirs)."""
     return [label for label in list_labels(db, viewer, trace_id, event_id)

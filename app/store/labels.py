@@ -59,12 +59,12 @@ def read_labels(db: Database, viewer: str | None, trace_id=None, event_id=None, 
                       "ORDER BY trace_id, event_id, reviewer, version", {"viewer": viewer, **filters}).fetchall()
 
 
-def read_labels_page(db: Database, viewer: str | None, filters: dict, history: bool, limit: int,
+def read_labels_page(db: Database, viewer: str | None, filters: dict, history: bool, limit: int | None,
                      offset: int) -> tuple[list[tuple], int]:
-    """One page of the labels read_labels reads (`filters`: trace_id, reviewer, reward_family, each optional), in
-    the same order, and how many match."""
+    """One page of the labels read_labels reads (`filters`: trace_id, event_id, reviewer, reward_family, each
+    optional; `limit` None: all from `offset`), in the same order, and how many match."""
     given = {column: value for column, value in filters.items()
-             if value and column in ("trace_id", "reviewer", "reward_family")}
+             if value and column in ("trace_id", "event_id", "reviewer", "reward_family")}
     where = " WHERE " + " AND ".join(f"{column} = ${column}" for column in given) if given else ""
     labels = f"SELECT {LABEL_COLUMNS} FROM (SELECT * FROM {VISIBLE} v{'' if history else CURRENT}){where}"
     params = {"viewer": viewer, **given}

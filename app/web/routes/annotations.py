@@ -2,12 +2,14 @@
 
 from typing import Literal
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.domain.agreement import agreement
 from app.domain.label_fields import AGREEMENT_LEVELS
+from app.domain.paging import MAX_OFFSET
+from app.domain.refusals import InvalidParameter
 from app.domain.taxonomy import PAPER_FIELDS
 from app.services import exports, papers
 from app.services import labels as annotations
@@ -82,12 +84,22 @@ async def undo_annotation(request: Request, db: DbDep):
 
 @router.get("/annotations", dependencies=[AnyViewer])
 def read_annotations(db: DbDep, viewer: Viewer, trace_id: str | None = None, event_id: str | None = None,
-                     reviewer: str | None = None, history: bool = False, orphaned: bool = False):
-    """Current labels (every version with history=true); orphaned=true lists labels of vanished events. On an
-    item of a blind queue, other reviewers' labels stay hidden from a reviewer until they saved theirs."""
+                     reviewer: str | None = None, history: bool = False, orphaned: bool = False,
+                     limit: int | None = Query(None, ge=1, le=1000, description="labels a page holds (all)"),
+                     offset: int = Query(0, ge=0, le=MAX_OFFSET, description="labels skipped (0)")):
+    """Current labels (every version with history=true), in trace, event, reviewer, version order, all or a page
+    (`limit`, `offset`), with `total`; orphaned=true lists labels of vanished events. On an item of a blind queue,
+    other reviewers' labels stay hidden from a reviewer until they saved theirs."""
     if orphaned:
+        if limit is not None or offset:
+            raise InvalidParameter("limit" if limit is not None else "offset", "pages labels; not orphaned=true")
         return JsonBody({"items": label_store.orphaned_labels(db, viewer, trace_id)})
-    return JsonBody({"items": annotations.list_labels(db, viewer, trace_id, event_id, reviewer, history)})
+    if limit is None and not offset:
+        items = annotations.list_labels(db, viewer, trace_id, event_id, reviewer, history)
+        return JsonBody({"items": items, "total": len(items)})
+    filters = {"trace_id": trace_id, "event_id": event_id, "reviewer": reviewer}
+    items, total = annotations.label_page(db, viewer, filters, history, limit, offset)
+    return JsonBody({"items": items, "total": total})
 
 
 @router.get("/annotations/export", dependencies=[AnyViewer], responses=READ_REFUSALS | INVALID | {
