@@ -517,10 +517,18 @@ def item_page(db: Database, queue_id: str, viewer: str | None, limit: int | None
     """A page of `items` (`limit` None: every item from `offset` on), and how many items the queue holds: the page's
     items read, and the queue's answers (as many as its answered items, not as its items)."""
     queue = load(db, queue_id)
-    states, (listed, total) = db.together(  # side by side on a lake
-        lambda: states_of(db, [queue], viewer)[queue["id"]],
-        lambda: queue_store.queue_item_page(db, queue_id, queue["kind"], limit, offset))
+    states, listed, total = _states_and_page(db, queue, viewer, limit, offset)
     return _item_rows(queue, states, listed), total
+
+
+def _states_and_page(db: Database, queue: dict, viewer: str | None, limit: int | None,
+                     offset: int) -> tuple[dict[int, dict], list[dict], int]:
+    """The queue's answers folded by item (`states_of`), a page of its items and how many it holds, side by side on
+    a lake."""
+    states, (listed, total) = db.together(
+        lambda: states_of(db, [queue], viewer)[queue["id"]],
+        lambda: queue_store.queue_item_page(db, queue["id"], queue["kind"], limit, offset))
+    return states, listed, total
 
 
 class QueueView(NamedTuple):
@@ -535,9 +543,7 @@ def with_items(db: Database, queue_id: str, viewer: str | None, shown: int) -> Q
     """The queue's summary, its first `shown` items and its disputed ones, from one read of its answers (a queue of a
     training run's tool calls holds some 90,000 items: its page reads those it shows)."""
     queue = load(db, queue_id)
-    states, (listed, total) = db.together(  # side by side on a lake
-        lambda: states_of(db, [queue], viewer)[queue["id"]],
-        lambda: queue_store.queue_item_page(db, queue_id, queue["kind"], shown, 0))
+    states, listed, total = _states_and_page(db, queue, viewer, shown, 0)
     rows = _item_rows(queue, states, listed)
     on_page = {row["item_id"]: row for row in rows}
     disputed = sorted(item_id for item_id, state in states.items() if state["disputed"])

@@ -305,15 +305,10 @@ def queue_adjudications(db: Database, viewer: str | None, queue_ids: list[str]) 
         {"viewer": viewer, "queues": queue_ids})
 
 
-def adjudicated_labels(db: Database, viewer: str | None, trace_id: str, queue_id: str | None = None) -> dict:
-    """The final label an admin set on each event of a trace (the latest, in any queue or in `queue_id`), as
-    {event_id: (label JSON text, note, adjudicator)}."""
-    return adjudicated_labels_in(db, viewer, [trace_id], queue_id).get(trace_id, {})
-
-
 def adjudicated_labels_in(db: Database, viewer: str | None, trace_ids: list[str],
                           queue_id: str | None = None) -> dict[str, dict]:
-    """adjudicated_labels of these traces in one read, by trace id (a trace with none is left out)."""
+    """The final label an admin set on each event of these traces (the latest, in any queue or in `queue_id`), in one
+    read: {trace id: {event_id: (label JSON text, note, adjudicator)}} (a trace with none is left out)."""
     traces, params = one_of("trace_id", "traces", trace_ids)
     rows = db.execute(
         f"SELECT trace_id, event_id, label, note, adjudicator FROM ({ADJUDICATIONS}) "

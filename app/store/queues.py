@@ -8,7 +8,7 @@ import pyarrow as pa
 from app.domain.preference import Pair
 from app.store.db import Database
 from app.store.lists import registered
-from app.store.sql import execute, page_and_total
+from app.store.sql import execute, one_of, page_and_total
 
 
 def queue_trace_ids(db: Database, queue_id: str) -> list[str]:
@@ -96,12 +96,6 @@ KIND_ITEMS = {"events": ("queue_items", "i.trace_id, i.event_id", ("trace_id", "
               "pairwise": ("queue_pairs", 'i.group_key AS "group", i.trace_a, i.trace_b', ("group", "trace_a", "trace_b"))}
 
 
-def list_queue_items(db: Database, queue_id: str, kind: str = "events") -> list[dict]:
-    table, columns, _ = KIND_ITEMS[kind]
-    return db.fetchall(f"SELECT i.item_id, {columns} FROM {table} i WHERE i.queue_id = ? ORDER BY i.item_id",
-                       [queue_id])
-
-
 def queue_item_page(db: Database, queue_id: str, kind: str, limit: int | None,
                     offset: int) -> tuple[list[dict], int]:
     """A page of the queue's items in queue order (`limit` None: all from `offset`), and how many it holds, in one
@@ -116,8 +110,9 @@ def queue_item_page(db: Database, queue_id: str, kind: str, limit: int | None,
 def queue_items_in(db: Database, queue_id: str, kind: str, item_ids: list[int]) -> list[dict]:
     """These items of the queue, in queue order."""
     table, columns, _ = KIND_ITEMS[kind]
-    return db.fetchall(f"SELECT i.item_id, {columns} FROM {table} i WHERE i.queue_id = $queue AND "
-                       "i.item_id IN (SELECT unnest($items)) ORDER BY i.item_id", {"queue": queue_id, "items": item_ids})
+    items, params = one_of("i.item_id", "items", item_ids)
+    return db.fetchall(f"SELECT i.item_id, {columns} FROM {table} i WHERE i.queue_id = $queue AND {items} "
+                       "ORDER BY i.item_id", params | {"queue": queue_id})
 
 
 def queue_item_count(db: Database, queue_id: str, kind: str = "events") -> int:
